@@ -1,0 +1,429 @@
+/*
+ * xcoll.h -- the one public header of xcoll, collective communication for
+ * distributed training on CPUs.
+ *
+ * Model.  Ranks are processes.  A communicator (xc_comm_t) is created
+ * collectively by `size` ranks; every collective is an operation enqueued on
+ * its communicator and advanced by the engine.  Each blocking call is the
+ * non-blocking form (xc_i*) followed by xc_request_wait; a caller that waits
+ * drives progress itself, and a per-communicator progress thread advances
+ * operations nobody is waiting on, so computation overlaps communication.
+ *
+ * Ordering.  Collectives on one communicator run in the order each rank
+ * issued them.  Point-to-point operations are matched by (peer, tag), in the
+ * order they were posted, independently of the collective queue.
+ *
+ * Threads.  Different communicators may be used from different threads
+ * concurrently.  Calls on ONE communicator must be serialised by the caller
+ * (as with an NCCL communicator or a CUDA stream); xc_request_wait/test/free
+ * on distinct requests may come from any thread.  xc_comm_abort may be called
+ * from any thread at any time.
+ *
+ * Buffers.  A buffer passed to a non-blocking call belongs to xcoll until the
+ * request completes (wait/test report completion); do not read or write it
+ * before.  In-place operation is allowed where MPI/NCCL allow it and is
+ * spelled NCCL's way, by pointer equality (see each collective).  Buffers
+ * that partly overlap in any other way are rejected with XC_ERR_INVALID.
+ *
+ * Errors.  Every function returns an xc_result_t (0 = success, negative =
+ * error).  The library never aborts, exits or prints on error; a human
+ * readable cause naming ranks, hosts and the operation is available from
+ * xc_comm_last_error(comm) (or xc_last_error() when no communicator exists).
+ * A peer-lost, timeout, mismatch or abort error poisons the communicator:
+ * every later operation on it fails with the same code until it is destroyed.
+ */
+#ifndef XCOLL_H
+#define XCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define XC_API __attribute__((visibility("default")))
+#else
+#define XC_API
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Version                                                             */
+/* ------------------------------------------------------------------ */
+
+#define XC_VERSION_MAJOR 0
+#define XC_VERSION_MINOR 1
+#define XC_VERSION_PATCH 0
+#define XC_VERSION_NUM \
+    ((XC_VERSION_MAJOR << 16) | (XC_VERSION_MINOR << 8) | XC_VERSION_PATCH)
+
+/* The version of the library actually loaded, encoded as XC_VERSION_NUM.
+ * Bindings compare it against the header they were written for. */
+XC_API unsigned xc_version(void);
+/* The same as a string, e.g. "0.1.0". */
+XC_API const char *xc_version_string(void);
+
+/* ------------------------------------------------------------------ */
+/* Result codes                                                        */
+/* ------------------------------------------------------------------ */
+
+/* X(name, value, description).  Values are stable ABI. */
+#define XC_RESULT_MAP(X)                                                       \
+    X(OK, 0, "success")                                                        \
+    X(ERR_INVALID, -1, "invalid argument")                                     \
+    X(ERR_NOMEM, -2, "out of memory")                                          \
+    X(ERR_SYSTEM, -3, "system call failed")                                    \
+    X(ERR_PEER_LOST, -4, "a peer rank died or closed its connection")          \
+    X(ERR_TIMEOUT, -5, "operation did not complete before its deadline")       \
+    X(ERR_ABORTED, -6, "communicator was aborted")                             \
+    X(ERR_MISMATCH, -7, "ranks issued mismatched operations")                  \
+    X(ERR_PROTOCOL, -8, "malformed or foreign data on a connection")           \
+    X(ERR_UNSUPPORTED, -9, "operation not supported")                          \
+    X(ERR_INTERNAL, -10, "internal error (a bug in xcoll)")
+
+typedef enum xc_result {
+#define XC__RESULT_ENUM(name, val, desc) XC_##name = val,
+    XC_RESULT_MAP(XC__RESULT_ENUM)
+#undef XC__RESULT_ENUM
+} xc_result_t;
+
+/* Static description of a code ("operation did not complete ..."). */
+XC_API const char *xc_strerror(xc_result_t rc);
+/* Name of a code ("XC_ERR_TIMEOUT"). */
+XC_API const char *xc_err_name(xc_result_t rc);
+/* Detail of the last failing call made by this thread (any communicator,
+ * including failed creation).  Never NULL; "" when there is none. */
+XC_API const char *xc_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Data types and reductions                                           */
+/* ------------------------------------------------------------------ */
+
+typedef enum xc_dtype {
+    XC_INT8 = 0,
+    XC_UINT8,
+    XC_INT16,
+    XC_UINT16,
+    XC_INT32,
+    XC_UINT32,
+    XC_INT64,
+    XC_UINT64,
+    XC_FLOAT16, /* IEEE binary16; reduced in fp32, rounded to nearest even */
+    XC_BFLOAT16, /* bfloat16; reduced in fp32, rounded to nearest even    */
+    XC_FLOAT32,
+    XC_FLOAT64,
+    XC_DTYPE_COUNT
+} xc_dtype_t;
+
+/*
+ * Reductions.  Integers wrap (two's complement) and are exact.
+ * XC_AVG is the sum divided by the number of ranks: floats divide the
+ * (rounded) sum by N; integers divide the wrapped sum by N truncating toward
+ * zero (so an integer average whose sum overflows is meaningless -- average
+ * in a wider type).  Bitwise ops are defined for integer types only.
+ */
+typedef enum xc_op {
+    XC_SUM = 0,
+    XC_PROD,
+    XC_MIN,
+    XC_MAX,
+    XC_AVG,
+    XC_BAND,
+    XC_BOR,
+    XC_BXOR,
+    XC_OP_COUNT
+} xc_op_t;
+
+/* Size in bytes of one element (0 for an invalid dtype). */
+XC_API size_t xc_dtype_size(xc_dtype_t dtype);
+XC_API const char *xc_dtype_name(xc_dtype_t dtype); /* "fp32", "bf16", ... */
+XC_API const char *xc_op_name(xc_op_t op);          /* "sum", "avg", ...   */
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Optional settings for communicator creation.  Start from XC_CONFIG_INIT;
+ * fields left at their "unset" value (-1 / NULL) take the XCOLL_* environment
+ * variable, then the built-in default (see docs/config.md).  New fields are
+ * only ever appended; `size` tells the library which ones the caller knows.
+ */
+typedef struct xc_config {
+    size_t size;            /* sizeof(xc_config_t), set by XC_CONFIG_INIT */
+    int timeout_ms;         /* XCOLL_TIMEOUT_MS: deadline of every wait   */
+    int progress_thread;    /* XCOLL_PROGRESS_THREAD: 1 on, 0 off         */
+    const char *socket_ifname; /* XCOLL_SOCKET_IFNAME: "eth0", "^lo", ... */
+    const char *node_id;    /* XCOLL_NODE_ID: override node identity      */
+} xc_config_t;
+
+#define XC_CONFIG_INIT { sizeof(xc_config_t), -1, -1, NULL, NULL }
+
+/* ------------------------------------------------------------------ */
+/* Communicators                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct xc_comm xc_comm_t;
+typedef struct xc_request xc_request_t;
+
+/*
+ * A key-value store owned by the caller (e.g. a PyTorch c10d store), through
+ * which ranks exchange their addresses at creation.  Every callback returns 0
+ * on success and non-zero on failure.
+ *   set:  store `len` bytes under `key` (overwrite allowed).
+ *   get:  block until `key` exists or `timeout_ms` passes (return non-zero
+ *         then); copy at most `cap` bytes into `buf`, the full length into
+ *         *len.
+ *   wait: optional (may be NULL): block until every key exists.
+ * The keys xcoll uses start with "xc/"; give each communicator its own store
+ * or prefix (as c10d's PrefixStore does).
+ */
+typedef struct xc_store {
+    size_t size; /* sizeof(xc_store_t) */
+    void *ctx;
+    int (*set)(void *ctx, const char *key, const void *val, size_t len);
+    int (*get)(void *ctx, const char *key, void *buf, size_t cap, size_t *len,
+               int timeout_ms);
+    int (*wait)(void *ctx, const char *const *keys, size_t nkeys,
+                int timeout_ms);
+} xc_store_t;
+
+/*
+ * Create a communicator from the launcher's environment.  Rank and size are
+ * read, first found wins, from XCOLL_RANK/XCOLL_SIZE, torchrun's
+ * RANK/WORLD_SIZE, Slurm's SLURM_PROCID/SLURM_NTASKS, Open MPI's
+ * OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE and PMI_RANK/PMI_SIZE (MPICH,
+ * Intel MPI).  The rendezvous address comes from XCOLL_ADDR ("host:port" or
+ * "file:/shared/dir"), else MASTER_ADDR:MASTER_PORT.  Collective over all
+ * ranks; blocks until every rank has joined or the timeout passes.
+ */
+XC_API xc_result_t xc_comm_init_env(xc_comm_t **comm, const xc_config_t *cfg);
+
+/*
+ * Create a communicator with explicit rank and size.  `addr` is
+ * "host:port" for a TCP store (hosted by rank 0 in-process unless
+ * XCOLL_STORE_EXTERNAL=1 says a launcher hosts it) or "file:/dir" for a file
+ * store on a shared filesystem.  Collective; blocking.
+ */
+XC_API xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size,
+                                const char *addr, const xc_config_t *cfg);
+
+/* Create a communicator through a caller-owned store.  Collective; blocking.
+ * The store is used only during this call. */
+XC_API xc_result_t xc_comm_init_store(xc_comm_t **comm, int rank, int size,
+                                      const xc_store_t *store,
+                                      const xc_config_t *cfg);
+
+#define XC_COLOR_NONE (-1)
+
+/*
+ * Split `parent` into disjoint sub-communicators: ranks with the same
+ * `color` form one, ordered by (key, parent rank).  Collective over all
+ * ranks of `parent` (it runs collectives on it, in issue order).  A rank
+ * passing XC_COLOR_NONE takes part but gets *child = NULL.  The child has
+ * its own connections and progress; it may be used from another thread than
+ * the parent.  `cfg` may be NULL (inherit the parent's settings).
+ */
+XC_API xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key,
+                                 xc_comm_t **child, const xc_config_t *cfg);
+
+/*
+ * Destroy a communicator.  Pending operations are first given until their
+ * deadline to complete, then fail with XC_ERR_ABORTED; their requests stay
+ * valid until xc_request_free.  Not collective, but a rank that destroys a
+ * communicator its peers still use makes them fail with XC_ERR_PEER_LOST.
+ * NULL is a harmless no-op.
+ */
+XC_API xc_result_t xc_comm_destroy(xc_comm_t *comm);
+
+/*
+ * Abort: from any thread and any state, fail every pending and future
+ * operation on `comm` with XC_ERR_ABORTED, tell the peers (who then fail
+ * with XC_ERR_ABORTED too), and return promptly.  The communicator must
+ * still be destroyed.  NULL is a no-op.
+ */
+XC_API xc_result_t xc_comm_abort(xc_comm_t *comm);
+
+XC_API int xc_comm_rank(const xc_comm_t *comm);
+XC_API int xc_comm_size(const xc_comm_t *comm);
+/* Rank among the ranks of `comm` on the same node, and their number. */
+XC_API int xc_comm_local_rank(const xc_comm_t *comm);
+XC_API int xc_comm_local_size(const xc_comm_t *comm);
+/* Index of this rank's node among the nodes of `comm`, and their number. */
+XC_API int xc_comm_node(const xc_comm_t *comm);
+XC_API int xc_comm_node_count(const xc_comm_t *comm);
+
+/* The first error that poisoned `comm`, or the detail of the last failing
+ * call on it.  Never NULL; "" when there is none.  Valid until the next call
+ * on `comm`. */
+XC_API const char *xc_comm_last_error(const xc_comm_t *comm);
+/* XC_OK, or the code that poisoned the communicator. */
+XC_API xc_result_t xc_comm_status(const xc_comm_t *comm);
+
+/* ------------------------------------------------------------------ */
+/* Requests                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Block until `req` completes or its deadline passes; return its result.
+ * May be called again (returns the same result).  Drives progress. */
+XC_API xc_result_t xc_request_wait(xc_request_t *req);
+/* Advance progress once without blocking; *done = 1 when complete (then the
+ * return value is the request's result), else 0 and XC_OK. */
+XC_API xc_result_t xc_request_test(xc_request_t *req, int *done);
+/* Release a request.  If it is still pending, it completes in the
+ * background and is released then (its buffers stay in use until then).
+ * NULL is a no-op. */
+XC_API void xc_request_free(xc_request_t *req);
+/* Wait for every request of an array (NULL entries skipped); returns the
+ * first error, XC_OK if all succeeded.  Does not free them. */
+XC_API xc_result_t xc_request_waitall(xc_request_t **reqs, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* Collectives.  Counts are in elements.  Every x_* blocks; every xc_i*   */
+/* returns a request in *req.                                           */
+/* ------------------------------------------------------------------ */
+
+/* recvbuf[i] = op over ranks of sendbuf[i].  In place: sendbuf == recvbuf. */
+XC_API xc_result_t xc_allreduce(const void *sendbuf, void *recvbuf,
+                                size_t count, xc_dtype_t dtype, xc_op_t op,
+                                xc_comm_t *comm);
+XC_API xc_result_t xc_iallreduce(const void *sendbuf, void *recvbuf,
+                                 size_t count, xc_dtype_t dtype, xc_op_t op,
+                                 xc_comm_t *comm, xc_request_t **req);
+
+/* sendbuf holds size*recvcount elements; rank r receives the reduction of
+ * slice r.  In place: recvbuf == sendbuf + rank*recvcount elements. */
+XC_API xc_result_t xc_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                     size_t recvcount, xc_dtype_t dtype,
+                                     xc_op_t op, xc_comm_t *comm);
+XC_API xc_result_t xc_ireduce_scatter(const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, xc_dtype_t dtype,
+                                      xc_op_t op, xc_comm_t *comm,
+                                      xc_request_t **req);
+
+/* recvbuf (size*sendcount elements) = concatenation of every rank's sendbuf.
+ * In place: sendbuf == recvbuf + rank*sendcount elements. */
+XC_API xc_result_t xc_allgather(const void *sendbuf, void *recvbuf,
+                                size_t sendcount, xc_dtype_t dtype,
+                                xc_comm_t *comm);
+XC_API xc_result_t xc_iallgather(const void *sendbuf, void *recvbuf,
+                                 size_t sendcount, xc_dtype_t dtype,
+                                 xc_comm_t *comm, xc_request_t **req);
+
+/* Reduction to `root`; recvbuf is used on root only (may be NULL
+ * elsewhere).  In place on root: sendbuf == recvbuf. */
+XC_API xc_result_t xc_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                             xc_dtype_t dtype, xc_op_t op, int root,
+                             xc_comm_t *comm);
+XC_API xc_result_t xc_ireduce(const void *sendbuf, void *recvbuf,
+                              size_t count, xc_dtype_t dtype, xc_op_t op,
+                              int root, xc_comm_t *comm, xc_request_t **req);
+
+/* `buf` of root is copied to `buf` of every rank (always in place). */
+XC_API xc_result_t xc_bcast(void *buf, size_t count, xc_dtype_t dtype, int root,
+                            xc_comm_t *comm);
+XC_API xc_result_t xc_ibcast(void *buf, size_t count, xc_dtype_t dtype,
+                             int root, xc_comm_t *comm, xc_request_t **req);
+
+/* Block j of sendbuf (count elements) goes to rank j, and lands as block i
+ * of rank j's recvbuf.  In place: sendbuf == recvbuf. */
+XC_API xc_result_t xc_alltoall(const void *sendbuf, void *recvbuf,
+                               size_t count, xc_dtype_t dtype,
+                               xc_comm_t *comm);
+XC_API xc_result_t xc_ialltoall(const void *sendbuf, void *recvbuf,
+                                size_t count, xc_dtype_t dtype, xc_comm_t *comm,
+                                xc_request_t **req);
+
+/* Variable all-to-all: sendcounts[j] elements from sendbuf+sdispls[j] go to
+ * rank j, which receives them at recvbuf+rdispls[i] expecting recvcounts[i]
+ * of them (a disagreement is XC_ERR_MISMATCH).  Displacements in elements.
+ * Arrays are copied at issue.  In place is not allowed. */
+XC_API xc_result_t xc_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                const size_t *sdispls, void *recvbuf,
+                                const size_t *recvcounts, const size_t *rdispls,
+                                xc_dtype_t dtype, xc_comm_t *comm);
+XC_API xc_result_t xc_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+                                 const size_t *sdispls, void *recvbuf,
+                                 const size_t *recvcounts,
+                                 const size_t *rdispls, xc_dtype_t dtype,
+                                 xc_comm_t *comm, xc_request_t **req);
+
+XC_API xc_result_t xc_barrier(xc_comm_t *comm);
+XC_API xc_result_t xc_ibarrier(xc_comm_t *comm, xc_request_t **req);
+
+/* ------------------------------------------------------------------ */
+/* Point to point                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Tagged send/receive, matched by (peer, tag) in posting order; tags are
+ * >= 0.  The receiver's count and dtype must equal the sender's
+ * (XC_ERR_MISMATCH otherwise).  Sending to oneself is allowed.  A send
+ * completes when its buffer may be reused (not when it was received).
+ * Inside xc_group_start/xc_group_end, the blocking forms only post the
+ * operation; xc_group_end waits for all of them, so exchanges in both
+ * directions cannot deadlock.
+ */
+XC_API xc_result_t xc_send(const void *buf, size_t count, xc_dtype_t dtype,
+                           int peer, int tag, xc_comm_t *comm);
+XC_API xc_result_t xc_recv(void *buf, size_t count, xc_dtype_t dtype, int peer,
+                           int tag, xc_comm_t *comm);
+XC_API xc_result_t xc_isend(const void *buf, size_t count, xc_dtype_t dtype,
+                            int peer, int tag, xc_comm_t *comm,
+                            xc_request_t **req);
+XC_API xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer,
+                            int tag, xc_comm_t *comm, xc_request_t **req);
+
+/* Group point-to-point calls made by this thread (nestable).  xc_group_end
+ * returns the first error of the grouped blocking calls. */
+XC_API xc_result_t xc_group_start(void);
+XC_API xc_result_t xc_group_end(void);
+
+/* ------------------------------------------------------------------ */
+/* Statistics                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef enum xc_coll {
+    XC_COLL_ALLREDUCE = 0,
+    XC_COLL_REDUCE_SCATTER,
+    XC_COLL_ALLGATHER,
+    XC_COLL_REDUCE,
+    XC_COLL_BCAST,
+    XC_COLL_ALLTOALL,
+    XC_COLL_ALLTOALLV,
+    XC_COLL_BARRIER,
+    XC_COLL_SEND,
+    XC_COLL_RECV,
+    XC_COLL_COUNT
+} xc_coll_t;
+
+typedef enum xc_transport_kind {
+    XC_TRANSPORT_SELF = 0,
+    XC_TRANSPORT_TCP,
+    XC_TRANSPORT_SHM,
+    XC_TRANSPORT_COUNT
+} xc_transport_kind_t;
+
+#define XC_STATS_MAX_ALGOS 32
+
+typedef struct xc_stats {
+    size_t size; /* set to sizeof(xc_stats_t) before the call */
+    uint64_t ops[XC_COLL_COUNT];              /* completed, by collective */
+    uint64_t bytes_sent[XC_TRANSPORT_COUNT];  /* payload bytes            */
+    uint64_t bytes_recv[XC_TRANSPORT_COUNT];
+    uint64_t msgs_sent[XC_TRANSPORT_COUNT];
+    uint64_t algo_ops[XC_STATS_MAX_ALGOS];    /* by algorithm id          */
+} xc_stats_t;
+
+/* Snapshot of the counters of `comm` (since creation). */
+XC_API xc_result_t xc_comm_stats(const xc_comm_t *comm, xc_stats_t *out);
+XC_API const char *xc_coll_name(xc_coll_t coll);
+XC_API const char *xc_transport_name(xc_transport_kind_t t);
+/* Name of algorithm id `algo` ("ring", "binomial", ...) or NULL. */
+XC_API const char *xc_algo_name(int algo);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XCOLL_H */

@@ -1,0 +1,58 @@
+/*
+ * store.h -- rendezvous key-value stores.  Every store, built-in or the
+ * caller's, is presented to the bootstrap as a public xc_store_t (set/get
+ * callbacks), so there is one code path for all of them.
+ *
+ * TCP store: a small server (a thread in rank 0, or in xcoll-run) and a
+ * client.  Wire protocol in docs/rendezvous.md: the client opens with a
+ * magic hello; requests are SET, GET (the server parks a GET until the key
+ * exists) and ADD (atomic counter).  A connection that does not open with the
+ * magic is dropped: a stranger on the port cannot corrupt the store.
+ *
+ * File store: one file per key in a directory on a shared filesystem,
+ * written to a temporary name and renamed (atomic); get polls.
+ */
+#ifndef XC_STORE_H
+#define XC_STORE_H
+
+#include "common.h"
+
+#include <sys/socket.h>
+
+/* Open a TCP store client connected to host:port, retrying the connection
+ * until `timeout_ms` passes (the server may start later than the client).
+ * On success *out is a usable xc_store_t and, if local != NULL, *local is
+ * the local address of the connection (the interface that reaches the
+ * store, used as the default address to advertise). */
+XC__HIDDEN xc_result_t xc__tcp_store_open(const char *host, int port,
+                                          int timeout_ms, xc_store_t *out,
+                                          struct sockaddr_storage *local);
+/* Close a store opened by xc__tcp_store_open (NULL ctx is a no-op). */
+XC__HIDDEN void xc__tcp_store_close(xc_store_t *store);
+/* Atomically add `delta` to the integer stored at `key` (missing = 0) and
+ * return the new value in *out.  TCP stores only. */
+XC__HIDDEN xc_result_t xc__tcp_store_add(xc_store_t *store, const char *key,
+                                         int64_t delta, int64_t *out);
+
+/* A running TCP store server. */
+typedef struct xc__store_server xc__store_server_t;
+/* Start a server listening on host:port (port 0 = ephemeral; host NULL or
+ * "" = all interfaces).  *port_out receives the bound port.  The server runs
+ * on its own thread until xc__store_server_stop. */
+XC__HIDDEN xc_result_t xc__store_server_start(const char *host, int port,
+                                              xc__store_server_t **out,
+                                              int *port_out);
+/* Stop the thread, close every connection, free memory.  NULL is a no-op. */
+XC__HIDDEN void xc__store_server_stop(xc__store_server_t *srv);
+
+/* Open a file store rooted at directory `dir` (created if missing). */
+XC__HIDDEN xc_result_t xc__file_store_open(const char *dir, xc_store_t *out);
+XC__HIDDEN void xc__file_store_close(xc_store_t *store);
+
+/* Split "host:port" (IPv6 as "[addr]:port") into parts.  XC_ERR_INVALID with
+ * a message naming `what` if malformed. */
+XC__HIDDEN xc_result_t xc__parse_hostport(const char *s, const char *what,
+                                          char *host, size_t hostcap,
+                                          int *port);
+
+#endif /* XC_STORE_H */
