@@ -1,0 +1,79 @@
+/*
+ * algos.h -- the algorithm registry: one file per (collective, algorithm),
+ * each a builder that turns the call's arguments into a schedule (sched.h).
+ * select.c chooses among the algorithms of a collective; every rank must
+ * choose the same one for the same call (the choice depends only on
+ * arguments every rank agrees on, and travels in each frame's header, so a
+ * disagreement is XC_ERR_MISMATCH, not a hang).
+ */
+#ifndef XC_ALGOS_H
+#define XC_ALGOS_H
+
+#include "../core/comm.h"
+
+typedef struct xc__args {
+    xc_coll_t coll;
+    const void *sbuf;
+    void *rbuf;
+    size_t count;          /* per collective, as in the public API */
+    xc_dtype_t dtype;
+    xc_op_t op;
+    int root;
+    const size_t *scounts, *sdispls, *rcounts, *rdispls; /* alltoallv */
+} xc__args_t;
+
+/* Algorithm ids: stable, reported in statistics and frame headers. */
+enum xc__algo_id {
+    XC__ALGO_NONE = 0,
+    XC__ALGO_ALLREDUCE_RING,
+    XC__ALGO_ALLREDUCE_TREE,
+    XC__ALGO_REDUCE_SCATTER_RING,
+    XC__ALGO_ALLGATHER_RING,
+    XC__ALGO_REDUCE_BINOMIAL,
+    XC__ALGO_BCAST_BINOMIAL,
+    XC__ALGO_ALLTOALL_PAIRWISE,
+    XC__ALGO_ALLTOALLV_PAIRWISE,
+    XC__ALGO_BARRIER_DISSEMINATION,
+    XC__ALGO_P2P,
+    XC__ALGO_COUNT
+};
+
+typedef xc_result_t (*xc__build_fn)(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a);
+
+typedef struct xc__algo {
+    int id;
+    xc_coll_t coll;
+    const char *name;      /* "allreduce.ring" */
+    xc__build_fn build;
+} xc__algo_t;
+
+/* The algorithm to run for this call (honours XCOLL_ALGO). */
+XC__HIDDEN xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a,
+                                       const xc__algo_t **out);
+
+XC__HIDDEN xc_result_t xc__build_allreduce_ring(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allreduce_tree(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_reduce_scatter_ring(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allgather_ring(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_reduce_binomial(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_bcast_binomial(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_alltoall_pairwise(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_alltoallv_pairwise(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_barrier_dissemination(xc_comm_t *, xc__op_t *, const xc__args_t *);
+
+/* Block i of `count` elements split as evenly as possible into n blocks
+ * (the first count % n blocks one element larger). */
+static inline void xc__block(size_t count, int n, int i, size_t *off, size_t *cnt)
+{
+    size_t q = count / (size_t)n, r = count % (size_t)n, ui = (size_t)i;
+    *cnt = q + (ui < r);
+    *off = ui * q + (ui < r ? ui : r);
+}
+
+static inline int xc__mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* Binomial tree helpers on ranks relative to a root. */
+static inline int xc__rel(int rank, int root, int n) { return xc__mod(rank - root, n); }
+static inline int xc__abs(int vrank, int root, int n) { return (vrank + root) % n; }
+
+#endif

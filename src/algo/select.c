@@ -1,0 +1,96 @@
+/*
+ * select.c -- the registry of algorithms and the choice among them.
+ *
+ * Today's rule (issue 4 replaces it with the calibrated cost model): the
+ * tree all-reduce (log N rounds) for messages up to 16 KiB or fewer elements
+ * than ranks, the ring (bandwidth-optimal) above.  XCOLL_ALGO forces an
+ * algorithm per collective, e.g. XCOLL_ALGO=allreduce.ring; it must be the
+ * same on every rank (a difference is detected as XC_ERR_MISMATCH).
+ */
+#include "algos.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const xc__algo_t g_algos[] = {
+    {XC__ALGO_ALLREDUCE_RING, XC_COLL_ALLREDUCE, "allreduce.ring", xc__build_allreduce_ring},
+    {XC__ALGO_ALLREDUCE_TREE, XC_COLL_ALLREDUCE, "allreduce.tree", xc__build_allreduce_tree},
+    {XC__ALGO_REDUCE_SCATTER_RING, XC_COLL_REDUCE_SCATTER, "reduce_scatter.ring",
+     xc__build_reduce_scatter_ring},
+    {XC__ALGO_ALLGATHER_RING, XC_COLL_ALLGATHER, "allgather.ring", xc__build_allgather_ring},
+    {XC__ALGO_REDUCE_BINOMIAL, XC_COLL_REDUCE, "reduce.binomial", xc__build_reduce_binomial},
+    {XC__ALGO_BCAST_BINOMIAL, XC_COLL_BCAST, "bcast.binomial", xc__build_bcast_binomial},
+    {XC__ALGO_ALLTOALL_PAIRWISE, XC_COLL_ALLTOALL, "alltoall.pairwise",
+     xc__build_alltoall_pairwise},
+    {XC__ALGO_ALLTOALLV_PAIRWISE, XC_COLL_ALLTOALLV, "alltoallv.pairwise",
+     xc__build_alltoallv_pairwise},
+    {XC__ALGO_BARRIER_DISSEMINATION, XC_COLL_BARRIER, "barrier.dissemination",
+     xc__build_barrier_dissemination},
+};
+#define NALGOS (sizeof g_algos / sizeof g_algos[0])
+
+const char *xc_algo_name(int algo)
+{
+    if (algo == XC__ALGO_P2P) return "p2p";
+    for (size_t i = 0; i < NALGOS; i++)
+        if (g_algos[i].id == algo) return g_algos[i].name;
+    return NULL;
+}
+
+static const xc__algo_t *by_id(int id)
+{
+    for (size_t i = 0; i < NALGOS; i++)
+        if (g_algos[i].id == id) return &g_algos[i];
+    return NULL;
+}
+
+/* Forced algorithm for `coll` from XCOLL_ALGO ("a.b,c.d"), or NULL. */
+static xc_result_t forced(xc_coll_t coll, const xc__algo_t **out)
+{
+    *out = NULL;
+    const char *env = getenv("XCOLL_ALGO");
+    if (!env || !*env) return XC_OK;
+    const char *p = env;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int known = 0;
+        for (size_t i = 0; i < NALGOS; i++) {
+            if (strlen(g_algos[i].name) == n && !strncmp(g_algos[i].name, p, n)) {
+                known = 1;
+                if (g_algos[i].coll == coll) *out = &g_algos[i];
+            }
+        }
+        if (!known)
+            return xc__err(XC_ERR_INVALID, "XCOLL_ALGO=\"%s\": unknown algorithm \"%.*s\"", env,
+                           (int)n, p);
+        p += n;
+        if (*p == ',') p++;
+    }
+    return XC_OK;
+}
+
+xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a, const xc__algo_t **out)
+{
+    XC_CHECK(forced(a->coll, out));
+    if (*out) return XC_OK;
+    int id = XC__ALGO_NONE;
+    switch (a->coll) {
+    case XC_COLL_ALLREDUCE: {
+        size_t bytes = a->count * xc_dtype_size(a->dtype);
+        id = bytes <= 16384 || a->count < (size_t)comm->size ? XC__ALGO_ALLREDUCE_TREE
+                                                             : XC__ALGO_ALLREDUCE_RING;
+        break;
+    }
+    case XC_COLL_REDUCE_SCATTER: id = XC__ALGO_REDUCE_SCATTER_RING; break;
+    case XC_COLL_ALLGATHER: id = XC__ALGO_ALLGATHER_RING; break;
+    case XC_COLL_REDUCE: id = XC__ALGO_REDUCE_BINOMIAL; break;
+    case XC_COLL_BCAST: id = XC__ALGO_BCAST_BINOMIAL; break;
+    case XC_COLL_ALLTOALL: id = XC__ALGO_ALLTOALL_PAIRWISE; break;
+    case XC_COLL_ALLTOALLV: id = XC__ALGO_ALLTOALLV_PAIRWISE; break;
+    case XC_COLL_BARRIER: id = XC__ALGO_BARRIER_DISSEMINATION; break;
+    default: break;
+    }
+    *out = by_id(id);
+    if (!*out) return xc__err(XC_ERR_INTERNAL, "no algorithm for %s", xc_coll_name(a->coll));
+    return XC_OK;
+}

@@ -1,0 +1,295 @@
+/*
+ * bootstrap.c -- creating a communicator from a rendezvous store, and the
+ * launcher environment conventions.
+ *
+ * Every rank listens on its chosen address, publishes (address, node
+ * identity) under "xc/<gen>/rank/<r>", reads everybody's entry, and the
+ * ranks connect pairwise (mesh.c).  Rank 0 draws the communicator's random
+ * 64-bit id and publishes it first; it authenticates every connection.
+ * <gen> counts the communicators this process created through the same
+ * built-in store address, so a job may create several in turn over one
+ * launcher-hosted store.  Caller-owned stores get no <gen>: the caller
+ * prefixes keys per communicator (as c10d does).
+ */
+#include "comm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define XC__INFO_MAGIC 0x58434931u /* "XCI1" */
+
+typedef struct rank_info {
+    uint32_t magic;
+    int32_t rank, size;
+    uint32_t pad;
+    uint64_t uid;
+    struct sockaddr_storage addr;
+    char node[XC__NODEID_LEN];
+} rank_info_t;
+
+/* Generation counters per built-in store address (a few distinct addresses
+ * per process at most). */
+static pthread_mutex_t g_gen_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char addr[128];
+    int gen;
+} g_gens[16];
+
+static int next_gen(const char *addr)
+{
+    pthread_mutex_lock(&g_gen_mu);
+    int gen = 0, i;
+    for (i = 0; i < 16 && g_gens[i].addr[0]; i++)
+        if (!strcmp(g_gens[i].addr, addr)) break;
+    if (i < 16) {
+        if (!g_gens[i].addr[0]) snprintf(g_gens[i].addr, sizeof g_gens[i].addr, "%s", addr);
+        gen = g_gens[i].gen++;
+    }
+    pthread_mutex_unlock(&g_gen_mu);
+    return gen;
+}
+
+static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, size_t cap,
+                             uint64_t deadline_ns, const char *what)
+{
+    size_t len = 0;
+    int ms = xc__poll_ms_left(deadline_ns);
+    if (st->get(st->ctx, key, buf, cap, &len, ms < 0 ? 1 << 30 : ms) != 0)
+        return xc__err(xc__now_ns() >= deadline_ns ? XC_ERR_TIMEOUT : XC_ERR_SYSTEM,
+                       "%s (store key \"%s\"): %s", what, key, xc__tls_error());
+    if (len != cap)
+        return xc__err(XC_ERR_PROTOCOL, "store key \"%s\" holds %zu bytes, expected %zu "
+                       "(another program or xcoll version uses this store?)", key, len, cap);
+    return XC_OK;
+}
+
+/* Create a communicator through `st`.  `prefix` namespaces the keys. */
+static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_store_t *st,
+                              const char *prefix, const struct sockaddr_storage *hint,
+                              const xc__config_t *cfg, xc__store_server_t *srv)
+{
+    xc_comm_t *c = NULL;
+    int lfd = -1;
+    struct sockaddr_storage *addrs = NULL;
+    char(*ids)[XC__NODEID_LEN] = NULL;
+    xc_result_t rc;
+    uint64_t deadline = xc__deadline_ns(cfg->timeout_ms);
+    char key[160];
+
+    XC_CHECK_GOTO(xc__comm_alloc(rank, size, cfg, &c), rc, fail);
+    c->store_srv = srv;
+    srv = NULL;
+    xc__log_set_rank(rank);
+    addrs = calloc((size_t)size, sizeof *addrs);
+    ids = calloc((size_t)size, sizeof *ids);
+    if (!addrs || !ids) {
+        rc = xc__err(XC_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    XC_CHECK_GOTO(xc__pick_local_addr(cfg->ifname, hint, &c->my_addr), rc, fail);
+    XC_CHECK_GOTO(xc__listen(&c->my_addr, &lfd, &c->my_addr), rc, fail);
+
+    snprintf(key, sizeof key, "%suid", prefix);
+    if (rank == 0) {
+        while (c->uid == 0)
+            if (getrandom(&c->uid, sizeof c->uid, 0) != sizeof c->uid)
+                c->uid = xc__now_ns() ^ ((uint64_t)getpid() << 32);
+        if (st->set(st->ctx, key, &c->uid, sizeof c->uid) != 0) {
+            rc = xc__err(XC_ERR_SYSTEM, "rank 0: cannot publish to the store: %s", xc__tls_error());
+            goto fail;
+        }
+    } else {
+        XC_CHECK_GOTO(store_get(st, key, &c->uid, sizeof c->uid, deadline,
+                                "rank 0 did not publish the communicator id in time"),
+                      rc, fail);
+    }
+    rank_info_t me = {.magic = XC__INFO_MAGIC, .rank = rank, .size = size, .uid = c->uid,
+                      .addr = c->my_addr};
+    xc__node_id(cfg, me.node);
+    snprintf(key, sizeof key, "%srank/%d", prefix, rank);
+    if (st->set(st->ctx, key, &me, sizeof me) != 0) {
+        rc = xc__err(XC_ERR_SYSTEM, "rank %d: cannot publish to the store: %s", rank,
+                     xc__tls_error());
+        goto fail;
+    }
+    for (int j = 0; j < size; j++) {
+        rank_info_t info;
+        char what[96];
+        snprintf(what, sizeof what, "rank %d did not join within %d ms", j, cfg->timeout_ms);
+        snprintf(key, sizeof key, "%srank/%d", prefix, j);
+        XC_CHECK_GOTO(store_get(st, key, &info, sizeof info, deadline, what), rc, fail);
+        if (info.magic != XC__INFO_MAGIC || info.rank != j) {
+            rc = xc__err(XC_ERR_PROTOCOL, "store key \"%s\" holds foreign data", key);
+            goto fail;
+        }
+        if (info.size != size) {
+            rc = xc__err(XC_ERR_MISMATCH, "rank %d was started with size %d, rank %d with size %d",
+                         j, info.size, rank, size);
+            goto fail;
+        }
+        if (info.uid != c->uid) {
+            rc = xc__err(XC_ERR_MISMATCH,
+                         "rank %d belongs to another communicator (stale store entries? "
+                         "use a fresh store or prefix per communicator)", j);
+            goto fail;
+        }
+        addrs[j] = info.addr;
+        memcpy(ids[j], info.node, XC__NODEID_LEN);
+        ids[j][XC__NODEID_LEN - 1] = 0;
+    }
+    XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, deadline), rc, fail);
+    close(lfd);
+    lfd = -1;
+    xc__comm_set_nodes(c, ids);
+    free(addrs);
+    free(ids);
+    addrs = NULL;
+    ids = NULL;
+    {
+        char a[XC__ADDRSTR_LEN];
+        xc__addr_str(&c->my_addr, a, sizeof a);
+        XC_INFO("rank %d/%d on %s, node %d/%d, local rank %d/%d", rank, size, a, c->node,
+                c->nnodes, c->local_rank, c->local_size);
+    }
+    XC_CHECK_GOTO(xc__comm_start(c), rc, fail_started);
+    *out = c;
+    return XC_OK;
+fail_started:
+    {
+        /* The thread runs: destroy tears it down; keep the message. */
+        char msg[XC__ERRMSG_LEN];
+        snprintf(msg, sizeof msg, "%s", xc__tls_error());
+        xc_comm_destroy(c);
+        return xc__err(rc, "%s", msg);
+    }
+fail:
+    if (lfd >= 0) close(lfd);
+    free(addrs);
+    free(ids);
+    xc__store_server_stop(srv);
+    xc__comm_free(c);
+    return rc;
+}
+
+static xc_result_t check_rank_size(int rank, int size)
+{
+    if (size < 1) return xc__err(XC_ERR_INVALID, "size must be >= 1 (got %d)", size);
+    if (rank < 0 || rank >= size)
+        return xc__err(XC_ERR_INVALID, "rank must be in [0, %d) (got %d)", size, rank);
+    return XC_OK;
+}
+
+xc_result_t xc_comm_init_store(xc_comm_t **comm, int rank, int size, const xc_store_t *store,
+                               const xc_config_t *ucfg)
+{
+    if (!comm) return xc__err(XC_ERR_INVALID, "xc_comm_init_store: comm is NULL");
+    *comm = NULL;
+    if (!store || !store->set || !store->get)
+        return xc__err(XC_ERR_INVALID, "xc_comm_init_store: store and its set/get callbacks are required");
+    if (store->size < offsetof(xc_store_t, wait))
+        return xc__err(XC_ERR_INVALID, "xc_comm_init_store: store->size must be sizeof(xc_store_t)");
+    XC_CHECK(check_rank_size(rank, size));
+    xc__config_t cfg;
+    XC_CHECK(xc__config_resolve(ucfg, &cfg));
+    return init_store(comm, rank, size, store, "xc/", NULL, &cfg, NULL);
+}
+
+static int env_flag(const char *name)
+{
+    const char *s = getenv(name);
+    return s && *s && strcmp(s, "0") != 0;
+}
+
+xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
+                         const xc_config_t *ucfg)
+{
+    if (!comm) return xc__err(XC_ERR_INVALID, "xc_comm_init: comm is NULL");
+    *comm = NULL;
+    if (!addr || !*addr)
+        return xc__err(XC_ERR_INVALID, "xc_comm_init: addr is empty (want \"host:port\" or \"file:/dir\")");
+    XC_CHECK(check_rank_size(rank, size));
+    xc__config_t cfg;
+    XC_CHECK(xc__config_resolve(ucfg, &cfg));
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "xc/%d/", next_gen(addr));
+
+    if (!strncmp(addr, "file:", 5)) {
+        xc_store_t st;
+        XC_CHECK(xc__file_store_open(addr + 5, &st));
+        xc_result_t rc = init_store(comm, rank, size, &st, prefix, NULL, &cfg, NULL);
+        xc__file_store_close(&st);
+        return rc;
+    }
+    char host[256];
+    int port;
+    XC_CHECK(xc__parse_hostport(addr, "rendezvous address", host, sizeof host, &port));
+    xc__store_server_t *srv = NULL;
+    if (rank == 0 && !env_flag("XCOLL_STORE_EXTERNAL")) {
+        int bound;
+        if (xc__store_server_start(host, port, &srv, &bound) != XC_OK) {
+            /* Already hosted (an earlier communicator of ours, or a
+             * launcher): use it as a client. */
+            XC_INFO("not hosting the store at %s (%s); connecting as a client", addr,
+                    xc__tls_error());
+            srv = NULL;
+        }
+    }
+    xc_store_t st;
+    struct sockaddr_storage local;
+    xc_result_t rc = xc__tcp_store_open(host, port, cfg.timeout_ms, &st, &local);
+    if (rc != XC_OK) {
+        xc__store_server_stop(srv);
+        return xc__err(rc, "rank %d: cannot reach the rendezvous store at %s: %s", rank, addr,
+                       xc__tls_error());
+    }
+    rc = init_store(comm, rank, size, &st, prefix, &local, &cfg, srv);
+    xc__tcp_store_close(&st);
+    return rc;
+}
+
+/* First pair of variables that is set wins. */
+static xc_result_t env_rank_size(int *rank, int *size)
+{
+    static const char *pairs[][2] = {{"XCOLL_RANK", "XCOLL_SIZE"},
+                                     {"RANK", "WORLD_SIZE"},
+                                     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                     {"PMI_RANK", "PMI_SIZE"},
+                                     {"SLURM_PROCID", "SLURM_NTASKS"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        if (!getenv(pairs[i][0]) || !getenv(pairs[i][1])) continue;
+        long r = -1, s = -1;
+        XC_CHECK(xc__env_int(pairs[i][0], 0, 1 << 24, &r));
+        XC_CHECK(xc__env_int(pairs[i][1], 1, 1 << 24, &s));
+        *rank = (int)r;
+        *size = (int)s;
+        return XC_OK;
+    }
+    return xc__err(XC_ERR_INVALID,
+                   "no rank/size in the environment: set XCOLL_RANK/XCOLL_SIZE or launch "
+                   "with xcoll-run, torchrun (RANK/WORLD_SIZE), mpirun or srun");
+}
+
+xc_result_t xc_comm_init_env(xc_comm_t **comm, const xc_config_t *ucfg)
+{
+    if (!comm) return xc__err(XC_ERR_INVALID, "xc_comm_init_env: comm is NULL");
+    *comm = NULL;
+    int rank = -1, size = 0;
+    XC_CHECK(env_rank_size(&rank, &size));
+    const char *addr = getenv("XCOLL_ADDR");
+    char buf[300];
+    if (!addr || !*addr) {
+        const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
+        if (!ma || !*ma)
+            return xc__err(XC_ERR_INVALID,
+                           "no rendezvous address: set XCOLL_ADDR=host:port (or file:/dir) "
+                           "or MASTER_ADDR/MASTER_PORT");
+        snprintf(buf, sizeof buf, strchr(ma, ':') ? "[%s]:%s" : "%s:%s", ma,
+                 mp && *mp ? mp : "29500");
+        addr = buf;
+    }
+    return xc_comm_init(comm, rank, size, addr, ucfg);
+}

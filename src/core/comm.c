@@ -1,0 +1,197 @@
+/*
+ * comm.c -- communicator life cycle (allocation, destroy, abort), queries,
+ * statistics and names.
+ */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+unsigned xc_version(void) { return XC_VERSION_NUM; }
+
+const char *xc_version_string(void)
+{
+#define XC__STR2(x) #x
+#define XC__STR(x) XC__STR2(x)
+    return XC__STR(XC_VERSION_MAJOR) "." XC__STR(XC_VERSION_MINOR) "." XC__STR(
+        XC_VERSION_PATCH);
+}
+
+const char *xc_coll_name(xc_coll_t coll)
+{
+    static const char *names[XC_COLL_COUNT] = {
+        "allreduce", "reduce_scatter", "allgather", "reduce", "bcast",
+        "alltoall",  "alltoallv",      "barrier",   "send",   "recv"};
+    return (unsigned)coll < XC_COLL_COUNT ? names[coll] : "invalid";
+}
+
+const char *xc_transport_name(xc_transport_kind_t t)
+{
+    static const char *names[XC_TRANSPORT_COUNT] = {"self", "tcp", "shm"};
+    return (unsigned)t < XC_TRANSPORT_COUNT ? names[t] : "invalid";
+}
+
+xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_t **out)
+{
+    xc_comm_t *c = calloc(1, sizeof *c);
+    if (!c) return xc__err(XC_ERR_NOMEM, "out of memory allocating a communicator");
+    c->rank = rank;
+    c->size = size;
+    c->cfg = *cfg;
+    c->efd = -1;
+    c->next_seq = 1;
+    c->conns = calloc((size_t)size, sizeof *c->conns);
+    c->pq = calloc((size_t)size, sizeof *c->pq);
+    c->node_of = calloc((size_t)size, sizeof *c->node_of);
+    c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_init(&c->mu, NULL);
+    c->stats.size = sizeof c->stats;
+    c->local_size = 1;
+    c->nnodes = 1;
+    if (!c->conns || !c->pq || !c->node_of || c->efd < 0) {
+        xc__comm_free(c);
+        return xc__err(XC_ERR_NOMEM, "out of memory (or eventfd) creating a communicator");
+    }
+    *out = c;
+    return XC_OK;
+}
+
+void xc__comm_free(xc_comm_t *c)
+{
+    if (!c) return;
+    if (c->conns) {
+        xc__match_clear(c);
+        for (int p = 0; p < c->size; p++) xc__conn_free(c->conns[p]);
+    }
+    free(c->conns);
+    free(c->pq);
+    free(c->node_of);
+    if (c->efd >= 0) close(c->efd);
+    xc__store_server_stop(c->store_srv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void xc__comm_set_nodes(xc_comm_t *c, char (*ids)[XC__NODEID_LEN])
+{
+    /* Node index = order of first appearance by rank. */
+    int nn = 0;
+    for (int r = 0; r < c->size; r++) {
+        int found = -1;
+        for (int q = 0; q < r && found < 0; q++)
+            if (!strcmp(ids[q], ids[r])) found = c->node_of[q];
+        c->node_of[r] = found >= 0 ? found : nn++;
+    }
+    c->nnodes = nn;
+    c->node = c->node_of[c->rank];
+    c->local_rank = 0;
+    c->local_size = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (c->node_of[r] != c->node) continue;
+        if (r < c->rank) c->local_rank++;
+        c->local_size++;
+    }
+}
+
+xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc)
+{
+    if (comm && rc != XC_OK)
+        snprintf(comm->lastmsg, sizeof comm->lastmsg, "%s", xc__tls_error());
+    return rc;
+}
+
+int xc_comm_rank(const xc_comm_t *c) { return c ? c->rank : -1; }
+int xc_comm_size(const xc_comm_t *c) { return c ? c->size : -1; }
+int xc_comm_local_rank(const xc_comm_t *c) { return c ? c->local_rank : -1; }
+int xc_comm_local_size(const xc_comm_t *c) { return c ? c->local_size : -1; }
+int xc_comm_node(const xc_comm_t *c) { return c ? c->node : -1; }
+int xc_comm_node_count(const xc_comm_t *c) { return c ? c->nnodes : -1; }
+
+const char *xc_comm_last_error(const xc_comm_t *c)
+{
+    if (!c) return xc_last_error();
+    if (c->lastmsg[0]) return c->lastmsg;
+    if (xc__comm_status(c) != XC_OK) return c->errmsg;
+    return "";
+}
+
+xc_result_t xc_comm_status(const xc_comm_t *c)
+{
+    if (!c) return xc__err(XC_ERR_INVALID, "xc_comm_status: comm is NULL");
+    return xc__comm_status(c);
+}
+
+xc_result_t xc_comm_stats(const xc_comm_t *c, xc_stats_t *out)
+{
+    if (!c || !out)
+        return xc__err(XC_ERR_INVALID, "xc_comm_stats: %s is NULL", c ? "out" : "comm");
+    size_t n = out->size;
+    if (n < sizeof(size_t) || n > sizeof *out)
+        return xc__err(XC_ERR_INVALID, "xc_comm_stats: out->size must be sizeof(xc_stats_t)");
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    memcpy(out, &c->stats, n);
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    out->size = n;
+    return XC_OK;
+}
+
+xc_result_t xc_comm_abort(xc_comm_t *c)
+{
+    if (!c) return XC_OK;
+    pthread_mutex_lock(&c->mu);
+    xc__comm_poison(c, XC_ERR_ABORTED, 0, "rank %d called xc_comm_abort", c->rank);
+    pthread_mutex_unlock(&c->mu);
+    return XC_OK;
+}
+
+/* Say goodbye to every open peer so that they know the closing is not a
+ * failure, and push it out (bounded). */
+static void send_bye(xc_comm_t *c)
+{
+    uint64_t deadline = xc__now_ns() + 1000000000ull;
+    for (int p = 0; p < c->size; p++) {
+        xc__conn_t *cn = c->conns[p];
+        if (!cn || cn->state == XC__CONN_CLOSED) continue;
+        xc__tx_t *tx = calloc(1, sizeof *tx);
+        if (!tx) break;
+        tx->hdr.magic = XC__FRAME_MAGIC;
+        tx->hdr.kind = XC__F_BYE;
+        tx->hdr.comm_tag = (uint32_t)c->uid;
+        cn->tp->post_send(c, cn, tx);
+    }
+    for (int p = 0; p < c->size; p++)
+        if (c->conns[p]) xc__conn_flush(c, c->conns[p], deadline);
+}
+
+xc_result_t xc_comm_destroy(xc_comm_t *c)
+{
+    if (!c) return XC_OK;
+    pthread_mutex_lock(&c->mu);
+    /* Let pending operations finish (each within its own deadline). */
+    while (c->npending > 0 && xc__comm_status(c) == XC_OK) {
+        uint64_t nearest = UINT64_MAX;
+        if (c->coll_head) nearest = c->coll_head->deadline_ns;
+        for (xc__op_t *op = c->p2p_ops; op; op = op->next)
+            if (op->deadline_ns < nearest) nearest = op->deadline_ns;
+        if (xc__now_ns() >= nearest) {
+            xc__comm_poison(c, XC_ERR_ABORTED, 0,
+                            "rank %d destroyed the communicator with %d operations "
+                            "still pending at their deadline",
+                            c->rank, c->npending);
+            break;
+        }
+        int ms = xc__poll_ms_left(nearest);
+        xc__comm_poll(c, ms < 0 || ms > 100 ? 100 : ms);
+    }
+    send_bye(c);
+    c->stop = 1;
+    xc__comm_kick(c);
+    int has_thread = c->has_thread;
+    pthread_mutex_unlock(&c->mu);
+    if (has_thread) pthread_join(c->thread, NULL);
+    xc__comm_free(c);
+    return XC_OK;
+}

@@ -1,0 +1,163 @@
+/*
+ * comm.h -- the communicator and the engine's operation and request
+ * objects (internal).
+ *
+ * Locking: every field below `mu` is protected by `mu`.  The progress
+ * thread and waiting callers take it to advance the engine; callers issuing
+ * operations take it to enqueue.  `status` is also read without the lock
+ * (atomic acquire) to fail fast.
+ *
+ * Ownership: an operation (xc__op_t) belongs to the engine from issue to
+ * completion; its request belongs to the caller and the engine jointly
+ * (reference count 2 until completion), so either may let go first.
+ */
+#ifndef XC_COMM_H
+#define XC_COMM_H
+
+#include "../algo/sched.h"
+#include "../transport/transport.h"
+#include "config.h"
+#include "store.h"
+
+#include <pthread.h>
+
+typedef struct xc__op {
+    struct xc__op *next;     /* collective queue or p2p list */
+    struct xc__op *prev;     /* p2p list only */
+    struct xc_request *req;
+    int is_p2p;
+    xc__desc_t desc;
+    uint64_t seq;            /* collectives: 1, 2, ... in issue order */
+    uint64_t deadline_ns;
+    int pending;             /* sends/receives of the current round in flight */
+    xc__sched_t sched;       /* collectives */
+    int peer;                /* p2p */
+    xc__tx_t ptx;            /* p2p send */
+    xc__rx_t prx;            /* p2p receive */
+} xc__op_t;
+
+struct xc_request {
+    xc_comm_t *comm;         /* not dereferenced once the request is done */
+    int done;                /* atomic; release on completion */
+    xc_result_t rc;          /* valid once done */
+    int refs;                /* atomic: caller + engine */
+    int coll;                /* xc_coll_t, for messages */
+    char *msg;               /* cause of a failure (owned), or NULL */
+};
+
+struct xc_comm {
+    /* immutable after creation */
+    int rank, size;
+    int local_rank, local_size;
+    int node, nnodes;
+    int *node_of;            /* node index of every rank */
+    uint64_t uid;
+    xc__config_t cfg;
+    struct sockaddr_storage my_addr;  /* advertised address (port 0) */
+    xc__store_server_t *store_srv;    /* rank 0 hosting the store */
+    int efd;                 /* eventfd: wakes the progress thread/waiters */
+
+    pthread_mutex_t mu;
+    /* --- protected by mu --- */
+    xc__conn_t **conns;      /* [size]; NULL for self */
+    xc__peerq_t *pq;         /* [size] matching queues */
+    xc__op_t *coll_head, *coll_tail;
+    uint64_t next_seq;       /* seq of the next collective issued */
+    uint64_t done_seq;       /* seq of the last collective completed */
+    xc__op_t *p2p_ops;       /* doubly linked */
+    int npending;            /* ops issued and not completed */
+    int waiters;             /* threads inside xc__request_wait */
+    int stop;                /* progress thread must exit */
+    int split_count;
+    xc_stats_t stats;
+    /* --- atomics / error state --- */
+    int status;              /* xc_result_t; atomic; XC_OK until poisoned */
+    char errmsg[XC__ERRMSG_LEN];    /* first poisoning cause (under mu) */
+    char lastmsg[XC__ERRMSG_LEN];   /* last failing call's detail */
+    pthread_t thread;
+    int has_thread;
+};
+
+/* ---------------------------------------------------------------- comm.c */
+/* Allocate a communicator shell (locks, eventfd, queues) for rank/size. */
+XC__HIDDEN xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg,
+                                      xc_comm_t **out);
+/* Free everything of a communicator whose thread is not running. */
+XC__HIDDEN void xc__comm_free(xc_comm_t *comm);
+/* Record the thread-local error detail as the communicator's last error
+ * and return rc (for API entry points). */
+XC__HIDDEN xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc);
+/* Compute node indices, local rank/size from per-rank node id strings. */
+XC__HIDDEN void xc__comm_set_nodes(xc_comm_t *comm, char (*ids)[XC__NODEID_LEN]);
+
+/* ---------------------------------------------------------------- mesh.c */
+/* Identity of this process's node (hostname, boot id, network namespace),
+ * or cfg->node_id. */
+XC__HIDDEN void xc__node_id(const xc__config_t *cfg, char out[XC__NODEID_LEN]);
+/* Connect every pair of ranks: connect to lower ranks at addrs[], accept
+ * higher ranks on `lfd`, with an authenticated hello carrying comm->uid.
+ * Strangers are dropped.  Fills comm->conns. */
+XC__HIDDEN xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
+                                        const struct sockaddr_storage *addrs,
+                                        uint64_t deadline_ns);
+/* Start the progress thread if configured, then a barrier on the new
+ * communicator confirming every connection. */
+XC__HIDDEN xc_result_t xc__comm_start(xc_comm_t *comm);
+
+/* -------------------------------------------------------------- engine */
+/* Poison: fail every pending operation with rc, remember the cause, tell
+ * the peers (unless `from_peer`), wake everyone.  First cause wins. */
+XC__HIDDEN void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer,
+                                const char *fmt, ...) XC__PRINTF(4, 5);
+/* Transport callback: connection to `peer` is broken/closed. */
+XC__HIDDEN void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why);
+/* Transport callbacks: a frame header arrived; choose its destination.
+ * Returns the payload destination (NULL = discard) and sets conn->rrx/rux. */
+XC__HIDDEN void xc__match_header(xc_comm_t *comm, xc__conn_t *conn);
+/* The frame's payload has fully arrived. */
+XC__HIDDEN void xc__match_done(xc_comm_t *comm, xc__conn_t *conn);
+/* Forget posted receives and free unexpected messages; frames being read
+ * into memory that goes away are discarded (when poisoning). */
+XC__HIDDEN void xc__match_clear(xc_comm_t *comm);
+/* Completion of one send/receive of an operation. */
+XC__HIDDEN void xc__tx_done(xc_comm_t *comm, xc__tx_t *tx);
+XC__HIDDEN void xc__rx_done(xc_comm_t *comm, xc__rx_t *rx);
+/* Post a send / receive of operation `op` (sets headers, matches). */
+XC__HIDDEN void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx,
+                              int peer, const void *buf, size_t len);
+XC__HIDDEN void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx,
+                              int peer, void *buf, size_t len);
+/* Description of an operation for messages: "allreduce #5 (fp32 sum, 10
+ * elements, ring)". */
+XC__HIDDEN void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf,
+                             size_t cap);
+
+/* Allocate an operation and its request (refs = 2). */
+XC__HIDDEN xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll,
+                                  xc__op_t **op, xc_request_t **req);
+/* Drop an operation that was never enqueued (and its request). */
+XC__HIDDEN void xc__op_discard(xc__op_t *op);
+/* Enqueue and start an operation.  `will_wait`: the caller is about to wait
+ * on it, so the progress thread need not be woken. */
+XC__HIDDEN xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait);
+/* Complete an operation with rc (unlink it, complete its request). */
+XC__HIDDEN void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc);
+/* Run the engine: service connections reported ready and advance
+ * operations.  poll() waits at most timeout_ms (0 = just look) with the
+ * lock released. */
+XC__HIDDEN void xc__comm_poll(xc_comm_t *comm, int timeout_ms);
+/* Advance queued operations (no I/O waiting). */
+XC__HIDDEN void xc__comm_advance(xc_comm_t *comm);
+/* Wake the progress thread and waiters. */
+XC__HIDDEN void xc__comm_kick(xc_comm_t *comm);
+/* The progress thread's body. */
+XC__HIDDEN void *xc__progress_main(void *arg);
+/* Issue-then-wait helper for blocking entry points. */
+XC__HIDDEN xc_result_t xc__request_wait_free(xc_request_t *req);
+
+static inline xc_result_t xc__comm_status(const xc_comm_t *c)
+{
+    return (xc_result_t)__atomic_load_n(&c->status, __ATOMIC_ACQUIRE);
+}
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * config.c -- the XCOLL_* table and its resolution: caller's xc_config_t
+ * field (when set) > environment variable > built-in default.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Defaults.  The timeout matches PyTorch's default process-group timeout. */
+#define XC__DEFAULT_TIMEOUT_MS (30 * 60 * 1000)
+#define XC__DEFAULT_SPIN_US 50
+
+xc_result_t xc__env_int(const char *name, long lo, long hi, long *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return XC_OK;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return xc__err(XC_ERR_INVALID, "%s=\"%s\": expected an integer in [%ld, %ld]",
+                       name, s, lo, hi);
+    *out = v;
+    return XC_OK;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+/* Does the caller's struct (of size `size`) contain field ending at `end`? */
+#define XC__HAS_FIELD(user, field)                                             \
+    ((user)->size >= offsetof(xc_config_t, field) + sizeof((user)->field))
+
+xc_result_t xc__config_override(const xc_config_t *user, xc__config_t *c)
+{
+    if (!user) return XC_OK;
+    if (user->size < sizeof(size_t) || user->size > 4096)
+        return xc__err(XC_ERR_INVALID,
+                       "config: size %zu is not sizeof(xc_config_t) (use XC_CONFIG_INIT)",
+                       user->size);
+    if (XC__HAS_FIELD(user, timeout_ms) && user->timeout_ms >= 0)
+        c->timeout_ms = user->timeout_ms;
+    if (XC__HAS_FIELD(user, progress_thread) && user->progress_thread >= 0)
+        c->progress_thread = user->progress_thread ? 1 : 0;
+    if (XC__HAS_FIELD(user, socket_ifname) && user->socket_ifname)
+        copy_str(c->ifname, sizeof c->ifname, user->socket_ifname);
+    if (XC__HAS_FIELD(user, node_id) && user->node_id)
+        copy_str(c->node_id, sizeof c->node_id, user->node_id);
+    return XC_OK;
+}
+
+xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    long v;
+    v = XC__DEFAULT_TIMEOUT_MS;
+    XC_CHECK(xc__env_int("XCOLL_TIMEOUT_MS", -1, 1L << 30, &v));
+    c->timeout_ms = (int)v;
+    v = 1;
+    XC_CHECK(xc__env_int("XCOLL_PROGRESS_THREAD", 0, 1, &v));
+    c->progress_thread = (int)v;
+    v = XC__DEFAULT_SPIN_US;
+    XC_CHECK(xc__env_int("XCOLL_SPIN_US", 0, 10000000, &v));
+    c->spin_us = (int)v;
+    const char *s = getenv("XCOLL_SOCKET_IFNAME");
+    if (s) copy_str(c->ifname, sizeof c->ifname, s);
+    s = getenv("XCOLL_NODE_ID");
+    if (s) copy_str(c->node_id, sizeof c->node_id, s);
+    return xc__config_override(user, c);
+}

@@ -1,0 +1,36 @@
+/*
+ * config.h -- every XCOLL_* knob in one table.  A knob's value comes from the
+ * caller's xc_config_t if set there, else from the environment, else from the
+ * default in the table (config.c).  docs/config.md lists the same table.
+ */
+#ifndef XC_CONFIG_H
+#define XC_CONFIG_H
+
+#include "common.h"
+
+#define XC__IFNAME_LEN 64
+#define XC__NODEID_LEN 160
+
+/* The resolved settings of one communicator. */
+typedef struct xc__config {
+    int timeout_ms;       /* deadline of every wait; < 0 never          */
+    int progress_thread;  /* 1: a progress thread per communicator      */
+    int spin_us;          /* busy-poll this long before sleeping        */
+    char ifname[XC__IFNAME_LEN];   /* interface selector, "" = default  */
+    char node_id[XC__NODEID_LEN];  /* "" = derive from host/boot/netns  */
+} xc__config_t;
+
+/* Resolve `user` (may be NULL) over the environment and the defaults.
+ * XC_ERR_INVALID names a malformed variable or field. */
+XC__HIDDEN xc_result_t xc__config_resolve(const xc_config_t *user,
+                                          xc__config_t *out);
+/* Apply a child's `user` settings over an inherited resolved config. */
+XC__HIDDEN xc_result_t xc__config_override(const xc_config_t *user,
+                                           xc__config_t *inout);
+
+/* An integer from the environment: *out unchanged if unset; XC_ERR_INVALID
+ * (naming the variable) if not an integer in [lo, hi]. */
+XC__HIDDEN xc_result_t xc__env_int(const char *name, long lo, long hi,
+                                   long *out);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * split.c -- xc_comm_split: sub-communicators (TP/DP/PP groups).
+ *
+ * Collective over the parent: every rank contributes (color, key, listening
+ * address) through an all-gather on the parent; ranks of one color order
+ * themselves by (key, parent rank) and connect pairwise exactly as at
+ * creation, authenticated with an id derived from the parent's id, the
+ * split's sequence number and the color (so no two children share one).
+ * Node identities come from the parent, so no store is needed.
+ */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct split_info {
+    int32_t color, key;
+    struct sockaddr_storage addr;
+} split_info_t;
+
+typedef struct member {
+    int key, prank;
+} member_t;
+
+static int member_cmp(const void *a, const void *b)
+{
+    const member_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->prank < y->prank ? -1 : x->prank > y->prank;
+}
+
+/* splitmix64: a well-mixed child id from (parent id, split number, color). */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **child,
+                          const xc_config_t *ucfg)
+{
+    if (!child) return xc__comm_fail(parent, xc__err(XC_ERR_INVALID, "xc_comm_split: child is NULL"));
+    *child = NULL;
+    if (!parent) return xc__err(XC_ERR_INVALID, "xc_comm_split: parent is NULL");
+    if (color < 0 && color != XC_COLOR_NONE)
+        return xc__comm_fail(parent, xc__err(XC_ERR_INVALID,
+                             "xc_comm_split: color must be >= 0 or XC_COLOR_NONE (got %d)", color));
+    xc__config_t cfg = parent->cfg;
+    XC_CHECK(xc__comm_fail(parent, xc__config_override(ucfg, &cfg)));
+
+    int n = parent->size;
+    xc_result_t rc = XC_OK;
+    int lfd = -1;
+    split_info_t *all = calloc((size_t)n, sizeof *all);
+    member_t *mem = calloc((size_t)n, sizeof *mem);
+    struct sockaddr_storage *addrs = calloc((size_t)n, sizeof *addrs);
+    char(*ids)[XC__NODEID_LEN] = calloc((size_t)n, sizeof *ids);
+    xc_comm_t *c = NULL;
+    uint64_t split_no = (uint64_t)parent->split_count++;
+    if (!all || !mem || !addrs || !ids) {
+        rc = xc__err(XC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    split_info_t me = {.color = color, .key = key};
+    if (color != XC_COLOR_NONE) XC_CHECK_GOTO(xc__listen(&parent->my_addr, &lfd, &me.addr), rc, out);
+    XC_CHECK_GOTO(xc_allgather(&me, all, sizeof me, XC_UINT8, parent), rc, out);
+    if (color == XC_COLOR_NONE) goto out;
+
+    int size = 0, rank = -1;
+    for (int r = 0; r < n; r++)
+        if (all[r].color == color) mem[size++] = (member_t){all[r].key, r};
+    qsort(mem, (size_t)size, sizeof *mem, member_cmp);
+    for (int i = 0; i < size; i++) {
+        if (mem[i].prank == parent->rank) rank = i;
+        addrs[i] = all[mem[i].prank].addr;
+        /* Parent node indices stand in for node identities. */
+        snprintf(ids[i], XC__NODEID_LEN, "%d", parent->node_of[mem[i].prank]);
+    }
+    XC_CHECK_GOTO(xc__comm_alloc(rank, size, &cfg, &c), rc, out);
+    c->uid = mix(parent->uid ^ mix(split_no * 0x100000001ull + (uint64_t)color));
+    if (!c->uid) c->uid = 1;
+    c->my_addr = parent->my_addr;
+    XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, xc__deadline_ns(cfg.timeout_ms)), rc, out);
+    xc__comm_set_nodes(c, ids);
+    rc = xc__comm_start(c);
+    if (rc != XC_OK) {
+        char msg[XC__ERRMSG_LEN];
+        memcpy(msg, xc__tls_error(), sizeof msg);
+        xc_comm_destroy(c);
+        c = NULL;
+        rc = xc__err(rc, "%s", msg);
+        goto out;
+    }
+    *child = c;
+    c = NULL;
+out:
+    if (lfd >= 0) close(lfd);
+    xc__comm_free(c);
+    free(all);
+    free(mem);
+    free(addrs);
+    free(ids);
+    return xc__comm_fail(parent, rc);
+}

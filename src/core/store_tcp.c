@@ -1,0 +1,585 @@
+/*
+ * store_tcp.c -- the TCP rendezvous store client, presented as an
+ * xc_store_t.  Wire protocol: docs/rendezvous.md (constants duplicated in
+ * store_server.c; keep them equal).
+ *
+ * Invariants.
+ *  - One blocking, close-on-exec socket per client.  Every send and receive
+ *    is bounded by a per-call deadline through poll(), and every send uses
+ *    MSG_NOSIGNAL: a dead server yields an error, never SIGPIPE or a hang.
+ *  - GET and WAIT carry their timeout: the server answers TIMEOUT when it
+ *    passes, and the client gives up on its own GRACE_MS later (a hung or
+ *    unreachable server).
+ *  - The protocol is strictly one answer per request, in order.  When a call
+ *    fails without its answer (I/O error, client-side deadline, garbled
+ *    answer) the stream can no longer be trusted, so the socket is closed and
+ *    the next call reconnects (within that call's own deadline).
+ *  - A client (its ctx) may be used by one thread at a time; callers that
+ *    share it between threads must serialise the calls.
+ *  - Callbacks return 0 or a negative xc_result_t, with the detail left in
+ *    the thread-local error (xc__err) naming the key, the store's host:port
+ *    and, for timeouts, the timeout.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- protocol constants (must match store_server.c and docs/rendezvous.md) */
+#define PROTO_MAGIC 0x58435354u /* "XCST" */
+#define PROTO_VERSION 1
+#define HELLO_LEN 8
+#define HDR_LEN 8
+#define MAX_KEY 512
+#define MAX_VAL (1u << 20)
+#define MAX_ERRMSG 4096 /* longest error text we accept from the server */
+enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3, OP_WAIT = 4 };
+enum { ST_OK = 0, ST_ERR = 1, ST_TIMEOUT = 2 };
+#define WAIT_FOREVER 0xFFFFFFFFu /* GET/WAIT timeout field */
+enum { HELLO_OK = 0, HELLO_BAD_VERSION = 1 };
+
+/* ---- client tuning */
+#define BACKOFF_MIN_MS 10
+#define BACKOFF_MAX_MS 200
+#define CONNECT_ATTEMPT_MS 3000 /* cap of one connect() to one address */
+#define IO_TIMEOUT_MIN_MS 1000  /* floor of the deadline of set/add */
+#define GRACE_MS 1000 /* a GET's answer may lag its timeout this much */
+
+struct tcp_client {
+    int fd;            /* -1: not connected (reconnect on the next call) */
+    int port;
+    int io_timeout_ms; /* deadline of set/add/reconnect; -1 = none */
+    char host[256];
+    char where[300]; /* "host:port" for messages */
+};
+
+/* One call: what to name in messages and its deadline. */
+struct call {
+    struct tcp_client *c;
+    const char *op;  /* "get", "set", ... */
+    const char *key;
+    int timeout_ms;
+    uint64_t deadline;
+};
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+static uint16_t get_u16(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+static uint32_t get_u32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+           ((uint32_t)p[2] << 8) | p[3];
+}
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+    return v;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void drop_connection(struct tcp_client *c)
+{
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Deadline-bounded I/O.  Return XC_OK, XC_ERR_TIMEOUT, XC_ERR_PEER_LOST  */
+/* (orderly close or reset) or XC_ERR_SYSTEM, without a message.         */
+/* ------------------------------------------------------------------ */
+
+static xc_result_t wait_fd(int fd, short ev, uint64_t deadline)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = ev};
+        int n = poll(&p, 1, xc__poll_ms_left(deadline));
+        if (n > 0) return XC_OK; /* ready, or an error the next call reports */
+        if (n == 0) return XC_ERR_TIMEOUT;
+        if (errno != EINTR) return XC_ERR_SYSTEM;
+    }
+}
+
+static int is_lost(int e)
+{
+    return e == EPIPE || e == ECONNRESET || e == ECONNABORTED ||
+           e == ENOTCONN || e == ETIMEDOUT || e == EHOSTUNREACH ||
+           e == ENETUNREACH;
+}
+
+static xc_result_t send_all(int fd, const void *buf, size_t len,
+                            uint64_t deadline)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            XC_CHECK(wait_fd(fd, POLLOUT, deadline));
+            continue;
+        }
+        return is_lost(errno) ? XC_ERR_PEER_LOST : XC_ERR_SYSTEM;
+    }
+    return XC_OK;
+}
+
+static xc_result_t recv_all(int fd, void *buf, size_t len, uint64_t deadline)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            errno = 0;
+            return XC_ERR_PEER_LOST;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            XC_CHECK(wait_fd(fd, POLLIN, deadline));
+            continue;
+        }
+        return is_lost(errno) ? XC_ERR_PEER_LOST : XC_ERR_SYSTEM;
+    }
+    return XC_OK;
+}
+
+/* Read and throw away `len` bytes. */
+static xc_result_t recv_discard(int fd, size_t len, uint64_t deadline)
+{
+    uint8_t junk[4096];
+    while (len > 0) {
+        size_t n = XC__MIN(len, sizeof junk);
+        XC_CHECK(recv_all(fd, junk, n, deadline));
+        len -= n;
+    }
+    return XC_OK;
+}
+
+/* Deadline of a call that waits `timeout_ms` on the server (< 0: never). */
+static uint64_t wait_deadline(int timeout_ms)
+{
+    return timeout_ms < 0 ? UINT64_MAX
+                          : xc__deadline_ns(timeout_ms) + GRACE_MS * 1000000ull;
+}
+
+static xc_result_t timed_out(const struct call *k)
+{
+    return xc__err(XC_ERR_TIMEOUT,
+                   "store %s: %s of key '%s' timed out after %d ms (the key "
+                   "was not set in time)",
+                   k->c->where, k->op, k->key, k->timeout_ms);
+}
+
+/* Turn an I/O result of a call into its message; drops the connection. */
+static xc_result_t call_fail(struct call *k, xc_result_t rc)
+{
+    struct tcp_client *c = k->c;
+    int e = errno;
+    drop_connection(c);
+    switch (rc) {
+    case XC_ERR_TIMEOUT:
+        return xc__err(XC_ERR_TIMEOUT,
+                       "store %s: %s of key '%s': no answer from the server "
+                       "within %d ms",
+                       c->where, k->op, k->key, k->timeout_ms);
+    case XC_ERR_PEER_LOST:
+        return xc__err(XC_ERR_PEER_LOST,
+                       "store server %s closed the connection during %s of "
+                       "key '%s'%s%s",
+                       c->where, k->op, k->key, e ? ": " : "",
+                       e ? strerror(e) : "");
+    case XC_ERR_PROTOCOL:
+        return xc__err(XC_ERR_PROTOCOL,
+                       "store %s: malformed answer to %s of key '%s'",
+                       c->where, k->op, k->key);
+    default:
+        return xc__err(rc, "store %s: %s of key '%s': %s", c->where, k->op,
+                       k->key, strerror(e));
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Connecting                                                          */
+/* ------------------------------------------------------------------ */
+
+/* One attempt on one address.  Returns the connected, greeted, blocking
+ * socket, or -1 with *rc (XC_ERR_PROTOCOL: do not retry) and `why`. */
+static int connect_one(const struct addrinfo *ai,
+                       uint64_t deadline, xc_result_t *rc, char *why,
+                       size_t whycap)
+{
+    int fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    ai->ai_protocol);
+    if (fd < 0) {
+        *rc = XC_ERR_SYSTEM;
+        snprintf(why, whycap, "socket: %s", strerror(errno));
+        return -1;
+    }
+    uint64_t cap = xc__now_ns() + CONNECT_ATTEMPT_MS * 1000000ull;
+    uint64_t dl = XC__MIN(deadline, cap);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS && errno != EINTR) {
+            *rc = XC_ERR_SYSTEM;
+            snprintf(why, whycap, "connect: %s", strerror(errno));
+            goto fail;
+        }
+        xc_result_t w = wait_fd(fd, POLLOUT, dl);
+        if (w != XC_OK) {
+            *rc = w;
+            snprintf(why, whycap, "connect: %s",
+                     w == XC_ERR_TIMEOUT ? "timed out" : strerror(errno));
+            goto fail;
+        }
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+        if (err != 0) {
+            *rc = XC_ERR_SYSTEM;
+            snprintf(why, whycap, "connect: %s", strerror(err));
+            goto fail;
+        }
+    }
+    /* blocking from here on: every call bounds itself with poll() */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        *rc = XC_ERR_SYSTEM;
+        snprintf(why, whycap, "fcntl: %s", strerror(errno));
+        goto fail;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+    uint8_t hello[HELLO_LEN];
+    put_u32(hello, PROTO_MAGIC);
+    put_u16(hello + 4, PROTO_VERSION);
+    put_u16(hello + 6, 0);
+    xc_result_t r = send_all(fd, hello, sizeof hello, dl);
+    if (r == XC_OK) r = recv_all(fd, hello, sizeof hello, dl);
+    if (r != XC_OK) {
+        *rc = r;
+        snprintf(why, whycap, "hello: %s",
+                 r == XC_ERR_TIMEOUT    ? "no answer"
+                 : r == XC_ERR_PEER_LOST ? "connection closed by the server"
+                                         : strerror(errno));
+        goto fail;
+    }
+    if (get_u32(hello) != PROTO_MAGIC) {
+        *rc = XC_ERR_PROTOCOL;
+        snprintf(why, whycap,
+                 "the service there is not an xcoll store (bad hello)");
+        goto fail;
+    }
+    if (get_u16(hello + 6) != HELLO_OK) {
+        *rc = XC_ERR_PROTOCOL;
+        snprintf(why, whycap,
+                 "the store speaks protocol version %u, this client %u",
+                 (unsigned)get_u16(hello + 4), (unsigned)PROTO_VERSION);
+        goto fail;
+    }
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* Connect, retrying with backoff until `timeout_ms` (< 0: forever). */
+static xc_result_t client_connect(struct tcp_client *c, int timeout_ms,
+                                  struct sockaddr_storage *local)
+{
+    uint64_t deadline = xc__deadline_ns(timeout_ms);
+    char why[640] = "not attempted";
+    int backoff = BACKOFF_MIN_MS;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", c->port);
+    for (;;) {
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        int g = getaddrinfo(c->host, ps, &hints, &res);
+        if (g != 0) {
+            snprintf(why, sizeof why, "cannot resolve '%s': %s", c->host,
+                     g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+        } else {
+            for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                xc_result_t rc = XC_OK;
+                int fd = connect_one(ai, deadline, &rc, why, sizeof why);
+                if (fd >= 0) {
+                    freeaddrinfo(res);
+                    c->fd = fd;
+                    if (local) {
+                        socklen_t sl = sizeof *local;
+                        memset(local, 0, sizeof *local);
+                        if (getsockname(fd, (struct sockaddr *)local, &sl) != 0) {
+                            drop_connection(c);
+                            return xc__err_errno("store client: getsockname");
+                        }
+                    }
+                    return XC_OK;
+                }
+                if (rc == XC_ERR_PROTOCOL) {
+                    freeaddrinfo(res);
+                    return xc__err(XC_ERR_PROTOCOL, "store %s: %s", c->where,
+                                   why);
+                }
+            }
+            freeaddrinfo(res);
+        }
+        int left = xc__poll_ms_left(deadline);
+        if (left == 0) break;
+        sleep_ms(left < 0 ? backoff : XC__MIN(backoff, left));
+        backoff = XC__MIN(backoff * 2, BACKOFF_MAX_MS);
+    }
+    return xc__err(XC_ERR_TIMEOUT,
+                   "cannot reach the store at %s within %d ms: %s", c->where,
+                   timeout_ms, why);
+}
+
+/* ------------------------------------------------------------------ */
+/* Requests                                                            */
+/* ------------------------------------------------------------------ */
+
+static xc_result_t check_key(const struct tcp_client *c, const char *op,
+                             const char *key)
+{
+    if (!key || !*key)
+        return xc__err(XC_ERR_INVALID, "store %s: %s with an empty key",
+                       c->where, op);
+    size_t n = strlen(key);
+    if (n > MAX_KEY)
+        return xc__err(XC_ERR_INVALID,
+                       "store %s: %s of key '%.40s...': key is %zu bytes, "
+                       "more than the %d-byte limit",
+                       c->where, op, key, n, MAX_KEY);
+    return XC_OK;
+}
+
+/* Send one request and read the answer's header.  On failure the message is
+ * set and the connection dropped.  On success the caller reads *rlen body
+ * bytes. */
+static xc_result_t request(struct call *k, uint8_t op, const void *val,
+                           uint32_t vlen, uint8_t *status, uint32_t *rlen)
+{
+    struct tcp_client *c = k->c;
+    if (c->fd < 0) {
+        /* reconnect within this call's deadline */
+        int ms = xc__poll_ms_left(k->deadline);
+        xc_result_t rc = client_connect(c, ms, NULL);
+        if (rc != XC_OK) {
+            char msg[XC__ERRMSG_LEN];
+            snprintf(msg, sizeof msg, "%s", xc__tls_error());
+            return xc__err(rc, "%s of key '%s': %s", k->op, k->key, msg);
+        }
+    }
+    size_t klen = strlen(k->key);
+    uint8_t hdr[HDR_LEN + MAX_KEY];
+    hdr[0] = op;
+    hdr[1] = 0;
+    put_u16(hdr + 2, (uint16_t)klen);
+    put_u32(hdr + 4, vlen);
+    memcpy(hdr + HDR_LEN, k->key, klen);
+    xc_result_t rc = send_all(c->fd, hdr, HDR_LEN + klen, k->deadline);
+    if (rc == XC_OK && vlen) rc = send_all(c->fd, val, vlen, k->deadline);
+    uint8_t ans[HDR_LEN];
+    if (rc == XC_OK) rc = recv_all(c->fd, ans, sizeof ans, k->deadline);
+    if (rc != XC_OK) return call_fail(k, rc);
+    *status = ans[0];
+    *rlen = get_u32(ans + 4);
+    uint32_t maxlen = ans[0] == ST_OK ? MAX_VAL : ans[0] == ST_ERR ? MAX_ERRMSG : 0;
+    if (ans[0] > ST_TIMEOUT || ans[1] || ans[2] || ans[3] || *rlen > maxlen)
+        return call_fail(k, XC_ERR_PROTOCOL);
+    if (ans[0] == ST_TIMEOUT) return timed_out(k);
+    if (ans[0] == ST_ERR) {
+        char msg[MAX_ERRMSG + 1];
+        rc = recv_all(c->fd, msg, *rlen, k->deadline);
+        if (rc != XC_OK) return call_fail(k, rc);
+        msg[*rlen] = '\0';
+        return xc__err(XC_ERR_INVALID, "store %s refused %s of key '%s': %s",
+                       c->where, k->op, k->key, msg);
+    }
+    return XC_OK;
+}
+
+/* An OK answer must have exactly `want` body bytes. */
+static xc_result_t expect_len(struct call *k, uint32_t rlen, uint32_t want)
+{
+    if (rlen != want) return call_fail(k, XC_ERR_PROTOCOL);
+    return XC_OK;
+}
+
+static int tcp_set(void *ctx, const char *key, const void *val, size_t len)
+{
+    struct tcp_client *c = ctx;
+    XC_CHECK(check_key(c, "set", key));
+    if (len > MAX_VAL)
+        return xc__err(XC_ERR_INVALID,
+                       "store %s: value of key '%s' is %zu bytes, more than "
+                       "the %u-byte limit",
+                       c->where, key, len, MAX_VAL);
+    if (len && !val)
+        return xc__err(XC_ERR_INVALID, "store %s: set of key '%s' with a "
+                       "NULL value", c->where, key);
+    struct call k = {c, "set", key, c->io_timeout_ms,
+                     xc__deadline_ns(c->io_timeout_ms)};
+    uint8_t st;
+    uint32_t rlen;
+    XC_CHECK(request(&k, OP_SET, val, (uint32_t)len, &st, &rlen));
+    return expect_len(&k, rlen, 0);
+}
+
+static int tcp_get(void *ctx, const char *key, void *buf, size_t cap,
+                   size_t *len, int timeout_ms)
+{
+    struct tcp_client *c = ctx;
+    XC_CHECK(check_key(c, "get", key));
+    if (cap && !buf)
+        return xc__err(XC_ERR_INVALID, "store %s: get of key '%s' into a "
+                       "NULL buffer", c->where, key);
+    struct call k = {c, "get", key, timeout_ms, wait_deadline(timeout_ms)};
+    uint8_t st, tmo[4];
+    uint32_t rlen;
+    put_u32(tmo, timeout_ms < 0 ? WAIT_FOREVER : (uint32_t)timeout_ms);
+    XC_CHECK(request(&k, OP_GET, tmo, sizeof tmo, &st, &rlen));
+    size_t take = XC__MIN((size_t)rlen, cap);
+    xc_result_t rc = recv_all(c->fd, buf, take, k.deadline);
+    if (rc == XC_OK) rc = recv_discard(c->fd, rlen - take, k.deadline);
+    if (rc != XC_OK) return call_fail(&k, rc);
+    if (len) *len = rlen;
+    return XC_OK;
+}
+
+static int tcp_wait(void *ctx, const char *const *keys, size_t nkeys,
+                    int timeout_ms)
+{
+    struct tcp_client *c = ctx;
+    uint64_t deadline = xc__deadline_ns(timeout_ms); /* of the whole wait */
+    if (nkeys && !keys)
+        return xc__err(XC_ERR_INVALID, "store %s: wait with NULL keys",
+                       c->where);
+    for (size_t i = 0; i < nkeys; ++i) {
+        XC_CHECK(check_key(c, "wait", keys[i]));
+        int left = xc__poll_ms_left(deadline);
+        struct call k = {c, "wait", keys[i], timeout_ms, wait_deadline(left)};
+        uint8_t st, tmo[4];
+        uint32_t rlen;
+        put_u32(tmo, left < 0 ? WAIT_FOREVER : (uint32_t)left);
+        XC_CHECK(request(&k, OP_WAIT, tmo, sizeof tmo, &st, &rlen));
+        XC_CHECK(expect_len(&k, rlen, 0));
+    }
+    return XC_OK;
+}
+
+xc_result_t xc__tcp_store_add(xc_store_t *store, const char *key,
+                              int64_t delta, int64_t *out)
+{
+    if (!store || !store->ctx || store->set != tcp_set)
+        return xc__err(XC_ERR_UNSUPPORTED,
+                       "store add of key '%s': only TCP stores have counters",
+                       key ? key : "(null)");
+    struct tcp_client *c = store->ctx;
+    XC_CHECK(check_key(c, "add", key));
+    struct call k = {c, "add", key, c->io_timeout_ms,
+                     xc__deadline_ns(c->io_timeout_ms)};
+    uint8_t d[8], v[8];
+    put_u64(d, (uint64_t)delta);
+    uint8_t st;
+    uint32_t rlen;
+    XC_CHECK(request(&k, OP_ADD, d, sizeof d, &st, &rlen));
+    XC_CHECK(expect_len(&k, rlen, sizeof v));
+    xc_result_t rc = recv_all(c->fd, v, sizeof v, k.deadline);
+    if (rc != XC_OK) return call_fail(&k, rc);
+    if (out) *out = (int64_t)get_u64(v);
+    return XC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Open / close                                                        */
+/* ------------------------------------------------------------------ */
+
+xc_result_t xc__tcp_store_open(const char *host, int port, int timeout_ms,
+                               xc_store_t *out, struct sockaddr_storage *local)
+{
+    if (!out) return xc__err(XC_ERR_INVALID, "store client: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!host || !*host)
+        return xc__err(XC_ERR_INVALID, "store client: empty host");
+    if (port < 1 || port > 65535)
+        return xc__err(XC_ERR_INVALID, "store client: port %d of host '%s' "
+                       "is not in 1..65535", port, host);
+    struct tcp_client *c = calloc(1, sizeof *c);
+    if (!c) return xc__err(XC_ERR_NOMEM, "store client: out of memory");
+    c->fd = -1;
+    c->port = port;
+    c->io_timeout_ms =
+        timeout_ms < 0 ? -1 : XC__MAX(timeout_ms, IO_TIMEOUT_MIN_MS);
+    size_t hl = strlen(host);
+    if (hl >= sizeof c->host) {
+        free(c);
+        return xc__err(XC_ERR_INVALID, "store client: host name '%.40s...' "
+                       "too long", host);
+    }
+    memcpy(c->host, host, hl + 1);
+    if (strchr(host, ':'))
+        snprintf(c->where, sizeof c->where, "[%s]:%d", host, port);
+    else snprintf(c->where, sizeof c->where, "%s:%d", host, port);
+    xc_result_t rc = client_connect(c, timeout_ms, local);
+    if (rc != XC_OK) {
+        free(c);
+        return rc;
+    }
+    out->size = sizeof *out;
+    out->ctx = c;
+    out->set = tcp_set;
+    out->get = tcp_get;
+    out->wait = tcp_wait;
+    return XC_OK;
+}
+
+void xc__tcp_store_close(xc_store_t *store)
+{
+    if (!store || !store->ctx || store->set != tcp_set) return;
+    struct tcp_client *c = store->ctx;
+    drop_connection(c);
+    free(c);
+    memset(store, 0, sizeof *store);
+}

@@ -1,0 +1,498 @@
+/*
+ * engine.c -- operations, their completion, and the failure path.
+ *
+ * Collectives sit in a FIFO per communicator and run one at a time, in the
+ * order they were issued; the head's schedule is advanced whenever the
+ * engine runs.  Point-to-point operations are independent and complete as
+ * soon as their one send or receive does.
+ *
+ * Failure: the first error that makes further progress impossible (a lost
+ * peer, a timeout, a mismatch, an abort, a protocol violation) poisons the
+ * communicator.  Poisoning fails every pending operation with that code,
+ * detaches the transport from memory that belongs to them, and sends an
+ * error frame to every peer so that all ranks fail with the same code and a
+ * message naming the rank that saw the problem -- even ranks that were not
+ * talking to the failed one.
+ */
+#include "../core/comm.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* The communicator this thread is waiting on (a completion it causes need
+ * not wake anybody). */
+static _Thread_local xc_comm_t *tls_waiting;
+
+void xc__comm_kick(xc_comm_t *comm)
+{
+    uint64_t one = 1;
+    ssize_t w = write(comm->efd, &one, sizeof one);
+    (void)w;
+}
+
+static void drain_efd(xc_comm_t *comm)
+{
+    uint64_t v;
+    ssize_t r = read(comm->efd, &v, sizeof v);
+    (void)r;
+}
+
+static void request_release(xc_request_t *req)
+{
+    /* acq_rel: the last holder must see every write of the other. */
+    if (__atomic_sub_fetch(&req->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(req->msg);
+        free(req);
+    }
+}
+
+xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll, xc__op_t **opp,
+                       xc_request_t **reqp)
+{
+    xc__op_t *op = calloc(1, sizeof *op);
+    xc_request_t *req = calloc(1, sizeof *req);
+    if (!op || !req) {
+        free(op);
+        free(req);
+        return xc__err(XC_ERR_NOMEM, "out of memory allocating an operation");
+    }
+    req->comm = comm;
+    req->refs = 2;
+    req->coll = coll;
+    req->rc = XC_OK;
+    op->req = req;
+    op->desc.coll = (uint8_t)coll;
+    op->is_p2p = coll == XC_COLL_SEND || coll == XC_COLL_RECV;
+    xc__sched_init(&op->sched);
+    *opp = op;
+    *reqp = req;
+    return XC_OK;
+}
+
+void xc__op_discard(xc__op_t *op)
+{
+    if (!op) return;
+    xc__sched_free(&op->sched);
+    free(op->req);
+    free(op);
+}
+
+xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
+{
+    if (op->sched.nomem) {
+        xc__op_discard(op);
+        return xc__err(XC_ERR_NOMEM, "out of memory building a schedule");
+    }
+    pthread_mutex_lock(&comm->mu);
+    xc_result_t st = xc__comm_status(comm);
+    if (st != XC_OK) {
+        pthread_mutex_unlock(&comm->mu);
+        xc__op_discard(op);
+        return xc__err(st, "communicator is unusable after an earlier error: %s",
+                       comm->errmsg);
+    }
+    op->deadline_ns = xc__deadline_ns(comm->cfg.timeout_ms);
+    comm->npending++;
+    if (op->is_p2p) {
+        op->next = comm->p2p_ops;
+        op->prev = NULL;
+        if (comm->p2p_ops) comm->p2p_ops->prev = op;
+        comm->p2p_ops = op;
+        if (op->desc.coll == XC_COLL_SEND)
+            xc__post_send(comm, op, &op->ptx, op->peer, op->ptx.buf, op->ptx.hdr.len);
+        else
+            xc__post_recv(comm, op, &op->prx, op->peer, op->prx.buf, op->prx.len);
+    } else {
+        op->seq = comm->next_seq++;
+        op->next = NULL;
+        if (comm->coll_tail) comm->coll_tail->next = op;
+        else comm->coll_head = op;
+        comm->coll_tail = op;
+        xc__comm_advance(comm);
+    }
+    /* Nobody is about to drive this operation: hand it to the thread. */
+    if (!will_wait && comm->has_thread && comm->waiters == 0 && comm->npending > 0)
+        xc__comm_kick(comm);
+    pthread_mutex_unlock(&comm->mu);
+    return XC_OK;
+}
+
+/* Frames for collective `seq` still unconsumed after it completed mean the
+ * ranks did not run the same operation. */
+static int stale_frames(xc_comm_t *comm, const xc__op_t *op)
+{
+    for (int p = 0; p < comm->size; p++) {
+        xc__unexp_t *u = comm->pq[p].ucoll_head;
+        if (u && u->hdr.seq <= op->seq) {
+            char mine[200];
+            xc__desc_str(&op->desc, op->seq, mine, sizeof mine);
+            xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                            "rank %d sent more data for collective #%llu than this "
+                            "rank's %s expects (ranks called different collectives)",
+                            p, (unsigned long long)u->hdr.seq, mine);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
+{
+    if (op->is_p2p) {
+        if (op->prev) op->prev->next = op->next;
+        else comm->p2p_ops = op->next;
+        if (op->next) op->next->prev = op->prev;
+    } else {
+        xc__op_t *prev = NULL, *o = comm->coll_head;
+        while (o && o != op) prev = o, o = o->next;
+        if (!o) return; /* not queued */
+        if (prev) prev->next = op->next;
+        else comm->coll_head = op->next;
+        if (comm->coll_tail == op) comm->coll_tail = prev;
+        if (rc == XC_OK) comm->done_seq = op->seq;
+    }
+    if (rc == XC_OK) {
+        comm->stats.ops[op->desc.coll]++;
+        if (op->desc.algo < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[op->desc.algo]++;
+    }
+    comm->npending--;
+    xc_request_t *req = op->req;
+    req->rc = rc;
+    if (rc != XC_OK) req->msg = strdup(comm->errmsg[0] ? comm->errmsg : xc_strerror(rc));
+    __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+    xc__sched_free(&op->sched);
+    free(op);
+    if (comm->waiters > (tls_waiting == comm ? 1 : 0)) xc__comm_kick(comm);
+    request_release(req);
+}
+
+void xc__comm_advance(xc_comm_t *comm)
+{
+    xc__op_t *head;
+    while ((head = comm->coll_head) && xc__comm_status(comm) == XC_OK) {
+        if (!xc__sched_advance(comm, head)) break;
+        if (xc__comm_status(comm) != XC_OK) break;
+        if (stale_frames(comm, head)) break;
+        xc__op_complete(comm, head, XC_OK);
+    }
+}
+
+/* Queue an error frame to every open peer and push it out (bounded). */
+static void tell_peers(xc_comm_t *comm, xc_result_t rc)
+{
+    size_t n = strlen(comm->errmsg);
+    uint64_t deadline = xc__now_ns() + 1000000000ull; /* 1 s for all peers */
+    for (int p = 0; p < comm->size; p++) {
+        xc__conn_t *c = comm->conns[p];
+        if (!c || c->state != XC__CONN_OPEN) continue;
+        xc__tx_t *tx = calloc(1, sizeof *tx);
+        char *buf = malloc(sizeof(int32_t) + n);
+        if (!tx || !buf) {
+            free(tx);
+            free(buf);
+            break;
+        }
+        int32_t code = rc;
+        memcpy(buf, &code, sizeof code);
+        memcpy(buf + sizeof code, comm->errmsg, n);
+        tx->hdr.magic = XC__FRAME_MAGIC;
+        tx->hdr.kind = XC__F_ERROR;
+        tx->hdr.comm_tag = (uint32_t)comm->uid;
+        tx->hdr.len = sizeof code + n;
+        tx->buf = buf;
+        tx->owned = buf;
+        c->tp->post_send(comm, c, tx);
+    }
+    for (int p = 0; p < comm->size; p++)
+        if (comm->conns[p]) xc__conn_flush(comm, comm->conns[p], deadline);
+}
+
+/* Detach every send queue from operation memory: a frame already started
+ * is finished from a private copy, frames not started are dropped. */
+static void detach_sends(xc_comm_t *comm)
+{
+    for (int p = 0; p < comm->size; p++) {
+        xc__conn_t *c = comm->conns[p];
+        if (!c) continue;
+        xc__tx_t *keep_head = NULL, *keep_tail = NULL;
+        for (xc__tx_t *tx = c->sq_head, *nx; tx; tx = nx) {
+            nx = tx->next;
+            tx->next = NULL;
+            int keep = 0;
+            if (!tx->op) {
+                keep = 1; /* control frame */
+            } else if (tx->off > 0) {
+                /* Started: copy header and the rest of the payload. */
+                xc__tx_t *cp = calloc(1, sizeof *cp);
+                char *buf = tx->hdr.len ? malloc(tx->hdr.len) : NULL;
+                if (cp && (buf || !tx->hdr.len)) {
+                    *cp = *tx;
+                    if (tx->hdr.len) memcpy(buf, tx->buf, tx->hdr.len);
+                    cp->buf = buf;
+                    cp->owned = buf;
+                    cp->op = NULL;
+                    cp->next = NULL;
+                    tx = cp;
+                    keep = 1;
+                } else {
+                    free(cp);
+                    free(buf);
+                    c->state = XC__CONN_CLOSED; /* cannot finish the frame */
+                }
+            }
+            if (keep) {
+                if (keep_tail) keep_tail->next = tx;
+                else keep_head = tx;
+                keep_tail = tx;
+            }
+        }
+        c->sq_head = keep_head;
+        c->sq_tail = keep_tail;
+    }
+}
+
+void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char *fmt, ...)
+{
+    if (xc__comm_status(comm) != XC_OK || rc == XC_OK) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[XC__ERRMSG_LEN];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(comm->errmsg, sizeof comm->errmsg, "%s", msg);
+    __atomic_store_n(&comm->status, rc, __ATOMIC_RELEASE);
+    XC_WARN("communicator poisoned (%s): %s", xc_err_name(rc), msg);
+
+    detach_sends(comm);
+    xc__match_clear(comm);
+    while (comm->coll_head) xc__op_complete(comm, comm->coll_head, rc);
+    while (comm->p2p_ops) xc__op_complete(comm, comm->p2p_ops, rc);
+    if (!from_peer) tell_peers(comm, rc);
+    xc__comm_kick(comm);
+}
+
+void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
+{
+    xc__conn_t *c = comm->conns[peer];
+    int bye = c && c->state == XC__CONN_BYE;
+    if (c) c->state = XC__CONN_CLOSED;
+    char during[220] = "while idle";
+    if (comm->coll_head) {
+        char d[200];
+        xc__desc_str(&comm->coll_head->desc, comm->coll_head->seq, d, sizeof d);
+        snprintf(during, sizeof during, "during %s", d);
+    } else if (comm->p2p_ops) {
+        snprintf(during, sizeof during, "during point-to-point traffic");
+    }
+    xc__comm_poison(comm, XC_ERR_PEER_LOST, 0, "rank %d (%s) %s %s%s", peer,
+                    c ? c->addr : "?", why, during,
+                    bye ? " (it had destroyed its communicator)" : "");
+}
+
+/* Which rank an unfinished operation waits for, for timeout messages. */
+static void waiting_for(const xc__op_t *op, char *buf, size_t cap)
+{
+    if (op->is_p2p) {
+        snprintf(buf, cap, "%s rank %d (tag %d)",
+                 op->desc.coll == XC_COLL_SEND ? "sending to" : "receiving from",
+                 op->peer, op->desc.coll == XC_COLL_SEND ? op->ptx.hdr.tag : op->prx.tag);
+        return;
+    }
+    const xc__sched_t *s = &op->sched;
+    if (s->cur < s->nrounds && s->posted) {
+        int first = s->cur ? s->round_end[s->cur - 1] : 0;
+        for (int i = first; i < s->round_end[s->cur]; i++) {
+            const xc__step_t *st = &s->steps[i];
+            if (st->type == XC__S_RECV && !st->u.rx.done) {
+                snprintf(buf, cap, "waiting for data from rank %d", st->peer);
+                return;
+            }
+            if (st->type == XC__S_SEND && !st->u.tx.done) {
+                snprintf(buf, cap, "waiting to send to rank %d", st->peer);
+                return;
+            }
+        }
+    }
+    snprintf(buf, cap, "not started");
+}
+
+static void op_timed_out(xc_comm_t *comm, xc__op_t *op)
+{
+    char d[200], w[80];
+    xc__desc_str(&op->desc, op->seq, d, sizeof d);
+    waiting_for(op, w, sizeof w);
+    xc__comm_poison(comm, XC_ERR_TIMEOUT, 0,
+                    "rank %d: %s did not complete within %d ms (%s)", comm->rank, d,
+                    comm->cfg.timeout_ms, w);
+}
+
+/* Fail the first operation past its deadline; return the nearest deadline. */
+static uint64_t check_deadlines(xc_comm_t *comm)
+{
+    uint64_t now = xc__now_ns(), nearest = UINT64_MAX;
+    if (comm->coll_head) {
+        if (now >= comm->coll_head->deadline_ns) {
+            op_timed_out(comm, comm->coll_head);
+            return UINT64_MAX;
+        }
+        nearest = comm->coll_head->deadline_ns;
+    }
+    for (xc__op_t *op = comm->p2p_ops; op; op = op->next) {
+        if (now >= op->deadline_ns) {
+            op_timed_out(comm, op);
+            return UINT64_MAX;
+        }
+        if (op->deadline_ns < nearest) nearest = op->deadline_ns;
+    }
+    return nearest;
+}
+
+void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
+{
+    enum { STACK_FDS = 65 };
+    struct pollfd stack_pfd[STACK_FDS];
+    int stack_peer[STACK_FDS];
+    struct pollfd *pfd = stack_pfd;
+    int *peer = stack_peer;
+    int cap = comm->size + 1;
+    if (cap > STACK_FDS) {
+        pfd = malloc((size_t)cap * sizeof *pfd);
+        peer = malloc((size_t)cap * sizeof *peer);
+        if (!pfd || !peer) {
+            free(pfd == stack_pfd ? NULL : pfd);
+            free(peer == stack_peer ? NULL : peer);
+            pfd = stack_pfd, peer = stack_peer, cap = STACK_FDS;
+        }
+    }
+    int n = 0;
+    pfd[n].fd = comm->efd, pfd[n].events = POLLIN, pfd[n].revents = 0, peer[n++] = -1;
+    for (int p = 0; p < comm->size && n < cap; p++) {
+        xc__conn_t *c = comm->conns[p];
+        if (!c) continue;
+        short ev = c->tp->poll_events(c);
+        if (!ev) continue;
+        pfd[n].fd = c->fd, pfd[n].events = ev, pfd[n].revents = 0, peer[n++] = p;
+    }
+    pthread_mutex_unlock(&comm->mu);
+    int r = poll(pfd, (nfds_t)n, timeout_ms);
+    pthread_mutex_lock(&comm->mu);
+    if (r > 0) {
+        if (pfd[0].revents) drain_efd(comm);
+        for (int i = 1; i < n; i++) {
+            if (!pfd[i].revents) continue;
+            xc__conn_t *c = comm->conns[peer[i]];
+            if (c && c->state != XC__CONN_CLOSED) c->tp->on_ready(comm, c, pfd[i].revents);
+        }
+    }
+    xc__comm_advance(comm);
+    if (pfd != stack_pfd) free(pfd);
+    if (peer != stack_peer) free(peer);
+}
+
+/* Block until `req` completes (called with the lock held). */
+static void wait_locked(xc_comm_t *comm, xc_request_t *req)
+{
+    comm->waiters++;
+    xc_comm_t *saved = tls_waiting;
+    tls_waiting = comm;
+    uint64_t spin_until = xc__now_ns() + (uint64_t)comm->cfg.spin_us * 1000ull;
+    while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
+        uint64_t nearest = check_deadlines(comm);
+        if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
+        int ms = 0;
+        if (xc__now_ns() >= spin_until) {
+            ms = xc__poll_ms_left(nearest);
+            /* Bounded sleeps: another thread's completion or an abort may
+             * not reach this poll (see docs/engine.md). */
+            if (ms < 0 || ms > 100) ms = 100;
+        }
+        xc__comm_poll(comm, ms);
+    }
+    tls_waiting = saved;
+    comm->waiters--;
+    if (comm->waiters == 0 && comm->npending > 0 && comm->has_thread) xc__comm_kick(comm);
+}
+
+xc_result_t xc_request_wait(xc_request_t *req)
+{
+    if (!req) return xc__err(XC_ERR_INVALID, "xc_request_wait: req is NULL");
+    if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
+        xc_comm_t *comm = req->comm;
+        pthread_mutex_lock(&comm->mu);
+        wait_locked(comm, req);
+        pthread_mutex_unlock(&comm->mu);
+    }
+    if (req->rc != XC_OK)
+        return xc__err(req->rc, "%s", req->msg ? req->msg : xc_strerror(req->rc));
+    return XC_OK;
+}
+
+xc_result_t xc_request_test(xc_request_t *req, int *done)
+{
+    if (!req || !done)
+        return xc__err(XC_ERR_INVALID, "xc_request_test: %s is NULL", req ? "done" : "req");
+    if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
+        xc_comm_t *comm = req->comm;
+        pthread_mutex_lock(&comm->mu);
+        check_deadlines(comm);
+        xc__comm_poll(comm, 0);
+        pthread_mutex_unlock(&comm->mu);
+    }
+    *done = __atomic_load_n(&req->done, __ATOMIC_ACQUIRE);
+    if (*done && req->rc != XC_OK)
+        return xc__err(req->rc, "%s", req->msg ? req->msg : xc_strerror(req->rc));
+    return XC_OK;
+}
+
+void xc_request_free(xc_request_t *req)
+{
+    if (req) request_release(req);
+}
+
+xc_result_t xc_request_waitall(xc_request_t **reqs, size_t n)
+{
+    if (!reqs && n) return xc__err(XC_ERR_INVALID, "xc_request_waitall: reqs is NULL");
+    xc_result_t first = XC_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (!reqs[i]) continue;
+        xc_result_t rc = xc_request_wait(reqs[i]);
+        if (rc != XC_OK && first == XC_OK) first = rc;
+    }
+    return first;
+}
+
+xc_result_t xc__request_wait_free(xc_request_t *req)
+{
+    xc_result_t rc = xc_request_wait(req);
+    xc_request_free(req);
+    return rc;
+}
+
+void *xc__progress_main(void *arg)
+{
+    xc_comm_t *comm = arg;
+    pthread_mutex_lock(&comm->mu);
+    while (!comm->stop) {
+        if (comm->npending == 0 || comm->waiters > 0 ||
+            xc__comm_status(comm) != XC_OK) {
+            /* Idle, or a waiter drives progress: sleep until kicked. */
+            struct pollfd p = {comm->efd, POLLIN, 0};
+            pthread_mutex_unlock(&comm->mu);
+            poll(&p, 1, -1);
+            pthread_mutex_lock(&comm->mu);
+            if (p.revents) drain_efd(comm);
+            continue;
+        }
+        uint64_t nearest = check_deadlines(comm);
+        int ms = xc__poll_ms_left(nearest);
+        if (ms < 0 || ms > 1000) ms = 1000;
+        xc__comm_poll(comm, ms);
+    }
+    pthread_mutex_unlock(&comm->mu);
+    return NULL;
+}

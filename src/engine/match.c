@@ -1,0 +1,385 @@
+/*
+ * match.c -- matching arriving frames to posted receives, and posting sends
+ * and receives for operations.
+ *
+ * Collective frames from one peer are consumed in the order that peer sent
+ * them (one FIFO per peer): both ranks build the same schedule, so the n-th
+ * receive this rank posts from peer p is the n-th frame p sends it.  Each
+ * frame's header is checked against the receive (sequence number, collective,
+ * dtype, op, count, root, algorithm, length); any difference poisons the
+ * communicator with XC_ERR_MISMATCH before a byte of payload is written.
+ * A frame for a collective this rank already completed can only mean the
+ * ranks disagree too.  Point-to-point frames match the first posted receive
+ * with the same tag, in posting order.
+ */
+#include "../core/comm.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf, size_t cap)
+{
+    const char *algo = xc_algo_name(d->algo);
+    if (d->coll == XC_COLL_SEND || d->coll == XC_COLL_RECV)
+        snprintf(buf, cap, "%s (%s, %" PRIu64 " elements)", xc_coll_name(d->coll),
+                 xc_dtype_name(d->dtype), d->count);
+    else
+        snprintf(buf, cap, "%s #%" PRIu64 " (%s %s, %" PRIu64 " elements, root %d, %s)",
+                 xc_coll_name(d->coll), seq, xc_dtype_name(d->dtype),
+                 xc_op_name(d->op), d->count, (int)d->root, algo ? algo : "?");
+}
+
+static void hdr_desc(const xc__hdr_t *h, xc__desc_t *d)
+{
+    d->coll = h->coll;
+    d->dtype = h->dtype;
+    d->op = h->op;
+    d->algo = h->algo;
+    d->root = h->root;
+    d->count = h->count;
+}
+
+static int desc_eq(const xc__desc_t *a, const xc__desc_t *b)
+{
+    return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op &&
+           a->algo == b->algo && a->root == b->root && a->count == b->count;
+}
+
+/* Is `h` the frame `rx` waits for?  If not, poison with both descriptions. */
+static int check_frame(xc_comm_t *comm, int peer, const xc__rx_t *rx,
+                       const xc__hdr_t *h)
+{
+    xc__desc_t hd;
+    hdr_desc(h, &hd);
+    char want[200], got[200];
+    if (rx->kind == XC__F_P2P) {
+        if (h->dtype == rx->desc.dtype && h->count == rx->desc.count && h->len == rx->len)
+            return 1;
+        xc__desc_str(&hd, 0, got, sizeof got);
+        xc__desc_str(&rx->desc, 0, want, sizeof want);
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                        "rank %d sent a message with tag %d as %s but this rank "
+                        "posted recv with tag %d as %s",
+                        peer, (int)h->tag, got, (int)rx->tag, want);
+        return 0;
+    }
+    if (h->seq == rx->seq && desc_eq(&hd, &rx->desc) && h->len == rx->len) return 1;
+    xc__desc_str(&hd, h->seq, got, sizeof got);
+    xc__desc_str(&rx->desc, rx->seq, want, sizeof want);
+    if (h->seq == rx->seq && desc_eq(&hd, &rx->desc))
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                        "rank %d sent %" PRIu64 " bytes for %s but this rank "
+                        "expected %zu bytes (per-rank counts disagree)",
+                        peer, h->len, want, rx->len);
+    else
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                        "rank %d called %s while this rank called %s", peer, got,
+                        want);
+    return 0;
+}
+
+static xc__unexp_t *unexp_new(xc_comm_t *comm, const xc__hdr_t *h)
+{
+    xc__unexp_t *u = calloc(1, sizeof *u);
+    if (u && h->len) u->data = malloc(h->len);
+    if (!u || (h->len && !u->data)) {
+        if (u) free(u);
+        xc__comm_poison(comm, XC_ERR_NOMEM, 0,
+                        "cannot buffer an early message of %" PRIu64 " bytes", h->len);
+        return NULL;
+    }
+    u->hdr = *h;
+    return u;
+}
+
+static void unexp_free(xc__unexp_t *u)
+{
+    if (!u) return;
+    free(u->data);
+    free(u);
+}
+
+#define Q_APPEND(head, tail, x)                                                \
+    do {                                                                       \
+        (x)->next = NULL;                                                      \
+        if (tail) (tail)->next = (x);                                          \
+        else (head) = (x);                                                     \
+        (tail) = (x);                                                          \
+    } while (0)
+
+/* Unlink `x` (whose predecessor is `prev`, NULL if head). */
+#define Q_UNLINK(head, tail, prev, x)                                          \
+    do {                                                                       \
+        if (prev) (prev)->next = (x)->next;                                    \
+        else (head) = (x)->next;                                               \
+        if ((tail) == (x)) (tail) = (prev);                                    \
+        (x)->next = NULL;                                                      \
+    } while (0)
+
+/* Deliver a complete (or still arriving) unexpected message to `rx`. */
+static void deliver_unexp(xc_comm_t *comm, xc__unexp_t *u, xc__rx_t *rx)
+{
+    if (!u->complete) {
+        u->rx = rx; /* match_done copies when the payload is complete */
+        return;
+    }
+    if (u->hdr.len) memcpy(rx->buf, u->data, u->hdr.len);
+    unexp_free(u);
+    xc__rx_done(comm, rx);
+}
+
+void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
+{
+    const xc__hdr_t *h = &c->rhdr;
+    xc__peerq_t *q = &comm->pq[c->peer];
+    c->rdst = NULL;
+    c->rrx = NULL;
+    c->rux = NULL;
+    if (h->kind == XC__F_BYE) {
+        c->state = XC__CONN_BYE;
+        return;
+    }
+    if (h->kind == XC__F_ERROR) {
+        if (h->len <= 4096 && (c->rux = unexp_new(comm, h))) c->rdst = c->rux->data;
+        return;
+    }
+    if (xc__comm_status(comm) != XC_OK) return; /* poisoned: discard */
+    if (h->kind == XC__F_COLL) {
+        xc__rx_t *rx = q->coll_head;
+        if (rx) {
+            if (!check_frame(comm, c->peer, rx, h)) return;
+            Q_UNLINK(q->coll_head, q->coll_tail, (xc__rx_t *)NULL, rx);
+            c->rrx = rx;
+            c->rdst = rx->buf;
+            return;
+        }
+        xc__desc_t hd;
+        hdr_desc(h, &hd);
+        char got[200];
+        if (h->seq <= comm->done_seq) {
+            xc__desc_str(&hd, h->seq, got, sizeof got);
+            xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                            "rank %d sent data for %s, which this rank already "
+                            "completed with a different description",
+                            c->peer, got);
+            return;
+        }
+        xc__op_t *head = comm->coll_head;
+        if (head && head->seq == h->seq && !desc_eq(&head->desc, &hd)) {
+            char want[200];
+            xc__desc_str(&hd, h->seq, got, sizeof got);
+            xc__desc_str(&head->desc, head->seq, want, sizeof want);
+            xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                            "rank %d called %s while this rank called %s", c->peer,
+                            got, want);
+            return;
+        }
+        xc__unexp_t *u = unexp_new(comm, h);
+        if (!u) return;
+        Q_APPEND(q->ucoll_head, q->ucoll_tail, u);
+        c->rux = u;
+        c->rdst = u->data;
+        return;
+    }
+    if (h->kind == XC__F_P2P) {
+        xc__rx_t *prev = NULL, *rx = q->p2p_head;
+        while (rx && rx->tag != h->tag) prev = rx, rx = rx->next;
+        if (rx) {
+            if (!check_frame(comm, c->peer, rx, h)) return;
+            Q_UNLINK(q->p2p_head, q->p2p_tail, prev, rx);
+            c->rrx = rx;
+            c->rdst = rx->buf;
+            return;
+        }
+        xc__unexp_t *u = unexp_new(comm, h);
+        if (!u) return;
+        Q_APPEND(q->up2p_head, q->up2p_tail, u);
+        c->rux = u;
+        c->rdst = u->data;
+        return;
+    }
+    xc__comm_poison(comm, XC_ERR_PROTOCOL, 0, "rank %d (%s) sent a frame of unknown kind %d",
+                    c->peer, c->addr, (int)h->kind);
+}
+
+void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
+{
+    if (c->rrx) {
+        xc__rx_done(comm, c->rrx);
+        return;
+    }
+    xc__unexp_t *u = c->rux;
+    if (!u) return;
+    if (u->hdr.kind == XC__F_ERROR) {
+        int32_t code = XC_ERR_INTERNAL;
+        char msg[XC__ERRMSG_LEN] = "";
+        if (u->hdr.len >= sizeof code) {
+            memcpy(&code, u->data, sizeof code);
+            size_t n = u->hdr.len - sizeof code;
+            if (n >= sizeof msg) n = sizeof msg - 1;
+            memcpy(msg, (char *)u->data + sizeof code, n);
+            msg[n] = 0;
+        }
+        if (code >= 0 || code < XC_ERR_INTERNAL) code = XC_ERR_INTERNAL;
+        unexp_free(u);
+        xc__comm_poison(comm, (xc_result_t)code, 1, "rank %d reported: %s", c->peer, msg);
+        return;
+    }
+    u->complete = 1;
+    if (u->rx) {
+        xc__rx_t *rx = u->rx;
+        if (u->hdr.len) memcpy(rx->buf, u->data, u->hdr.len);
+        unexp_free(u);
+        xc__rx_done(comm, rx);
+    }
+}
+
+void xc__tx_done(xc_comm_t *comm, xc__tx_t *tx)
+{
+    if (!tx->op) { /* control frame */
+        free(tx->owned);
+        free(tx);
+        return;
+    }
+    tx->done = 1;
+    xc__op_t *op = tx->op;
+    op->pending--;
+    if (op->is_p2p && op->pending == 0) xc__op_complete(comm, op, XC_OK);
+}
+
+void xc__rx_done(xc_comm_t *comm, xc__rx_t *rx)
+{
+    rx->done = 1;
+    xc__op_t *op = rx->op;
+    op->pending--;
+    if (op->is_p2p && op->pending == 0) xc__op_complete(comm, op, XC_OK);
+}
+
+static void fill_hdr(xc_comm_t *comm, const xc__op_t *op, xc__hdr_t *h, size_t len)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = XC__FRAME_MAGIC;
+    h->kind = op->is_p2p ? XC__F_P2P : XC__F_COLL;
+    h->coll = op->desc.coll;
+    h->dtype = op->desc.dtype;
+    h->op = op->desc.op;
+    h->comm_tag = (uint32_t)comm->uid;
+    h->root = op->desc.root;
+    h->algo = op->desc.algo;
+    h->tag = op->ptx.hdr.tag; /* p2p tag; 0 for collectives */
+    h->seq = op->seq;
+    h->count = op->desc.count;
+    h->len = len;
+}
+
+/* Can traffic still flow to/from `peer`?  If not, poison and return 0. */
+static int peer_usable(xc_comm_t *comm, int peer, const char *what)
+{
+    xc__conn_t *c = comm->conns[peer];
+    if (!c || c->state == XC__CONN_OPEN) return 1;
+    xc__comm_poison(comm, XC_ERR_PEER_LOST, 0,
+                    "cannot %s rank %d (%s): it has destroyed its communicator or "
+                    "closed its connection",
+                    what, peer, c->addr);
+    return 0;
+}
+
+void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
+                   const void *buf, size_t len)
+{
+    int32_t tag = op->is_p2p ? op->ptx.hdr.tag : 0;
+    fill_hdr(comm, op, &tx->hdr, len);
+    tx->hdr.tag = tag;
+    tx->buf = buf;
+    tx->op = op;
+    tx->owned = NULL;
+    tx->done = 0;
+    tx->off = 0;
+    op->pending++;
+    if (peer == comm->rank) { /* point-to-point to self */
+        xc__peerq_t *q = &comm->pq[peer];
+        xc__rx_t *prev = NULL, *rx = q->p2p_head;
+        while (rx && rx->tag != tag) prev = rx, rx = rx->next;
+        if (rx) {
+            if (!check_frame(comm, peer, rx, &tx->hdr)) return;
+            Q_UNLINK(q->p2p_head, q->p2p_tail, prev, rx);
+            if (len) memcpy(rx->buf, buf, len);
+            comm->stats.bytes_sent[XC_TRANSPORT_SELF] += len;
+            xc__rx_done(comm, rx);
+        } else {
+            xc__unexp_t *u = unexp_new(comm, &tx->hdr);
+            if (!u) return;
+            if (len) memcpy(u->data, buf, len);
+            u->complete = 1;
+            Q_APPEND(q->up2p_head, q->up2p_tail, u);
+            comm->stats.bytes_sent[XC_TRANSPORT_SELF] += len;
+        }
+        comm->stats.msgs_sent[XC_TRANSPORT_SELF]++;
+        xc__tx_done(comm, tx);
+        return;
+    }
+    if (!peer_usable(comm, peer, "send to")) return;
+    xc__conn_t *c = comm->conns[peer];
+    c->tp->post_send(comm, c, tx);
+}
+
+void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx, int peer, void *buf,
+                   size_t len)
+{
+    xc__peerq_t *q = &comm->pq[peer];
+    rx->next = NULL;
+    rx->buf = buf;
+    rx->len = len;
+    rx->peer = peer;
+    rx->kind = op->is_p2p ? XC__F_P2P : XC__F_COLL;
+    rx->tag = op->is_p2p ? op->prx.tag : 0;
+    rx->seq = op->seq;
+    rx->desc = op->desc;
+    rx->op = op;
+    rx->done = 0;
+    op->pending++;
+    if (rx->kind == XC__F_COLL) {
+        xc__unexp_t *u = q->ucoll_head;
+        if (u) {
+            if (!check_frame(comm, peer, rx, &u->hdr)) return;
+            Q_UNLINK(q->ucoll_head, q->ucoll_tail, (xc__unexp_t *)NULL, u);
+            deliver_unexp(comm, u, rx);
+            return;
+        }
+        if (!peer_usable(comm, peer, "receive from")) return;
+        Q_APPEND(q->coll_head, q->coll_tail, rx);
+        return;
+    }
+    xc__unexp_t *prev = NULL, *u = q->up2p_head;
+    while (u && u->hdr.tag != rx->tag) prev = u, u = u->next;
+    if (u) {
+        if (!check_frame(comm, peer, rx, &u->hdr)) return;
+        Q_UNLINK(q->up2p_head, q->up2p_tail, prev, u);
+        deliver_unexp(comm, u, rx);
+        return;
+    }
+    if (peer != comm->rank && !peer_usable(comm, peer, "receive from")) return;
+    Q_APPEND(q->p2p_head, q->p2p_tail, rx);
+}
+
+void xc__match_clear(xc_comm_t *comm)
+{
+    for (int p = 0; p < comm->size; p++) {
+        xc__conn_t *c = comm->conns[p];
+        /* A frame being read into memory that is going away is discarded. */
+        if (c && c->rrx) c->rrx = NULL, c->rdst = NULL;
+        if (c && c->rux && c->rux->hdr.kind != XC__F_ERROR) {
+            if (c->rux->rx) unexp_free(c->rux); /* matched: in no queue */
+            c->rux = NULL;
+            c->rdst = NULL;
+        }
+    }
+    for (int p = 0; p < comm->size; p++) {
+        xc__peerq_t *q = &comm->pq[p];
+        for (xc__unexp_t *u = q->ucoll_head, *n; u; u = n) n = u->next, unexp_free(u);
+        for (xc__unexp_t *u = q->up2p_head, *n; u; u = n) n = u->next, unexp_free(u);
+        memset(q, 0, sizeof *q);
+    }
+}

@@ -1,0 +1,44 @@
+/*
+ * frame.h -- the fixed header in front of every message on a connection.
+ *
+ * Every frame names its communicator, its sequence number and a full
+ * description of the operation it belongs to, so that the receiver checks it
+ * against what it expects and turns any disagreement between ranks into
+ * XC_ERR_MISMATCH instead of corrupted memory.  Fields are in host byte order
+ * (little-endian on every platform xcoll supports); the magic number makes a
+ * foreign or desynchronised stream fail fast with XC_ERR_PROTOCOL.
+ */
+#ifndef XC_FRAME_H
+#define XC_FRAME_H
+
+#include <stdint.h>
+
+#define XC__FRAME_MAGIC 0x31464358u /* "XCF1" */
+
+enum xc__frame_kind {
+    XC__F_COLL = 1,  /* data of a collective, matched in FIFO per peer      */
+    XC__F_P2P = 2,   /* point-to-point, matched by (peer, tag)             */
+    XC__F_ERROR = 3, /* payload: int32 code + text; poisons the receiver   */
+    XC__F_BYE = 4,   /* the sender destroyed the communicator (graceful)   */
+    XC__F_HELLO = 5  /* connection set-up (bootstrap only)                 */
+};
+
+typedef struct xc__hdr {
+    uint32_t magic;
+    uint8_t kind;     /* enum xc__frame_kind */
+    uint8_t coll;     /* xc_coll_t           */
+    uint8_t dtype;    /* xc_dtype_t          */
+    uint8_t op;       /* xc_op_t             */
+    uint32_t comm_tag; /* low 32 bits of the communicator's unique id */
+    int32_t root;
+    uint16_t algo;
+    uint16_t flags;
+    int32_t tag;      /* p2p tag; sender's rank for HELLO */
+    uint64_t seq;     /* collective sequence number (1, 2, ...) */
+    uint64_t count;   /* element count of the whole operation */
+    uint64_t len;     /* payload bytes following the header */
+} xc__hdr_t;
+
+_Static_assert(sizeof(xc__hdr_t) == 48, "frame header must be 48 bytes");
+
+#endif
