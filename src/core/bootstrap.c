@@ -58,9 +58,14 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
 {
     size_t len = 0;
     int ms = xc__poll_ms_left(deadline_ns);
-    if (st->get(st->ctx, key, buf, cap, &len, ms < 0 ? 1 << 30 : ms) != 0)
-        return xc__err(xc__now_ns() >= deadline_ns ? XC_ERR_TIMEOUT : XC_ERR_SYSTEM,
-                       "%s (store key \"%s\"): %s", what, key, xc__tls_error());
+    int r = st->get(st->ctx, key, buf, cap, &len, ms < 0 ? 1 << 30 : ms);
+    if (r != 0) {
+        /* Built-in stores return an xc_result_t; callers' stores any non-zero. */
+        xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r
+                         : xc__now_ns() >= deadline_ns ? XC_ERR_TIMEOUT
+                                                       : XC_ERR_SYSTEM;
+        return xc__err(rc, "%s (store key \"%s\"): %s", what, key, xc__tls_error());
+    }
     if (len != cap)
         return xc__err(XC_ERR_PROTOCOL, "store key \"%s\" holds %zu bytes, expected %zu "
                        "(another program or xcoll version uses this store?)", key, len, cap);
@@ -230,7 +235,10 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     xc__store_server_t *srv = NULL;
     if (rank == 0 && !env_flag("XCOLL_STORE_EXTERNAL")) {
         int bound;
-        if (xc__store_server_start(host, port, &srv, &bound) != XC_OK) {
+        /* Listen on every interface, as c10d does: the name of the host may
+         * resolve to a loopback alias here (Debian maps the hostname to
+         * 127.0.1.1) yet to a routable address on the other nodes. */
+        if (xc__store_server_start(NULL, port, &srv, &bound) != XC_OK) {
             /* Already hosted (an earlier communicator of ours, or a
              * launcher): use it as a client. */
             XC_INFO("not hosting the store at %s (%s); connecting as a client", addr,

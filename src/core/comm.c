@@ -170,14 +170,19 @@ xc_result_t xc_comm_destroy(xc_comm_t *c)
 {
     if (!c) return XC_OK;
     pthread_mutex_lock(&c->mu);
-    /* Let pending operations finish (each within its own deadline). */
+    /* Let pending operations finish (each within its own deadline).  As a
+     * waiter, destroy keeps the progress thread off: the deadline ends in
+     * XC_ERR_ABORTED here, not in a timeout there. */
+    c->waiters++;
     while (c->npending > 0 && xc__comm_status(c) == XC_OK) {
         uint64_t nearest = UINT64_MAX;
         if (c->coll_head) nearest = c->coll_head->deadline_ns;
         for (xc__op_t *op = c->p2p_ops; op; op = op->next)
             if (op->deadline_ns < nearest) nearest = op->deadline_ns;
         if (xc__now_ns() >= nearest) {
-            xc__comm_poison(c, XC_ERR_ABORTED, 0,
+            /* Local only: peers learn from the goodbye that this rank left
+             * and fail with XC_ERR_PEER_LOST when they need it. */
+            xc__comm_poison(c, XC_ERR_ABORTED, 1,
                             "rank %d destroyed the communicator with %d operations "
                             "still pending at their deadline",
                             c->rank, c->npending);
@@ -186,6 +191,7 @@ xc_result_t xc_comm_destroy(xc_comm_t *c)
         int ms = xc__poll_ms_left(nearest);
         xc__comm_poll(c, ms < 0 || ms > 100 ? 100 : ms);
     }
+    c->waiters--;
     send_bye(c);
     c->stop = 1;
     xc__comm_kick(c);

@@ -106,7 +106,8 @@ XC__HIDDEN xc_result_t xc__comm_start(xc_comm_t *comm);
 
 /* -------------------------------------------------------------- engine */
 /* Poison: fail every pending operation with rc, remember the cause, tell
- * the peers (unless `from_peer`), wake everyone.  First cause wins. */
+ * the peers (unless `quiet`: the cause came from a peer, or is local only),
+ * wake everyone.  The first cause wins. */
 XC__HIDDEN void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer,
                                 const char *fmt, ...) XC__PRINTF(4, 5);
 /* Transport callback: connection to `peer` is broken/closed. */

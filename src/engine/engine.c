@@ -291,7 +291,7 @@ void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
     }
     xc__comm_poison(comm, XC_ERR_PEER_LOST, 0, "rank %d (%s) %s %s%s", peer,
                     c ? c->addr : "?", why, during,
-                    bye ? " (it had destroyed its communicator)" : "");
+                    bye && !strstr(why, "destroyed") ? " (it had destroyed its communicator)" : "");
 }
 
 /* Which rank an unfinished operation waits for, for timeout messages. */

@@ -138,7 +138,10 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
     c->rrx = NULL;
     c->rux = NULL;
     if (h->kind == XC__F_BYE) {
+        /* The last frame it sends: receives still waiting on it never end. */
         c->state = XC__CONN_BYE;
+        if (q->coll_head || q->p2p_head)
+            xc__comm_peer_lost(comm, c->peer, "destroyed its communicator");
         return;
     }
     if (h->kind == XC__F_ERROR) {
