@@ -1,0 +1,852 @@
+/*
+ * test_reduce.c -- the reduction kernels (src/reduce) against simple
+ * references: every dtype x op at odd counts, integer wrap-around, float
+ * NaN/zero rules of min/max, exact aliasing, AVG finalisation, the
+ * (dtype, op) check, and the fp16/bf16 conversions (every 16-bit pattern,
+ * ties, subnormals, overflow).  Standalone: exit 0 on success, 1 on any
+ * failure, each failure printed with both values.
+ */
+#include "reduce/reduce.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_failures;
+
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        if (++g_failures <= 50) {                                              \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_U64(got, exp, ...)                                               \
+    do {                                                                       \
+        unsigned long long g_ = (unsigned long long)(got);                     \
+        unsigned long long e_ = (unsigned long long)(exp);                     \
+        if (g_ != e_) {                                                        \
+            FAIL("%s == 0x%llx, expected 0x%llx", #got, g_, e_);               \
+            fprintf(stderr, "    context: ");                                  \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_I64(got, exp)                                                    \
+    do {                                                                       \
+        long long g_ = (long long)(got), e_ = (long long)(exp);                \
+        if (g_ != e_) FAIL("%s == %lld, expected %lld", #got, g_, e_);        \
+    } while (0)
+
+#define CHECK_STR(got, exp)                                                    \
+    do {                                                                       \
+        const char *g_ = (got), *e_ = (exp);                                   \
+        if (g_ == NULL || strcmp(g_, e_) != 0)                                 \
+            FAIL("%s == \"%s\", expected \"%s\"", #got, g_ ? g_ : "(null)", e_); \
+    } while (0)
+
+#define CHECK_CONTAINS(hay, needle)                                            \
+    do {                                                                       \
+        const char *h_ = (hay), *n_ = (needle);                                \
+        if (strstr(h_, n_) == NULL)                                            \
+            FAIL("\"%s\" does not contain \"%s\"", h_, n_);                    \
+    } while (0)
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void) /* splitmix64 */
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bitsf(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static double bitsd(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+/* Test buffers are malloc'd: they have no declared type, so the kernels may
+ * access them as any element type (C11 6.5p6-7). */
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "test_reduce: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static int is_float_dtype(xc_dtype_t t) { return t >= XC_FLOAT16; }
+static int is_signed_int(xc_dtype_t t)
+{
+    return t == XC_INT8 || t == XC_INT16 || t == XC_INT32 || t == XC_INT64;
+}
+static int is_bitwise(xc_op_t op)
+{
+    return op == XC_BAND || op == XC_BOR || op == XC_BXOR;
+}
+
+/* Raw bits of element i, zero-extended. */
+static uint64_t load_raw(xc_dtype_t t, const void *p, size_t i)
+{
+    switch (xc_dtype_size(t)) {
+    case 1: return ((const uint8_t *)p)[i];
+    case 2: return ((const uint16_t *)p)[i];
+    case 4: return ((const uint32_t *)p)[i];
+    default: return ((const uint64_t *)p)[i];
+    }
+}
+
+static void store_raw(xc_dtype_t t, void *p, size_t i, uint64_t v)
+{
+    switch (xc_dtype_size(t)) {
+    case 1: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case 2: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case 4: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    default: ((uint64_t *)p)[i] = v; break;
+    }
+}
+
+static uint64_t width_mask(xc_dtype_t t)
+{
+    size_t w = xc_dtype_size(t) * 8;
+    return w == 64 ? UINT64_MAX : ((uint64_t)1 << w) - 1;
+}
+
+/* Two's complement value of the low bits of `raw` for a signed dtype. */
+static int64_t sign_extend(xc_dtype_t t, uint64_t raw)
+{
+    size_t w = xc_dtype_size(t) * 8;
+    if (w == 64) {
+        int64_t v;
+        memcpy(&v, &raw, sizeof v);
+        return v;
+    }
+    uint64_t sign = (uint64_t)1 << (w - 1);
+    raw &= width_mask(t);
+    return (raw & sign) ? (int64_t)raw - (int64_t)((uint64_t)1 << w)
+                        : (int64_t)raw;
+}
+
+/* An element of a float dtype as double (exact for all four). */
+static double load_float(xc_dtype_t t, uint64_t raw)
+{
+    switch (t) {
+    case XC_FLOAT16: return xc__fp16_to_fp32((uint16_t)raw);
+    case XC_BFLOAT16: return xc__bf16_to_fp32((uint16_t)raw);
+    case XC_FLOAT32: return bitsf((uint32_t)raw);
+    default: return bitsd(raw);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Reference reduction of one element                                  */
+/* ------------------------------------------------------------------ */
+
+static uint64_t ref_int(xc_dtype_t t, xc_op_t op, uint64_t x, uint64_t y)
+{
+    uint64_t m = width_mask(t);
+    int sgn = is_signed_int(t);
+    int64_t sx = sign_extend(t, x), sy = sign_extend(t, y);
+    switch (op) {
+    case XC_SUM:
+    case XC_AVG: return (x + y) & m;
+    case XC_PROD: return (x * y) & m;
+    case XC_MIN: return (sgn ? sx < sy : x < y) ? x : y;
+    case XC_MAX: return (sgn ? sx > sy : x > y) ? x : y;
+    case XC_BAND: return x & y;
+    case XC_BOR: return x | y;
+    case XC_BXOR: return x ^ y;
+    default: return 0;
+    }
+}
+
+/* min/max on non-NaN values with -0 < +0. */
+static double ref_minmax(xc_op_t op, double x, double y)
+{
+    if (x == y) {
+        int neg = op == XC_MIN ? (signbit(x) || signbit(y))
+                               : (signbit(x) && signbit(y));
+        return neg ? -fabs(x) : fabs(x);
+    }
+    return op == XC_MIN ? (x < y ? x : y) : (x > y ? x : y);
+}
+
+/* Expected bits; *nan set when the result must be a NaN (payload free). */
+static uint64_t ref_float(xc_dtype_t t, xc_op_t op, uint64_t xr, uint64_t yr,
+                          int *nan)
+{
+    *nan = 0;
+    if (op == XC_MIN || op == XC_MAX) {
+        double x = load_float(t, xr), y = load_float(t, yr);
+        if (isnan(x) || isnan(y)) {
+            *nan = 1;
+            return 0;
+        }
+        double r = ref_minmax(op, x, y);
+        switch (t) { /* r is one of the inputs: exact in t */
+        case XC_FLOAT16: return xc__fp32_to_fp16((float)r);
+        case XC_BFLOAT16: return xc__fp32_to_bf16((float)r);
+        case XC_FLOAT32: return fbits((float)r);
+        default: return dbits(r);
+        }
+    }
+    int mul = op == XC_PROD;
+    if (t == XC_FLOAT64) {
+        double x = bitsd(xr), y = bitsd(yr);
+        double r = mul ? x * y : x + y;
+        *nan = isnan(r);
+        return dbits(r);
+    }
+    /* fp32, and fp16/bf16 widened to fp32 and rounded once. */
+    float x = (float)load_float(t, xr), y = (float)load_float(t, yr);
+    float r = mul ? x * y : x + y;
+    *nan = isnan(r);
+    if (t == XC_FLOAT16) return xc__fp32_to_fp16(r);
+    if (t == XC_BFLOAT16) return xc__fp32_to_bf16(r);
+    return fbits(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Inputs                                                              */
+/* ------------------------------------------------------------------ */
+
+static uint64_t special_int(xc_dtype_t t, unsigned k)
+{
+    uint64_t m = width_mask(t), half = m >> 1;
+    const uint64_t v[] = {0, 1, m /* -1 */, half /* INT_MAX */,
+                          half + 1 /* INT_MIN */, 2, half - 1, m - 1};
+    return v[k % (sizeof v / sizeof v[0])];
+}
+
+static uint64_t special_float(xc_dtype_t t, unsigned k)
+{
+    static const double v[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1.0,
+                               -1.0, 65504.0, 3.0e38, 1e-40, -2.5, 0.1};
+    double d = v[k % (sizeof v / sizeof v[0])];
+    switch (t) {
+    case XC_FLOAT16: return xc__fp32_to_fp16((float)d);
+    case XC_BFLOAT16: return xc__fp32_to_bf16((float)d);
+    case XC_FLOAT32: return fbits((float)d);
+    default: return dbits(d);
+    }
+}
+
+/* Element i of an input: specials often, otherwise random bits (floats:
+ * half random patterns, half ordinary values in +-1000). */
+static uint64_t gen_elem(xc_dtype_t t)
+{
+    uint64_t r = rnd();
+    if (r % 5 == 0)
+        return is_float_dtype(t) ? special_float(t, (unsigned)(r >> 8))
+                                 : special_int(t, (unsigned)(r >> 8));
+    if (!is_float_dtype(t) || (r & 2)) return rnd() & width_mask(t);
+    double d = ((double)(rnd() >> 11) / 9007199254740992.0 - 0.5) * 2000.0;
+    switch (t) {
+    case XC_FLOAT16: return xc__fp32_to_fp16((float)d);
+    case XC_BFLOAT16: return xc__fp32_to_bf16((float)d);
+    case XC_FLOAT32: return fbits((float)d);
+    default: return dbits(d);
+    }
+}
+
+static void fill(xc_dtype_t t, void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) store_raw(t, p, i, gen_elem(t));
+}
+
+/* Compare element i of `got` with the reference of a[i] op b[i]. */
+static void check_elem(xc_dtype_t t, xc_op_t op, const void *got,
+                       const void *a, const void *b, size_t i, size_t n,
+                       const char *how)
+{
+    uint64_t x = load_raw(t, a, i), y = load_raw(t, b, i);
+    uint64_t g = load_raw(t, got, i);
+    if (!is_float_dtype(t)) {
+        uint64_t e = ref_int(t, op, x, y);
+        if (g != e) {
+            if (is_signed_int(t))
+                FAIL("%s %s n=%zu [%zu] (%s): %lld op %lld = %lld, expected "
+                     "%lld",
+                     xc_dtype_name(t), xc_op_name(op), n, i, how,
+                     (long long)sign_extend(t, x), (long long)sign_extend(t, y),
+                     (long long)sign_extend(t, g), (long long)sign_extend(t, e));
+            else
+                FAIL("%s %s n=%zu [%zu] (%s): %llu op %llu = %llu, expected "
+                     "%llu",
+                     xc_dtype_name(t), xc_op_name(op), n, i, how,
+                     (unsigned long long)x, (unsigned long long)y,
+                     (unsigned long long)g, (unsigned long long)e);
+        }
+        return;
+    }
+    int nan;
+    uint64_t e = ref_float(t, op, x, y, &nan);
+    int ok = nan ? isnan(load_float(t, g)) : g == e;
+    if (!ok)
+        FAIL("%s %s n=%zu [%zu] (%s): %a op %a = %a (0x%llx), expected %a "
+             "(0x%llx)%s",
+             xc_dtype_name(t), xc_op_name(op), n, i, how, load_float(t, x),
+             load_float(t, y), load_float(t, g), (unsigned long long)g,
+             nan ? NAN : load_float(t, e), (unsigned long long)e,
+             nan ? " (any NaN)" : "");
+}
+
+/* ------------------------------------------------------------------ */
+/* Tests                                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_names(void)
+{
+    static const char *const dn[] = {"int8",  "uint8",  "int16", "uint16",
+                                     "int32", "uint32", "int64", "uint64",
+                                     "fp16",  "bf16",   "fp32",  "fp64"};
+    static const size_t ds[] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+    static const char *const on[] = {"sum", "prod", "min",  "max",
+                                     "avg", "band", "bor", "bxor"};
+    for (int t = 0; t < XC_DTYPE_COUNT; t++) {
+        CHECK_STR(xc_dtype_name((xc_dtype_t)t), dn[t]);
+        CHECK_U64(xc_dtype_size((xc_dtype_t)t), ds[t], "dtype %d", t);
+    }
+    for (int o = 0; o < XC_OP_COUNT; o++) CHECK_STR(xc_op_name((xc_op_t)o), on[o]);
+    CHECK_STR(xc_dtype_name(XC_DTYPE_COUNT), "invalid");
+    CHECK_STR(xc_dtype_name((xc_dtype_t)-1), "invalid");
+    CHECK_U64(xc_dtype_size(XC_DTYPE_COUNT), 0, "size of XC_DTYPE_COUNT");
+    CHECK_U64(xc_dtype_size((xc_dtype_t)-1), 0, "size of dtype -1");
+    CHECK_STR(xc_op_name(XC_OP_COUNT), "invalid");
+    CHECK_STR(xc_op_name((xc_op_t)-3), "invalid");
+}
+
+static void test_check(void)
+{
+    for (int t = 0; t < XC_DTYPE_COUNT; t++)
+        for (int o = 0; o < XC_OP_COUNT; o++) {
+            xc_dtype_t dt = (xc_dtype_t)t;
+            xc_op_t op = (xc_op_t)o;
+            xc_result_t want =
+                is_float_dtype(dt) && is_bitwise(op) ? XC_ERR_INVALID : XC_OK;
+            xc_result_t rc = xc__reduce_check(dt, op);
+            if (rc != want)
+                FAIL("xc__reduce_check(%s, %s) == %s, expected %s",
+                     xc_dtype_name(dt), xc_op_name(op), xc_err_name(rc),
+                     xc_err_name(want));
+            if (rc == XC_ERR_INVALID) {
+                CHECK_CONTAINS(xc_last_error(), xc_dtype_name(dt));
+                CHECK_CONTAINS(xc_last_error(), xc_op_name(op));
+            }
+        }
+    CHECK_I64(xc__reduce_check(XC_DTYPE_COUNT, XC_SUM), XC_ERR_INVALID);
+    CHECK_CONTAINS(xc_last_error(), "dtype");
+    CHECK_I64(xc__reduce_check((xc_dtype_t)-1, XC_SUM), XC_ERR_INVALID);
+    CHECK_I64(xc__reduce_check(XC_INT32, XC_OP_COUNT), XC_ERR_INVALID);
+    CHECK_CONTAINS(xc_last_error(), "op");
+    CHECK_I64(xc__reduce_check(XC_FLOAT32, (xc_op_t)-1), XC_ERR_INVALID);
+
+    /* A pair the check rejects leaves dst untouched if it reaches the
+     * kernels anyway (a caller bug must not corrupt memory). */
+    float fa[3] = {1, 2, 3}, fd[3] = {7, 7, 7};
+    xc__reduce2(fd, fa, fa, 3, XC_FLOAT32, XC_BXOR);
+    xc__reduce2(fd, fa, fa, 3, XC_DTYPE_COUNT, XC_SUM);
+    xc__reduce2(fd, fa, fa, 3, XC_FLOAT32, XC_OP_COUNT);
+    for (int i = 0; i < 3; i++) CHECK_U64(fbits(fd[i]), fbits(7.0f), "invalid pair wrote [%d]", i);
+}
+
+/* fp16 value of a bit pattern computed from its fields; exponent 31 is
+ * decoded as if it were finite (0x7c00 -> 65536), which is exactly the
+ * "unbounded exponent" value IEEE rounding compares against. */
+static double ref_fp16_value(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double ref_bf16_value(uint16_t b)
+{
+    if ((b & 0x7fff) == 0x7f80) return (b & 0x8000) ? -ldexp(1, 128) : ldexp(1, 128);
+    return bitsf((uint32_t)b << 16);
+}
+
+/* Nearest-even narrowing by searching the sorted positive patterns
+ * 0..top (top = the infinity pattern) for the neighbours of |x|. */
+static uint16_t ref_narrow(float x, double (*value)(uint16_t), uint16_t top)
+{
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    double ax = fabs((double)x);
+    if (isinf(ax)) return (uint16_t)(sign | top);
+    unsigned lo = 0, hi = top; /* value(lo) <= ax; find largest such */
+    if (ax >= value(top)) return (uint16_t)(sign | top);
+    while (hi - lo > 1) {
+        unsigned mid = (lo + hi) / 2;
+        if (value((uint16_t)mid) <= ax) lo = mid;
+        else hi = mid;
+    }
+    double dl = ax - value((uint16_t)lo), dh = value((uint16_t)hi) - ax;
+    unsigned r = dl < dh ? lo : dh < dl ? hi : (lo & 1) ? hi : lo;
+    return (uint16_t)(sign | r);
+}
+
+static void check_narrow(float x, const char *why)
+{
+    uint16_t g16 = xc__fp32_to_fp16(x), gb = xc__fp32_to_bf16(x);
+    if (isnan(x)) {
+        if ((g16 & 0x7c00) != 0x7c00 || (g16 & 0x3ff) == 0 || !(g16 & 0x200))
+            FAIL("fp16(NaN 0x%08x) = 0x%04x, not a quiet NaN", fbits(x), g16);
+        if ((gb & 0x7f80) != 0x7f80 || (gb & 0x7f) == 0 || !(gb & 0x40))
+            FAIL("bf16(NaN 0x%08x) = 0x%04x, not a quiet NaN", fbits(x), gb);
+        return;
+    }
+    uint16_t e16 = ref_narrow(x, ref_fp16_value, 0x7c00);
+    uint16_t eb = ref_narrow(x, ref_bf16_value, 0x7f80);
+    if (g16 != e16)
+        FAIL("fp32->fp16(%a = 0x%08x) = 0x%04x, expected 0x%04x (%s)", x,
+             fbits(x), g16, e16, why);
+    if (gb != eb)
+        FAIL("fp32->bf16(%a = 0x%08x) = 0x%04x, expected 0x%04x (%s)", x,
+             fbits(x), gb, eb, why);
+}
+
+static void test_conversions(void)
+{
+    /* Every 16-bit pattern: widening is exact, narrowing back restores it;
+     * NaNs stay (quiet) NaNs. */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = xc__fp16_to_fp32((uint16_t)h);
+        int hnan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+        if (hnan) {
+            if (!isnan(f) || !(fbits(f) & 0x00400000))
+                FAIL("fp16 NaN 0x%04x widened to 0x%08x, not a quiet NaN", h,
+                     fbits(f));
+            uint16_t back = xc__fp32_to_fp16(f);
+            if ((back & 0x7c00) != 0x7c00 || !(back & 0x200) ||
+                (back & 0x8000) != (h & 0x8000))
+                FAIL("fp16 NaN 0x%04x round trip gave 0x%04x", h, back);
+        } else {
+            double want = (h & 0x7c00) == 0x7c00
+                              ? ((h & 0x8000) ? -INFINITY : INFINITY)
+                              : ref_fp16_value((uint16_t)h);
+            if ((double)f != want || !signbit(f) != !signbit(want))
+                FAIL("fp16 0x%04x widened to %a, expected %a", h, f, want);
+            CHECK_U64(xc__fp32_to_fp16(f), h, "fp16 round trip");
+        }
+        float g = xc__bf16_to_fp32((uint16_t)h);
+        int bnan = (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+        if (bnan) {
+            if (!isnan(g) || !(fbits(g) & 0x00400000))
+                FAIL("bf16 NaN 0x%04x widened to 0x%08x, not a quiet NaN", h,
+                     fbits(g));
+            uint16_t back = xc__fp32_to_bf16(g);
+            if ((back & 0x7f80) != 0x7f80 || !(back & 0x40) ||
+                (back & 0x8000) != (h & 0x8000))
+                FAIL("bf16 NaN 0x%04x round trip gave 0x%04x", h, back);
+        } else {
+            CHECK_U64(fbits(g), h << 16, "bf16 widen 0x%04x", h);
+            CHECK_U64(xc__fp32_to_bf16(g), h, "bf16 round trip");
+        }
+    }
+
+    /* Named cases (fp16). */
+    struct { float x; uint16_t h; } c16[] = {
+        {1.0f, 0x3c00}, {-2.0f, 0xc000}, {65504.0f, 0x7bff},
+        {65519.99f, 0x7bff},           /* just below the overflow tie */
+        {65520.0f, 0x7c00},            /* tie between max and 2^16: even */
+        {1e10f, 0x7c00}, {-1e10f, 0xfc00}, {FLT_MAX, 0x7c00},
+        {-INFINITY, 0xfc00}, {-0.0f, 0x8000},
+        {0x1p-24f, 0x0001},            /* smallest subnormal */
+        {0x1p-25f, 0x0000},            /* tie 0 / 2^-24: even is 0 */
+        {0x1.000002p-25f, 0x0001},     /* just above the tie */
+        {0x3p-25f, 0x0002},            /* tie 1 / 2: even is 2 */
+        {0x5p-25f, 0x0002},            /* tie 2 / 3: even is 2 */
+        {0x1p-14f - 0x1p-25f, 0x0400}, /* tie 0x3ff / 0x400 */
+        {0x1p-14f, 0x0400},            /* smallest normal */
+        {1.0f + 0x1p-11f, 0x3c00},     /* tie: even is 1.0 */
+        {1.0f + 0x3p-11f, 0x3c02},     /* tie 0x3c01/0x3c02: even */
+        {0x1p-149f, 0x0000},           /* fp32 denormal */
+    };
+    for (size_t i = 0; i < sizeof c16 / sizeof c16[0]; i++)
+        CHECK_U64(xc__fp32_to_fp16(c16[i].x), c16[i].h, "fp16(%a)", c16[i].x);
+    /* Named cases (bf16). */
+    struct { float x; uint16_t b; } cb[] = {
+        {1.0f, 0x3f80}, {1.0f + 0x1p-8f, 0x3f80}, {1.0f + 0x3p-8f, 0x3f82},
+        {0x1.010002p+0f, 0x3f81}, {FLT_MAX, 0x7f80},
+        {0x1.fefffep127f, 0x7f7f}, {0x1.ff0000p127f, 0x7f80}, {-0.0f, 0x8000},
+        {0x1p-149f, 0x0000}, {0x1p-133f, 0x0001}, {0x3p-134f, 0x0002},
+        {-INFINITY, 0xff80},
+    };
+    for (size_t i = 0; i < sizeof cb / sizeof cb[0]; i++)
+        CHECK_U64(xc__fp32_to_bf16(cb[i].x), cb[i].b, "bf16(%a)", cb[i].x);
+
+    /* Every fp16 tie (midpoint of neighbours, exact in fp32) and the fp32
+     * values either side of it, against the reference search. */
+    for (uint32_t k = 0; k < 0x7c00; k++) {
+        float mid = (float)((ref_fp16_value((uint16_t)k) +
+                             ref_fp16_value((uint16_t)(k + 1))) / 2);
+        check_narrow(mid, "tie");
+        check_narrow(-mid, "negative tie");
+        check_narrow(nextafterf(mid, 0.0f), "below tie");
+        check_narrow(nextafterf(mid, INFINITY), "above tie");
+    }
+    /* bf16 ties. */
+    for (uint32_t k = 0; k < 0x7f80; k += 7) {
+        float mid = bitsf((k << 16) | 0x8000);
+        check_narrow(mid, "bf16 tie");
+        check_narrow(nextafterf(mid, INFINITY), "above bf16 tie");
+    }
+    /* A spread of fp32 patterns (all exponents) and random ones, NaN too. */
+    for (uint64_t u = 0; u < (1ull << 32); u += 4093) check_narrow(bitsf((uint32_t)u), "stride");
+    for (int i = 0; i < 200000; i++) check_narrow(bitsf((uint32_t)rnd()), "random");
+}
+
+/* Every dtype x op at odd counts, distinct and aliased buffers. */
+static void test_kernels(void)
+{
+    static const size_t counts[] = {0, 1, 7, 33, 1000, 1537};
+    enum { MAXN = 1537 };
+    const size_t bytes = MAXN * sizeof(uint64_t);
+    void *a = xmalloc(bytes), *b = xmalloc(bytes), *d = xmalloc(bytes);
+    void *d2 = xmalloc(bytes);
+    for (int t = 0; t < XC_DTYPE_COUNT; t++)
+        for (int o = 0; o < XC_OP_COUNT; o++) {
+            xc_dtype_t dt = (xc_dtype_t)t;
+            xc_op_t op = (xc_op_t)o;
+            if (xc__reduce_check(dt, op) != XC_OK) continue;
+            size_t es = xc_dtype_size(dt);
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                size_t n = counts[c];
+                fill(dt, a, MAXN);
+                fill(dt, b, MAXN);
+                /* Sentinel past the end must survive. */
+                memset(d, 0xa5, bytes);
+                xc__reduce2(d, a, b, n, dt, op);
+                for (size_t i = 0; i < n; i++) check_elem(dt, op, d, a, b, i, n, "distinct");
+                for (size_t i = n * es; i < bytes; i++)
+                    if (((unsigned char *)d)[i] != 0xa5) {
+                        FAIL("%s %s n=%zu wrote byte %zu past the end",
+                             xc_dtype_name(dt), xc_op_name(op), n, i);
+                        break;
+                    }
+                /* dst == a */
+                memcpy(d2, a, bytes);
+                xc__reduce2(d2, d2, b, n, dt, op);
+                for (size_t i = 0; i < n; i++) check_elem(dt, op, d2, a, b, i, n, "dst==a");
+                /* dst == b */
+                memcpy(d2, b, bytes);
+                xc__reduce2(d2, a, d2, n, dt, op);
+                for (size_t i = 0; i < n; i++) check_elem(dt, op, d2, a, b, i, n, "dst==b");
+                /* dst == a == b */
+                memcpy(d2, a, bytes);
+                xc__reduce2(d2, d2, d2, n, dt, op);
+                for (size_t i = 0; i < n; i++) check_elem(dt, op, d2, a, a, i, n, "dst==a==b");
+            }
+        }
+    free(a);
+    free(b);
+    free(d);
+    free(d2);
+}
+
+/* Wrap-around and sign cases with literal expectations. */
+static void test_int_edges(void)
+{
+    int8_t i8a[] = {INT8_MAX, INT8_MIN, -1, 100, -128};
+    int8_t i8b[] = {1, -1, -1, 100, -1};
+    int8_t i8d[5];
+    xc__reduce2(i8d, i8a, i8b, 5, XC_INT8, XC_SUM);
+    CHECK_I64(i8d[0], INT8_MIN); /* INT8_MAX + 1 */
+    CHECK_I64(i8d[1], INT8_MAX); /* INT8_MIN - 1 */
+    CHECK_I64(i8d[2], -2);
+    CHECK_I64(i8d[3], -56);      /* 200 wraps */
+    xc__reduce2(i8d, i8a, i8b, 5, XC_INT8, XC_PROD);
+    CHECK_I64(i8d[1], INT8_MIN); /* INT8_MIN * -1 */
+    CHECK_I64(i8d[3], 16);       /* 10000 mod 256 */
+    CHECK_I64(i8d[4], INT8_MIN);
+    xc__reduce2(i8d, i8a, i8b, 5, XC_INT8, XC_MIN);
+    CHECK_I64(i8d[0], 1);
+    CHECK_I64(i8d[1], INT8_MIN);
+    xc__reduce2(i8d, i8a, i8b, 5, XC_INT8, XC_MAX);
+    CHECK_I64(i8d[1], -1);
+
+    uint16_t u16a[] = {65535, 65535, 0}, u16b[] = {65535, 1, 1}, u16d[3];
+    xc__reduce2(u16d, u16a, u16b, 3, XC_UINT16, XC_PROD);
+    CHECK_U64(u16d[0], 1, "65535*65535 mod 2^16");
+    xc__reduce2(u16d, u16a, u16b, 3, XC_UINT16, XC_SUM);
+    CHECK_U64(u16d[1], 0, "65535+1");
+    xc__reduce2(u16d, u16a, u16b, 3, XC_UINT16, XC_MIN);
+    CHECK_U64(u16d[2], 0, "unsigned min");
+
+    int16_t i16a[] = {INT16_MIN, 300}, i16b[] = {-1, 300}, i16d[2];
+    xc__reduce2(i16d, i16a, i16b, 2, XC_INT16, XC_PROD);
+    CHECK_I64(i16d[0], INT16_MIN);
+    CHECK_I64(i16d[1], 24464); /* 90000 - 65536 */
+
+    int32_t i32a[] = {INT32_MIN, INT32_MAX, -5}, i32b[] = {-1, INT32_MAX, 3};
+    int32_t i32d[3];
+    xc__reduce2(i32d, i32a, i32b, 3, XC_INT32, XC_SUM);
+    CHECK_I64(i32d[0], INT32_MAX);
+    CHECK_I64(i32d[1], -2);
+    xc__reduce2(i32d, i32a, i32b, 3, XC_INT32, XC_PROD);
+    CHECK_I64(i32d[0], INT32_MIN);
+    CHECK_I64(i32d[1], 1);
+    CHECK_I64(i32d[2], -15);
+    xc__reduce2(i32d, i32a, i32b, 3, XC_INT32, XC_BXOR);
+    CHECK_I64(i32d[2], -5 ^ 3);
+
+    int64_t i64a[] = {INT64_MIN, INT64_MAX, INT64_MIN}, i64b[] = {-1, 1, INT64_MAX};
+    int64_t i64d[3];
+    xc__reduce2(i64d, i64a, i64b, 3, XC_INT64, XC_PROD);
+    CHECK_I64(i64d[0], INT64_MIN); /* INT64_MIN * -1 */
+    CHECK_I64(i64d[1], INT64_MAX);
+    xc__reduce2(i64d, i64a, i64b, 3, XC_INT64, XC_SUM);
+    CHECK_I64(i64d[0], INT64_MAX); /* INT64_MIN - 1 */
+    CHECK_I64(i64d[1], INT64_MIN); /* INT64_MAX + 1 */
+    CHECK_I64(i64d[2], -1);
+    xc__reduce2(i64d, i64a, i64b, 3, XC_INT64, XC_MIN);
+    CHECK_I64(i64d[2], INT64_MIN);
+
+    uint64_t u64a[] = {UINT64_MAX, 1ull << 63}, u64b[] = {UINT64_MAX, 2}, u64d[2];
+    xc__reduce2(u64d, u64a, u64b, 2, XC_UINT64, XC_PROD);
+    CHECK_U64(u64d[0], 1, "UINT64_MAX^2");
+    CHECK_U64(u64d[1], 0, "2^63*2");
+    xc__reduce2(u64d, u64a, u64b, 2, XC_UINT64, XC_MAX);
+    CHECK_U64(u64d[1], 1ull << 63, "unsigned max");
+}
+
+/* Float min/max: NaN propagates, -0 < +0, and the result bits do not depend
+ * on operand order (so ranks combining in different orders agree). */
+static void test_float_minmax(void)
+{
+    float fa[] = {NAN, 1.0f, -0.0f, 0.0f, bitsf(0x7fc00001), -INFINITY, 2.0f, bitsf(0x7f800001)};
+    float fb[] = {1.0f, NAN, 0.0f, -0.0f, bitsf(0xffc00abc), 5.0f, 2.0f, 3.0f};
+    enum { N = sizeof fa / sizeof fa[0] };
+    float r1[N], r2[N];
+    for (int o = XC_MIN; o <= XC_MAX; o++) {
+        xc_op_t op = (xc_op_t)o;
+        xc__reduce2(r1, fa, fb, N, XC_FLOAT32, op);
+        xc__reduce2(r2, fb, fa, N, XC_FLOAT32, op);
+        for (int i = 0; i < N; i++)
+            CHECK_U64(fbits(r1[i]), fbits(r2[i]), "fp32 %s commutes [%d]", xc_op_name(op), i);
+        for (int i = 0; i < 2; i++)
+            if (!isnan(r1[i])) FAIL("fp32 %s [%d] = %a, expected NaN", xc_op_name(op), i, r1[i]);
+        if (!isnan(r1[4]) || !isnan(r1[7]))
+            FAIL("fp32 %s of NaNs = %a, %a, expected NaN", xc_op_name(op), r1[4], r1[7]);
+        uint32_t zero = op == XC_MIN ? 0x80000000u : 0u;
+        CHECK_U64(fbits(r1[2]), zero, "fp32 %s(-0, +0)", xc_op_name(op));
+        CHECK_U64(fbits(r1[3]), zero, "fp32 %s(+0, -0)", xc_op_name(op));
+        CHECK_U64(fbits(r1[5]), fbits(op == XC_MIN ? -INFINITY : 5.0f),
+                  "fp32 %s(-inf, 5)", xc_op_name(op));
+        CHECK_U64(fbits(r1[6]), fbits(2.0f), "fp32 %s(2, 2)", xc_op_name(op));
+    }
+    double da[] = {NAN, -0.0, 3.0, bitsd(0x7ff0000000000001ull)};
+    double db[] = {-1.0, 0.0, -INFINITY, bitsd(0xfff8000000000123ull)};
+    double q1[4], q2[4];
+    for (int o = XC_MIN; o <= XC_MAX; o++) {
+        xc_op_t op = (xc_op_t)o;
+        xc__reduce2(q1, da, db, 4, XC_FLOAT64, op);
+        xc__reduce2(q2, db, da, 4, XC_FLOAT64, op);
+        for (int i = 0; i < 4; i++)
+            CHECK_U64(dbits(q1[i]), dbits(q2[i]), "fp64 %s commutes [%d]", xc_op_name(op), i);
+        if (!isnan(q1[0]) || !isnan(q1[3])) FAIL("fp64 %s NaN lost", xc_op_name(op));
+        CHECK_U64(dbits(q1[1]), op == XC_MIN ? dbits(-0.0) : 0, "fp64 %s(-0, +0)", xc_op_name(op));
+        CHECK_U64(dbits(q1[2]), dbits(op == XC_MIN ? -INFINITY : 3.0),
+                  "fp64 %s(3, -inf)", xc_op_name(op));
+    }
+    /* Every float dtype on random bit patterns: order does not matter and
+     * three-way combination is associative, bit for bit. */
+    enum { M = 4096 };
+    void *ha = xmalloc(M * 8), *hb = xmalloc(M * 8), *hc = xmalloc(M * 8);
+    void *s1 = xmalloc(M * 8), *s2 = xmalloc(M * 8), *t1 = xmalloc(M * 8);
+    void *t2 = xmalloc(M * 8);
+    for (int t = XC_FLOAT16; t <= XC_FLOAT64; t++) {
+        xc_dtype_t dt = (xc_dtype_t)t;
+        size_t n = M;
+        for (size_t i = 0; i < n; i++) { /* random patterns: many NaNs */
+            store_raw(dt, ha, i, rnd());
+            store_raw(dt, hb, i, rnd());
+            store_raw(dt, hc, i, rnd());
+        }
+        for (int o = XC_MIN; o <= XC_MAX; o++) {
+            xc_op_t op = (xc_op_t)o;
+            xc__reduce2(s1, ha, hb, n, dt, op);
+            xc__reduce2(s2, hb, ha, n, dt, op);
+            if (memcmp(s1, s2, n * xc_dtype_size(dt)) != 0)
+                FAIL("%s %s is not commutative bit for bit", xc_dtype_name(dt), xc_op_name(op));
+            xc__reduce2(t1, s1, hc, n, dt, op);  /* (a op b) op c */
+            xc__reduce2(s2, hb, hc, n, dt, op);
+            xc__reduce2(t2, ha, s2, n, dt, op);  /* a op (b op c) */
+            if (memcmp(t1, t2, n * xc_dtype_size(dt)) != 0)
+                FAIL("%s %s is not associative bit for bit", xc_dtype_name(dt), xc_op_name(op));
+        }
+    }
+    free(ha);
+    free(hb);
+    free(hc);
+    free(s1);
+    free(s2);
+    free(t1);
+    free(t2);
+}
+
+/* AVG: reduce as SUM, then finalise. */
+static void test_avg(void)
+{
+    int8_t i8a[] = {-7, 100, -100, 7, INT8_MIN}, i8b[] = {0, 100, -100, 0, 0};
+    int8_t i8d[5];
+    xc__reduce2(i8d, i8a, i8b, 5, XC_INT8, XC_AVG);
+    CHECK_I64(i8d[1], -56); /* wrapped sum */
+    xc__reduce_finalize(i8d, 5, XC_INT8, XC_AVG, 2);
+    CHECK_I64(i8d[0], -3);  /* -7 / 2 truncates toward zero */
+    CHECK_I64(i8d[1], -28); /* the wrapped sum, read as signed, / 2 */
+    CHECK_I64(i8d[2], 28);  /* -200 wraps to 56 */
+    CHECK_I64(i8d[3], 3);
+    CHECK_I64(i8d[4], -64);
+
+    uint8_t u8[] = {255, 200, 1};
+    xc__reduce_finalize(u8, 3, XC_UINT8, XC_AVG, 2);
+    CHECK_U64(u8[0], 127, "uint8 255/2");
+    CHECK_U64(u8[1], 100, "uint8 200/2");
+    CHECK_U64(u8[2], 0, "uint8 1/2");
+
+    int16_t i16[] = {-32768, 32767, -5};
+    xc__reduce_finalize(i16, 3, XC_INT16, XC_AVG, 3);
+    CHECK_I64(i16[0], -10922);
+    CHECK_I64(i16[1], 10922);
+    CHECK_I64(i16[2], -1);
+    uint16_t u16[] = {65535};
+    xc__reduce_finalize(u16, 1, XC_UINT16, XC_AVG, 3);
+    CHECK_U64(u16[0], 21845, "uint16 65535/3");
+    int32_t i32[] = {INT32_MIN, -1};
+    xc__reduce_finalize(i32, 2, XC_INT32, XC_AVG, 7);
+    CHECK_I64(i32[0], INT32_MIN / 7);
+    CHECK_I64(i32[1], 0);
+    uint32_t u32[] = {0x80000000u};
+    xc__reduce_finalize(u32, 1, XC_UINT32, XC_AVG, 2);
+    CHECK_U64(u32[0], 0x40000000u, "uint32 2^31/2 (unsigned, not negative)");
+    int64_t i64[] = {INT64_MIN, -9};
+    xc__reduce_finalize(i64, 2, XC_INT64, XC_AVG, 4);
+    CHECK_I64(i64[0], INT64_MIN / 4);
+    CHECK_I64(i64[1], -2);
+    uint64_t u64[] = {UINT64_MAX};
+    xc__reduce_finalize(u64, 1, XC_UINT64, XC_AVG, 5);
+    CHECK_U64(u64[0], UINT64_MAX / 5, "uint64 max/5");
+
+    float f[] = {1.0f, -7.0f, NAN, INFINITY};
+    xc__reduce_finalize(f, 4, XC_FLOAT32, XC_AVG, 3);
+    CHECK_U64(fbits(f[0]), fbits(1.0f / 3.0f), "fp32 1/3");
+    CHECK_U64(fbits(f[1]), fbits(-7.0f / 3.0f), "fp32 -7/3");
+    if (!isnan(f[2])) FAIL("fp32 NaN/3 = %a", f[2]);
+    CHECK_U64(fbits(f[3]), fbits(INFINITY), "fp32 inf/3");
+    double dd[] = {1.0, 1e308};
+    xc__reduce_finalize(dd, 2, XC_FLOAT64, XC_AVG, 3);
+    CHECK_U64(dbits(dd[0]), dbits(1.0 / 3.0), "fp64 1/3");
+    CHECK_U64(dbits(dd[1]), dbits(1e308 / 3.0), "fp64 1e308/3");
+
+    /* Large counts: every element against its own reference. */
+    enum { N = 1037 };
+    const size_t bytes = N * sizeof(uint64_t);
+    void *buf = xmalloc(bytes), *orig = xmalloc(bytes);
+    for (int t = 0; t < XC_DTYPE_COUNT; t++) {
+        xc_dtype_t dt = (xc_dtype_t)t;
+        fill(dt, orig, N);
+        memcpy(buf, orig, bytes);
+        xc__reduce_finalize(buf, N, dt, XC_AVG, 6);
+        for (size_t i = 0; i < N; i++) {
+            uint64_t x = load_raw(dt, orig, i), g = load_raw(dt, buf, i), e;
+            if (is_signed_int(dt)) e = (uint64_t)(sign_extend(dt, x) / 6) & width_mask(dt);
+            else if (!is_float_dtype(dt)) e = x / 6;
+            else if (dt == XC_FLOAT64) e = dbits(bitsd(x) / 6.0);
+            else if (dt == XC_FLOAT32) e = fbits(bitsf((uint32_t)x) / 6.0f);
+            else if (dt == XC_FLOAT16) e = xc__fp32_to_fp16(xc__fp16_to_fp32((uint16_t)x) / 6.0f);
+            else e = xc__fp32_to_bf16(xc__bf16_to_fp32((uint16_t)x) / 6.0f);
+            int nan = is_float_dtype(dt) && isnan(load_float(dt, x));
+            if (nan ? !isnan(load_float(dt, g)) : g != e)
+                FAIL("%s avg finalize [%zu]: 0x%llx / 6 = 0x%llx, expected 0x%llx",
+                     xc_dtype_name(dt), i, (unsigned long long)x,
+                     (unsigned long long)g, (unsigned long long)e);
+        }
+        /* Not AVG, or one rank: untouched. */
+        memcpy(buf, orig, bytes);
+        xc__reduce_finalize(buf, N, dt, XC_SUM, 6);
+        xc__reduce_finalize(buf, N, dt, XC_AVG, 1);
+        if (memcmp(buf, orig, bytes) != 0)
+            FAIL("%s: finalize with op=sum or nranks=1 changed the data", xc_dtype_name(dt));
+    }
+    free(buf);
+    free(orig);
+    /* fp16: divide in fp32 and round once. */
+    uint16_t h[] = {0x3c00 /* 1 */, 0x0001 /* 2^-24 */, 0x7bff};
+    xc__reduce_finalize(h, 3, XC_FLOAT16, XC_AVG, 3);
+    CHECK_U64(h[0], 0x3555, "fp16 1/3");
+    CHECK_U64(h[1], 0x0000, "fp16 2^-24/3 rounds to 0");
+    CHECK_U64(h[2], xc__fp32_to_fp16(65504.0f / 3.0f), "fp16 65504/3");
+}
+
+/* fp16 sums that overflow, underflow and hit ties when rounded back. */
+static void test_half_sums(void)
+{
+    uint16_t a[] = {0x7bff, 0x3c00, 0x0001, 0xfbff, 0x3c00};
+    uint16_t b[] = {0x7bff, 0x1000, 0x8001, 0xfbff, 0x3c00};
+    uint16_t d[5];
+    xc__reduce2(d, a, b, 5, XC_FLOAT16, XC_SUM);
+    CHECK_U64(d[0], 0x7c00, "fp16 65504+65504 = inf");
+    CHECK_U64(d[1], 0x3c00, "fp16 1 + 2^-11 rounds to even 1");
+    CHECK_U64(d[2], 0x0000, "fp16 2^-24 - 2^-24 = +0");
+    CHECK_U64(d[3], 0xfc00, "fp16 -65504-65504 = -inf");
+    CHECK_U64(d[4], 0x4000, "fp16 1+1");
+    uint16_t ba[] = {0x3f80, 0x7f7f}, bb[] = {0x3b80 /* 2^-8 */, 0x7f7f};
+    xc__reduce2(d, ba, bb, 2, XC_BFLOAT16, XC_SUM);
+    CHECK_U64(d[0], 0x3f80, "bf16 1 + 2^-8 rounds to even 1");
+    CHECK_U64(d[1], 0x7f80, "bf16 max+max = inf");
+}
+
+int main(void)
+{
+    test_names();
+    test_check();
+    test_conversions();
+    test_int_edges();
+    test_float_minmax();
+    test_half_sums();
+    test_avg();
+    test_kernels();
+    if (g_failures) {
+        fprintf(stderr, "test_reduce: %d failure(s)\n", g_failures);
+        return 1;
+    }
+    printf("test_reduce: all passed\n");
+    return 0;
+}
