@@ -6,7 +6,7 @@
  * identity) under "xc/<gen>/rank/<r>", reads everybody's entry, and the
  * ranks connect pairwise (mesh.c).  Rank 0 draws the communicator's random
  * 64-bit id and publishes it first; it authenticates every connection.
- * <gen> counts the communicators this process created through the same
+ * <gen> counts the communicators this rank created through the same
  * built-in store address, so a job may create several in turn over one
  * launcher-hosted store.  Caller-owned stores get no <gen>: the caller
  * prefixes keys per communicator (as c10d does).
@@ -35,17 +35,21 @@ typedef struct rank_info {
  * per process at most). */
 static pthread_mutex_t g_gen_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-    char addr[128];
+    char addr[160];
     int gen;
-} g_gens[16];
+} g_gens[64];
 
-static int next_gen(const char *addr)
+static int next_gen(const char *store_addr, int rank, int size)
 {
+    /* Keyed by rank too, so that threads acting as ranks of one job (tests,
+     * some frameworks) count like separate processes would. */
+    char addr[128];
+    snprintf(addr, sizeof addr, "%d/%d/%s", rank, size, store_addr);
     pthread_mutex_lock(&g_gen_mu);
     int gen = 0, i;
-    for (i = 0; i < 16 && g_gens[i].addr[0]; i++)
+    for (i = 0; i < 64 && g_gens[i].addr[0]; i++)
         if (!strcmp(g_gens[i].addr, addr)) break;
-    if (i < 16) {
+    if (i < 64) {
         if (!g_gens[i].addr[0]) snprintf(g_gens[i].addr, sizeof g_gens[i].addr, "%s", addr);
         gen = g_gens[i].gen++;
     }
@@ -220,7 +224,7 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     xc__config_t cfg;
     XC_CHECK(xc__config_resolve(ucfg, &cfg));
     char prefix[48];
-    snprintf(prefix, sizeof prefix, "xc/%d/", next_gen(addr));
+    snprintf(prefix, sizeof prefix, "xc/%d/", next_gen(addr, rank, size));
 
     if (!strncmp(addr, "file:", 5)) {
         xc_store_t st;

@@ -38,7 +38,11 @@ const char *xc__tls_error(void) { return tls_errmsg; }
 
 xc_result_t xc__verr(xc_result_t rc, const char *fmt, va_list ap)
 {
-    vsnprintf(tls_errmsg, sizeof tls_errmsg, fmt, ap);
+    /* Format aside first: callers often wrap the previous detail, passing
+     * tls_errmsg itself as an argument. */
+    char buf[XC__ERRMSG_LEN];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    memcpy(tls_errmsg, buf, sizeof buf);
     XC_INFO("%s: %s", xc_err_name(rc), tls_errmsg);
     return rc;
 }

@@ -226,6 +226,8 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
             msg[n] = 0;
         }
         if (code >= 0 || code < XC_ERR_INTERNAL) code = XC_ERR_INTERNAL;
+        c->rux = NULL; /* poisoning below inspects the connection */
+        c->rdst = NULL;
         unexp_free(u);
         xc__comm_poison(comm, (xc_result_t)code, 1, "rank %d reported: %s", c->peer, msg);
         return;

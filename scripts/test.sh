@@ -1,0 +1,44 @@
+#!/bin/sh
+# The test suite, as CI runs it: the representative matrix (ctest label
+# "ci") in a release build and in an ASan+UBSan build, and the threaded
+# subset (label "tsan") under ThreadSanitizer.  The full matrix is
+# tests/long.sh.  Ends with one line "tests: N passed, M failed".
+set -u
+cd "$(dirname "$0")/.."
+sh scripts/deps.sh || exit 1
+total_pass=0
+total_fail=0
+status=0
+
+# run BUILD_DIR LABEL CMAKE_ARGS...
+run() {
+    dir=$1 label=$2
+    shift 2
+    echo "=== $dir: ctest -L $label"
+    cmake -S . -B "$dir" "$@" >/dev/null || { status=1; total_fail=$((total_fail + 1)); return; }
+    if ! cmake --build "$dir" -j2 >"$dir.build.log" 2>&1; then
+        tail -40 "$dir.build.log"
+        status=1
+        total_fail=$((total_fail + 1))
+        return
+    fi
+    out=$(cd "$dir" && ctest -L "$label" -j2 --output-on-failure --timeout 600 2>&1)
+    rc=$?
+    echo "$out" | tail -n 25
+    line=$(echo "$out" | grep -E "tests passed, [0-9]+ tests failed out of" | tail -1)
+    failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+    all=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/')
+    if [ -n "$line" ]; then
+        total_pass=$((total_pass + all - failed))
+        total_fail=$((total_fail + failed))
+    else
+        total_fail=$((total_fail + 1))
+    fi
+    [ $rc -eq 0 ] || status=1
+}
+
+run build ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXCOLL_WERROR=ON
+run build-asan ci -DCMAKE_BUILD_TYPE=Debug -DXCOLL_SANITIZE=address,undefined
+run build-tsan tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXCOLL_SANITIZE=thread
+echo "tests: $total_pass passed, $total_fail failed"
+exit $status

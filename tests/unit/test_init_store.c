@@ -1,0 +1,205 @@
+/*
+ * test_init_store.c -- communicators built through a caller-owned store
+ * (xc_comm_init_store, as PyTorch's c10d store would be used) and through
+ * the file store (xc_comm_init "file:/dir").  Ranks are threads of this
+ * process: the path under test is the bootstrap, and each communicator has
+ * its own sockets exactly as between processes.
+ */
+#include <xcoll.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NR 4
+
+static int failures;
+static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define EXPECT(cond, ...)                                                      \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            pthread_mutex_lock(&fail_mu);                                      \
+            failures++;                                                        \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            pthread_mutex_unlock(&fail_mu);                                    \
+        }                                                                      \
+    } while (0)
+
+/* ---- an in-memory store with the xc_store_t callbacks ---------------- */
+typedef struct kv {
+    char key[128];
+    void *val;
+    size_t len;
+} kv_t;
+
+typedef struct memstore {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    kv_t kv[256];
+    int n, sets, gets;
+} memstore_t;
+
+static int ms_set(void *ctx, const char *key, const void *val, size_t len)
+{
+    memstore_t *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    int i;
+    for (i = 0; i < m->n && strcmp(m->kv[i].key, key); i++) {
+    }
+    if (i == m->n) {
+        if (m->n == 256) {
+            pthread_mutex_unlock(&m->mu);
+            return 1;
+        }
+        snprintf(m->kv[m->n++].key, 128, "%s", key);
+    }
+    free(m->kv[i].val);
+    m->kv[i].val = malloc(len ? len : 1);
+    memcpy(m->kv[i].val, val, len);
+    m->kv[i].len = len;
+    m->sets++;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static int ms_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len, int timeout_ms)
+{
+    memstore_t *m = ctx;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&m->mu);
+    m->gets++;
+    for (;;) {
+        for (int i = 0; i < m->n; i++) {
+            if (strcmp(m->kv[i].key, key)) continue;
+            memcpy(buf, m->kv[i].val, m->kv[i].len < cap ? m->kv[i].len : cap);
+            *len = m->kv[i].len;
+            pthread_mutex_unlock(&m->mu);
+            return 0;
+        }
+        if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) != 0) break;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return 1;
+}
+
+static memstore_t g_store = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+static char g_dir[64];
+
+/* One rank: create, check queries, run an allreduce and a split. */
+static void run_rank(xc_comm_t *c, int rank)
+{
+    EXPECT(xc_comm_rank(c) == rank, "rank %d", xc_comm_rank(c));
+    EXPECT(xc_comm_size(c) == NR, "size %d", xc_comm_size(c));
+    EXPECT(xc_comm_local_size(c) == NR, "local_size %d (all ranks share this node)",
+           xc_comm_local_size(c));
+    EXPECT(xc_comm_local_rank(c) == rank, "local_rank %d want %d", xc_comm_local_rank(c), rank);
+    EXPECT(xc_comm_node_count(c) == 1, "node_count %d", xc_comm_node_count(c));
+    int64_t v[3] = {rank, 1, -rank};
+    xc_result_t rc = xc_allreduce(v, v, 3, XC_INT64, XC_SUM, c);
+    EXPECT(rc == XC_OK, "allreduce: %s %s", xc_err_name(rc), xc_comm_last_error(c));
+    EXPECT(v[0] == 6 && v[1] == NR && v[2] == -6, "allreduce got %lld %lld %lld",
+           (long long)v[0], (long long)v[1], (long long)v[2]);
+    xc_comm_t *half = NULL;
+    rc = xc_comm_split(c, rank % 2, -rank, &half, NULL);
+    EXPECT(rc == XC_OK && half, "split: %s %s", xc_err_name(rc), xc_comm_last_error(c));
+    if (half) {
+        /* key -rank: reversed order inside each color. */
+        EXPECT(xc_comm_size(half) == 2, "child size %d", xc_comm_size(half));
+        EXPECT(xc_comm_rank(half) == (rank < 2 ? 1 : 0), "child rank %d of parent rank %d",
+               xc_comm_rank(half), rank);
+        int x = rank;
+        rc = xc_allreduce(&x, &x, 1, XC_INT32, XC_SUM, half);
+        EXPECT(rc == XC_OK && x == (rank % 2 ? 1 + 3 : 0 + 2), "child allreduce %d rc %s", x,
+               xc_err_name(rc));
+        xc_comm_destroy(half);
+    }
+}
+
+static void *user_store_rank(void *arg)
+{
+    int rank = (int)(intptr_t)arg;
+    xc_store_t st = {sizeof st, &g_store, ms_set, ms_get, NULL};
+    xc_comm_t *c = NULL;
+    xc_result_t rc = xc_comm_init_store(&c, rank, NR, &st, NULL);
+    EXPECT(rc == XC_OK, "rank %d init_store: %s %s", rank, xc_err_name(rc), xc_last_error());
+    if (c) run_rank(c, rank);
+    xc_comm_destroy(c);
+    return NULL;
+}
+
+static void *file_store_rank(void *arg)
+{
+    int rank = (int)(intptr_t)arg;
+    char addr[80];
+    snprintf(addr, sizeof addr, "file:%s", g_dir);
+    xc_comm_t *c = NULL;
+    xc_result_t rc = xc_comm_init(&c, rank, NR, addr, NULL);
+    EXPECT(rc == XC_OK, "rank %d file init: %s %s", rank, xc_err_name(rc), xc_last_error());
+    if (c) run_rank(c, rank);
+    xc_comm_destroy(c);
+    return NULL;
+}
+
+static void run_threads(void *(*fn)(void *))
+{
+    pthread_t t[NR];
+    for (int r = 0; r < NR; r++) pthread_create(&t[r], NULL, fn, (void *)(intptr_t)r);
+    for (int r = 0; r < NR; r++) pthread_join(t[r], NULL);
+}
+
+int main(void)
+{
+    run_threads(user_store_rank);
+    EXPECT(g_store.sets >= NR + 1, "store sets %d", g_store.sets);
+
+    /* A missing rank: the others time out naming it. */
+    {
+        memstore_t *lonely = calloc(1, sizeof *lonely);
+        pthread_mutex_init(&lonely->mu, NULL);
+        pthread_cond_init(&lonely->cv, NULL);
+        xc_store_t st = {sizeof st, lonely, ms_set, ms_get, NULL};
+        xc_config_t cfg = XC_CONFIG_INIT;
+        cfg.timeout_ms = 300;
+        xc_comm_t *c = NULL;
+        xc_result_t rc = xc_comm_init_store(&c, 0, 2, &st, &cfg);
+        EXPECT(rc == XC_ERR_TIMEOUT && !c, "lonely rank: %s", xc_err_name(rc));
+        EXPECT(strstr(xc_last_error(), "rank 1") != NULL, "message names rank 1: %s",
+               xc_last_error());
+    }
+    /* Bad arguments. */
+    {
+        xc_comm_t *c = (xc_comm_t *)1;
+        xc_store_t st = {sizeof st, &g_store, ms_set, NULL, NULL};
+        EXPECT(xc_comm_init_store(&c, 0, 2, &st, NULL) == XC_ERR_INVALID && c == NULL,
+               "missing get callback accepted");
+        st.get = ms_get;
+        EXPECT(xc_comm_init_store(&c, 2, 2, &st, NULL) == XC_ERR_INVALID, "rank 2 of 2 accepted");
+        EXPECT(strstr(xc_last_error(), "rank") != NULL, "message: %s", xc_last_error());
+        EXPECT(xc_comm_init(&c, 0, 0, "127.0.0.1:1", NULL) == XC_ERR_INVALID, "size 0 accepted");
+        EXPECT(xc_comm_init(&c, 0, 2, "localhost", NULL) == XC_ERR_INVALID, "addr without port");
+    }
+
+    snprintf(g_dir, sizeof g_dir, "/tmp/xcoll-filestore-XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    run_threads(file_store_rank);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_dir);
+
+    printf("%s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
