@@ -176,6 +176,8 @@ int main(void)
         EXPECT(rc == XC_ERR_TIMEOUT && !c, "lonely rank: %s", xc_err_name(rc));
         EXPECT(strstr(xc_last_error(), "rank 1") != NULL, "message names rank 1: %s",
                xc_last_error());
+        for (int i = 0; i < lonely->n; i++) free(lonely->kv[i].val);
+        free(lonely);
     }
     /* Bad arguments. */
     {
@@ -200,6 +202,7 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_dir);
 
+    for (int i = 0; i < g_store.n; i++) free(g_store.kv[i].val);
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }
