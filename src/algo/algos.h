@@ -35,6 +35,13 @@ enum xc__algo_id {
     XC__ALGO_ALLTOALLV_PAIRWISE,
     XC__ALGO_BARRIER_DISSEMINATION,
     XC__ALGO_P2P,
+    XC__ALGO_SHM_ALLREDUCE,
+    XC__ALGO_SHM_REDUCE_SCATTER,
+    XC__ALGO_SHM_ALLGATHER,
+    XC__ALGO_SHM_BCAST,
+    XC__ALGO_SHM_REDUCE,
+    XC__ALGO_SHM_ALLTOALL,
+    XC__ALGO_SHM_BARRIER,
     XC__ALGO_COUNT
 };
 
@@ -45,6 +52,7 @@ typedef struct xc__algo {
     xc_coll_t coll;
     const char *name;      /* "allreduce.ring" */
     xc__build_fn build;
+    int needs_shm;         /* runs only on a communicator with shared memory */
 } xc__algo_t;
 
 /* The algorithm to run for this call (honours XCOLL_ALGO). */

@@ -7,25 +7,33 @@
  * algorithm per collective, e.g. XCOLL_ALGO=allreduce.ring; it must be the
  * same on every rank (a difference is detected as XC_ERR_MISMATCH).
  */
-#include "algos.h"
+#include "shm_coll.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const xc__algo_t g_algos[] = {
-    {XC__ALGO_ALLREDUCE_RING, XC_COLL_ALLREDUCE, "allreduce.ring", xc__build_allreduce_ring},
-    {XC__ALGO_ALLREDUCE_TREE, XC_COLL_ALLREDUCE, "allreduce.tree", xc__build_allreduce_tree},
+    {XC__ALGO_ALLREDUCE_RING, XC_COLL_ALLREDUCE, "allreduce.ring", xc__build_allreduce_ring, 0},
+    {XC__ALGO_ALLREDUCE_TREE, XC_COLL_ALLREDUCE, "allreduce.tree", xc__build_allreduce_tree, 0},
     {XC__ALGO_REDUCE_SCATTER_RING, XC_COLL_REDUCE_SCATTER, "reduce_scatter.ring",
-     xc__build_reduce_scatter_ring},
-    {XC__ALGO_ALLGATHER_RING, XC_COLL_ALLGATHER, "allgather.ring", xc__build_allgather_ring},
-    {XC__ALGO_REDUCE_BINOMIAL, XC_COLL_REDUCE, "reduce.binomial", xc__build_reduce_binomial},
-    {XC__ALGO_BCAST_BINOMIAL, XC_COLL_BCAST, "bcast.binomial", xc__build_bcast_binomial},
+     xc__build_reduce_scatter_ring, 0},
+    {XC__ALGO_ALLGATHER_RING, XC_COLL_ALLGATHER, "allgather.ring", xc__build_allgather_ring, 0},
+    {XC__ALGO_REDUCE_BINOMIAL, XC_COLL_REDUCE, "reduce.binomial", xc__build_reduce_binomial, 0},
+    {XC__ALGO_BCAST_BINOMIAL, XC_COLL_BCAST, "bcast.binomial", xc__build_bcast_binomial, 0},
     {XC__ALGO_ALLTOALL_PAIRWISE, XC_COLL_ALLTOALL, "alltoall.pairwise",
-     xc__build_alltoall_pairwise},
+     xc__build_alltoall_pairwise, 0},
     {XC__ALGO_ALLTOALLV_PAIRWISE, XC_COLL_ALLTOALLV, "alltoallv.pairwise",
-     xc__build_alltoallv_pairwise},
+     xc__build_alltoallv_pairwise, 0},
     {XC__ALGO_BARRIER_DISSEMINATION, XC_COLL_BARRIER, "barrier.dissemination",
-     xc__build_barrier_dissemination},
+     xc__build_barrier_dissemination, 0},
+    {XC__ALGO_SHM_ALLREDUCE, XC_COLL_ALLREDUCE, "allreduce.shm", xc__build_shm_allreduce, 1},
+    {XC__ALGO_SHM_REDUCE_SCATTER, XC_COLL_REDUCE_SCATTER, "reduce_scatter.shm",
+     xc__build_shm_reduce_scatter, 1},
+    {XC__ALGO_SHM_ALLGATHER, XC_COLL_ALLGATHER, "allgather.shm", xc__build_shm_allgather, 1},
+    {XC__ALGO_SHM_BCAST, XC_COLL_BCAST, "bcast.shm", xc__build_shm_bcast, 1},
+    {XC__ALGO_SHM_REDUCE, XC_COLL_REDUCE, "reduce.shm", xc__build_shm_reduce, 1},
+    {XC__ALGO_SHM_ALLTOALL, XC_COLL_ALLTOALL, "alltoall.shm", xc__build_shm_alltoall, 1},
+    {XC__ALGO_SHM_BARRIER, XC_COLL_BARRIER, "barrier.shm", xc__build_shm_barrier, 1},
 };
 #define NALGOS (sizeof g_algos / sizeof g_algos[0])
 
@@ -72,8 +80,32 @@ static xc_result_t forced(xc_coll_t coll, const xc__algo_t **out)
 xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a, const xc__algo_t **out)
 {
     XC_CHECK(forced(a->coll, out));
-    if (*out) return XC_OK;
+    if (*out) {
+        if ((*out)->needs_shm && !comm->shm)
+            return xc__err(XC_ERR_INVALID,
+                           "XCOLL_ALGO forces %s, but this communicator has no shared memory "
+                           "(ranks on several nodes, XCOLL_SHM=0, or a single rank)",
+                           (*out)->name);
+        return XC_OK;
+    }
     int id = XC__ALGO_NONE;
+    if (comm->shm) {
+        /* All ranks on one node: shared-memory-native collectives. */
+        switch (a->coll) {
+        case XC_COLL_ALLREDUCE: id = XC__ALGO_SHM_ALLREDUCE; break;
+        case XC_COLL_REDUCE_SCATTER: id = XC__ALGO_SHM_REDUCE_SCATTER; break;
+        case XC_COLL_ALLGATHER: id = XC__ALGO_SHM_ALLGATHER; break;
+        case XC_COLL_BCAST: id = XC__ALGO_SHM_BCAST; break;
+        case XC_COLL_REDUCE: id = XC__ALGO_SHM_REDUCE; break;
+        case XC_COLL_ALLTOALL: id = XC__ALGO_SHM_ALLTOALL; break;
+        case XC_COLL_BARRIER: id = XC__ALGO_SHM_BARRIER; break;
+        default: break;
+        }
+        if (id != XC__ALGO_NONE) {
+            *out = by_id(id);
+            return XC_OK;
+        }
+    }
     switch (a->coll) {
     case XC_COLL_ALLREDUCE: {
         size_t bytes = a->count * xc_dtype_size(a->dtype);

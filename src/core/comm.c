@@ -3,6 +3,7 @@
  * statistics and names.
  */
 #include "comm.h"
+#include "../transport/shm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@ void xc__comm_free(xc_comm_t *c)
     free(c->pq);
     free(c->node_of);
     if (c->efd >= 0) close(c->efd);
+    xc__shm_close(c->shm);
     xc__store_server_stop(c->store_srv);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -192,6 +194,10 @@ xc_result_t xc_comm_destroy(xc_comm_t *c)
         xc__comm_poll(c, ms < 0 || ms > 100 ? 100 : ms);
     }
     c->waiters--;
+    if (c->shm) { /* local peers see it before the goodbye */
+        __atomic_store_n(&c->shm->ctl[c->rank].gone, 1, __ATOMIC_RELEASE);
+        xc__shm_ring(c->shm);
+    }
     send_bye(c);
     c->stop = 1;
     xc__comm_kick(c);

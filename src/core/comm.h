@@ -34,6 +34,11 @@ typedef struct xc__op {
     int peer;                /* p2p */
     xc__tx_t ptx;            /* p2p send */
     xc__rx_t prx;            /* p2p receive */
+    /* Operations that are not schedules (shared-memory collectives):
+     * advance returns 1 when complete; priv is freed with the op. */
+    int (*advance)(xc_comm_t *comm, struct xc__op *op);
+    void (*waiting)(const struct xc__op *op, char *buf, size_t cap);
+    void *priv;
 } xc__op_t;
 
 struct xc_request {
@@ -56,6 +61,7 @@ struct xc_comm {
     struct sockaddr_storage my_addr;  /* advertised address (port 0) */
     xc__store_server_t *store_srv;    /* rank 0 hosting the store */
     int efd;                 /* eventfd: wakes the progress thread/waiters */
+    struct xc__shm *shm;     /* node-local segment (all ranks on one node) */
 
     pthread_mutex_t mu;
     /* --- protected by mu --- */
@@ -69,6 +75,7 @@ struct xc_comm {
     int waiters;             /* threads inside xc__request_wait */
     int stop;                /* progress thread must exit */
     int split_count;
+    uint64_t shm_synced;     /* last shm chunk at which all ranks' `in` was seen */
     xc_stats_t stats;
     /* --- atomics / error state --- */
     int status;              /* xc_result_t; atomic; XC_OK until poisoned */

@@ -10,7 +10,8 @@
 
 /* Defaults.  The timeout matches PyTorch's default process-group timeout. */
 #define XC__DEFAULT_TIMEOUT_MS (30 * 60 * 1000)
-#define XC__DEFAULT_SPIN_US 50
+#define XC__DEFAULT_SPIN_US 20
+#define XC__DEFAULT_YIELD_US 200
 
 xc_result_t xc__env_int(const char *name, long lo, long hi, long *out)
 {
@@ -69,6 +70,15 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = XC__DEFAULT_SPIN_US;
     XC_CHECK(xc__env_int("XCOLL_SPIN_US", 0, 10000000, &v));
     c->spin_us = (int)v;
+    v = XC__DEFAULT_YIELD_US;
+    XC_CHECK(xc__env_int("XCOLL_YIELD_US", 0, 10000000, &v));
+    c->yield_us = (int)v;
+    v = 1;
+    XC_CHECK(xc__env_int("XCOLL_SHM", 0, 1, &v));
+    c->shm = (int)v;
+    v = 256;
+    XC_CHECK(xc__env_int("XCOLL_SHM_SLOT_KB", 4, 1 << 20, &v));
+    c->shm_slot_kb = (int)v;
     const char *s = getenv("XCOLL_SOCKET_IFNAME");
     if (s) copy_str(c->ifname, sizeof c->ifname, s);
     s = getenv("XCOLL_NODE_ID");

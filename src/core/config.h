@@ -15,7 +15,10 @@
 typedef struct xc__config {
     int timeout_ms;       /* deadline of every wait; < 0 never          */
     int progress_thread;  /* 1: a progress thread per communicator      */
-    int spin_us;          /* busy-poll this long before sleeping        */
+    int spin_us;          /* busy-poll this long before yielding        */
+    int yield_us;         /* then yield the CPU this long before sleeping */
+    int shm;              /* 1: shared memory between ranks of one node */
+    int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     char ifname[XC__IFNAME_LEN];   /* interface selector, "" = default  */
     char node_id[XC__NODEID_LEN];  /* "" = derive from host/boot/netns  */
 } xc__config_t;

@@ -12,6 +12,7 @@
  * naming it.
  */
 #include "comm.h"
+#include "../algo/shm_coll.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -198,5 +199,10 @@ xc_result_t xc__comm_start(xc_comm_t *comm)
     xc_result_t rc = xc_barrier(comm);
     if (rc != XC_OK)
         return xc__err(rc, "rank %d: start-up barrier failed: %s", comm->rank, xc__tls_error());
+    /* Ranks that all share a node also share memory. */
+    rc = xc__shm_attach(comm);
+    if (rc != XC_OK)
+        return xc__err(rc, "rank %d: shared memory set-up failed: %s", comm->rank,
+                       xc__tls_error());
     return XC_OK;
 }

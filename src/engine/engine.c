@@ -15,9 +15,11 @@
  * talking to the failed one.
  */
 #include "../core/comm.h"
+#include "../transport/shm.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,8 @@ void xc__comm_kick(xc_comm_t *comm)
     uint64_t one = 1;
     ssize_t w = write(comm->efd, &one, sizeof one);
     (void)w;
+    /* Sleepers of a shared-memory communicator wait on the doorbell. */
+    if (comm->shm) xc__shm_ring(comm->shm);
 }
 
 static void drain_efd(xc_comm_t *comm)
@@ -78,6 +82,7 @@ void xc__op_discard(xc__op_t *op)
 {
     if (!op) return;
     xc__sched_free(&op->sched);
+    free(op->priv);
     free(op->req);
     free(op);
 }
@@ -166,6 +171,7 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
     if (rc != XC_OK) req->msg = strdup(comm->errmsg[0] ? comm->errmsg : xc_strerror(rc));
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
     xc__sched_free(&op->sched);
+    free(op->priv);
     free(op);
     if (comm->waiters > (tls_waiting == comm ? 1 : 0)) xc__comm_kick(comm);
     request_release(req);
@@ -175,7 +181,8 @@ void xc__comm_advance(xc_comm_t *comm)
 {
     xc__op_t *head;
     while ((head = comm->coll_head) && xc__comm_status(comm) == XC_OK) {
-        if (!xc__sched_advance(comm, head)) break;
+        if (!(head->advance ? head->advance(comm, head) : xc__sched_advance(comm, head)))
+            break;
         if (xc__comm_status(comm) != XC_OK) break;
         if (stale_frames(comm, head)) break;
         xc__op_complete(comm, head, XC_OK);
@@ -272,7 +279,11 @@ void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char 
     xc__match_clear(comm);
     while (comm->coll_head) xc__op_complete(comm, comm->coll_head, rc);
     while (comm->p2p_ops) xc__op_complete(comm, comm->p2p_ops, rc);
-    if (!from_peer) tell_peers(comm, rc);
+    if (!from_peer) {
+        /* Local peers spinning on shared memory see this at once. */
+        if (comm->shm) xc__shm_poison(comm->shm, rc, msg);
+        tell_peers(comm, rc);
+    }
     xc__comm_kick(comm);
 }
 
@@ -301,6 +312,10 @@ static void waiting_for(const xc__op_t *op, char *buf, size_t cap)
         snprintf(buf, cap, "%s rank %d (tag %d)",
                  op->desc.coll == XC_COLL_SEND ? "sending to" : "receiving from",
                  op->peer, op->desc.coll == XC_COLL_SEND ? op->ptx.hdr.tag : op->prx.tag);
+        return;
+    }
+    if (op->waiting) {
+        op->waiting(op, buf, cap);
         return;
     }
     const xc__sched_t *s = &op->sched;
@@ -394,6 +409,49 @@ void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
     if (peer != stack_peer) free(peer);
 }
 
+/* Is the engine's only pending work shared-memory operations (which make
+ * progress without any descriptor becoming ready)? */
+static int shm_only(const xc_comm_t *comm)
+{
+    return comm->shm && comm->coll_head && comm->coll_head->advance && !comm->p2p_ops;
+}
+
+/*
+ * Wait for shared-memory progress: spin (a peer's cache line arrives in
+ * ~0.15 us), then yield (oversubscribed ranks need the core), then sleep on
+ * the node's doorbell futex, bounded so sockets (peer death, error frames)
+ * are still looked at.  Returns when the engine may have work to do.
+ */
+static void shm_wait_step(xc_comm_t *comm, uint64_t spin_until, uint64_t yield_until,
+                          uint64_t nearest)
+{
+    xc__shm_t *s = comm->shm;
+    uint64_t now = xc__now_ns();
+    if (now < spin_until) {
+        for (int i = 0; i < 4; i++) __builtin_ia32_pause();
+        return;
+    }
+    pthread_mutex_unlock(&comm->mu);
+    if (now < yield_until) {
+        sched_yield();
+    } else {
+        /* Dekker with xc__shm_publish: announce, then re-check, then sleep. */
+        __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
+        uint32_t seen = __atomic_load_n(&s->hdr->doorbell, __ATOMIC_SEQ_CST);
+        pthread_mutex_lock(&comm->mu);
+        xc__comm_advance(comm);
+        int again = !shm_only(comm);
+        pthread_mutex_unlock(&comm->mu);
+        if (!again) {
+            int ms = xc__poll_ms_left(nearest);
+            xc__shm_sleep(s, seen, ms < 0 || ms > 20 ? 20 : ms);
+        }
+        __atomic_sub_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
+    }
+    pthread_mutex_lock(&comm->mu);
+    xc__comm_poll(comm, 0); /* sockets: peer death, error frames */
+}
+
 /* Block until `req` completes (called with the lock held). */
 static void wait_locked(xc_comm_t *comm, xc_request_t *req)
 {
@@ -401,7 +459,19 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     xc_comm_t *saved = tls_waiting;
     tls_waiting = comm;
     uint64_t spin_until = xc__now_ns() + (uint64_t)comm->cfg.spin_us * 1000ull;
+    uint64_t yield_until = spin_until + (uint64_t)comm->cfg.yield_us * 1000ull;
+    unsigned polls = 0;
     while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
+        if (shm_only(comm)) {
+            xc__comm_advance(comm);
+            if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
+            uint64_t nearest = check_deadlines(comm);
+            if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
+            /* Now and then look at the sockets while spinning, too. */
+            if ((++polls & 1023) == 0) xc__comm_poll(comm, 0);
+            else shm_wait_step(comm, spin_until, yield_until, nearest);
+            continue;
+        }
         uint64_t nearest = check_deadlines(comm);
         if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
         int ms = 0;
@@ -489,6 +559,13 @@ void *xc__progress_main(void *arg)
             continue;
         }
         uint64_t nearest = check_deadlines(comm);
+        if (shm_only(comm)) {
+            xc__comm_advance(comm);
+            if (!shm_only(comm) || comm->waiters > 0) continue;
+            /* Nothing to spin for here: sleep on the doorbell at once. */
+            shm_wait_step(comm, 0, 0, nearest);
+            continue;
+        }
         int ms = xc__poll_ms_left(nearest);
         if (ms < 0 || ms > 1000) ms = 1000;
         xc__comm_poll(comm, ms);

@@ -10,7 +10,9 @@
  *  - a NaN stays a NaN and comes out quiet, with its sign and as many of
  *    its top payload bits as the destination holds;
  *  - the code is branch-free per element (selects, not jumps), so the
- *    block converters below auto-vectorise with plain SSE2.
+ *    block converters below auto-vectorise with plain SSE2.  They are the
+ *    scalar level's converters and the reference of the SIMD ones
+ *    (reduce_avx2.c, reduce_avx512.c); xc__*_n in dispatch.c picks one.
  * The fp16 narrowing of fp32 subnormal-range values uses one fp32 addition,
  * so it assumes the default round-to-nearest mode (the float kernels
  * assume it too).  It gives the same result when the CPU flushes
@@ -24,23 +26,9 @@
 #pragma GCC optimize("tree-vectorize")
 #endif
 
-#include "reduce.h"
+#include "kernels.h"
 
 #include <string.h>
-
-/*
- * Block converters used by the fp16/bf16 kernels in reduce.c (and meant for
- * the compression layer).  dst and src must not overlap.  These prototypes
- * belong in reduce.h; until it declares them they are repeated in reduce.c.
- */
-XC__HIDDEN void xc__fp16_to_fp32_n(float *restrict dst,
-                                   const uint16_t *restrict src, size_t n);
-XC__HIDDEN void xc__fp32_to_fp16_n(uint16_t *restrict dst,
-                                   const float *restrict src, size_t n);
-XC__HIDDEN void xc__bf16_to_fp32_n(float *restrict dst,
-                                   const uint16_t *restrict src, size_t n);
-XC__HIDDEN void xc__fp32_to_bf16_n(uint16_t *restrict dst,
-                                   const float *restrict src, size_t n);
 
 static inline uint32_t f32_bits(float f)
 {
@@ -131,26 +119,26 @@ uint16_t xc__fp32_to_fp16(float f) { return fp16_narrow(f); }
 float xc__bf16_to_fp32(uint16_t b) { return bf16_widen(b); }
 uint16_t xc__fp32_to_bf16(float f) { return bf16_narrow(f); }
 
-void xc__fp16_to_fp32_n(float *restrict dst, const uint16_t *restrict src,
-                        size_t n)
+void xc__fp16_to_fp32_scalar(float *restrict dst,
+                             const uint16_t *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++) dst[i] = fp16_widen(src[i]);
 }
 
-void xc__fp32_to_fp16_n(uint16_t *restrict dst, const float *restrict src,
-                        size_t n)
+void xc__fp32_to_fp16_scalar(uint16_t *restrict dst,
+                             const float *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++) dst[i] = fp16_narrow(src[i]);
 }
 
-void xc__bf16_to_fp32_n(float *restrict dst, const uint16_t *restrict src,
-                        size_t n)
+void xc__bf16_to_fp32_scalar(float *restrict dst,
+                             const uint16_t *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_widen(src[i]);
 }
 
-void xc__fp32_to_bf16_n(uint16_t *restrict dst, const float *restrict src,
-                        size_t n)
+void xc__fp32_to_bf16_scalar(uint16_t *restrict dst,
+                             const float *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_narrow(src[i]);
 }

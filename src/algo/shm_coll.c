@@ -1,0 +1,243 @@
+/*
+ * shm_coll.c -- the chunk pipeline that runs every shared-memory
+ * collective (see shm_coll.h), and the segment's set-up for a communicator.
+ */
+#include "shm_coll.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t xc__shm_one_shot_max(int nranks)
+{
+    /* One shot: every rank reads every input whole.  Worth it while the
+     * inputs are small next to the second synchronisation it saves. */
+    return nranks <= 4 ? 16384 : 4096;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint64_t desc_hash(uint64_t seq, const xc__desc_t *d)
+{
+    uint64_t h = mix(seq);
+    h = mix(h ^ ((uint64_t)d->coll | (uint64_t)d->dtype << 8 | (uint64_t)d->op << 16 |
+                 (uint64_t)d->algo << 24 | (uint64_t)(uint32_t)d->root << 32));
+    return mix(h ^ d->count);
+}
+
+static int desc_eq(const xc__desc_t *a, const xc__desc_t *b)
+{
+    return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op &&
+           a->algo == b->algo && a->root == b->root && a->count == b->count;
+}
+
+/* The segment was poisoned by a local peer: adopt its error. */
+static int poisoned(xc_comm_t *comm, xc__shm_t *s)
+{
+    int32_t p = __atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE);
+    if (!p) return 0;
+    if (xc__comm_status(comm) == XC_OK)
+        xc__comm_poison(comm, (xc_result_t)p, 1, "rank %d reported: %s", s->hdr->poison_rank,
+                        s->hdr->poison_msg);
+    return 1;
+}
+
+/* Does rank j run the same operation as ours (its chunk g has arrived)?
+ * A rank that left (`gone`) and disagrees is lost, not mismatched. */
+static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64_t g, int gone)
+{
+    xc__shm_ctl_t *c = &o->shm->ctl[j];
+    if (xc__shm_load(&c->in) == g && c->in_hash == o->hash) return 1;
+    const xc__shm_desc_t *e = &c->desc[op->seq % XC__SHM_DESC_RING];
+    xc__shm_desc_t theirs = *e;
+    if (theirs.seq == op->seq && desc_eq(&theirs.d, &op->desc)) return 1;
+    if (gone) { /* it left while in another operation */
+        xc__comm_peer_lost(comm, j, "destroyed its communicator");
+        return 0;
+    }
+    char mine[200], other[200];
+    xc__desc_str(&op->desc, op->seq, mine, sizeof mine);
+    if (theirs.seq == op->seq) {
+        xc__desc_str(&theirs.d, theirs.seq, other, sizeof other);
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0, "rank %d called %s while this rank called %s",
+                        j, other, mine);
+    } else {
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                        "rank %d is out of step with this rank's %s (its operations "
+                        "moved a different amount of data before)",
+                        j, mine);
+    }
+    return 0;
+}
+
+static int shm_advance(xc_comm_t *comm, xc__op_t *op)
+{
+    xc__shm_op_t *o = op->priv;
+    xc__shm_t *s = o->shm;
+    xc__shm_ctl_t *me = &s->ctl[o->me];
+    if (o->phase < 0) { /* first call: the operation starts now */
+        o->base = xc__shm_load(&me->in);
+        o->hash = desc_hash(op->seq, &op->desc);
+        o->phase = 0;
+    }
+    while (o->k < o->nk) {
+        uint64_t g = o->base + o->k + 1;
+        switch (o->phase) {
+        case 0: /* our slot for g must be free */
+            if (comm->shm_synced + XC__SHM_NSLOT <= g) {
+                for (int j = 0; j < o->L; j++) {
+                    if (j == o->me) continue;
+                    if (xc__shm_load(&s->ctl[j].out) + XC__SHM_NSLOT < g) {
+                        poisoned(comm, s);
+                        return 0;
+                    }
+                }
+            }
+            o->phase = 1;
+            /* fall through */
+        case 1: /* stage and publish */
+            if (o->k == 0) {
+                xc__shm_desc_t *e = &me->desc[op->seq % XC__SHM_DESC_RING];
+                e->seq = op->seq;
+                e->d = op->desc;
+            }
+            if (o->vt->stage) o->vt->stage(o, o->k, xc__shm_src(o, o->me, g));
+            me->in_hash = o->hash;
+            xc__shm_publish(s, &me->in, g);
+            comm->stats.msgs_sent[XC_TRANSPORT_SHM]++;
+            o->phase = 2;
+            /* fall through */
+        case 2: { /* the chunks we read (and, first, our neighbour) */
+            int all = 1;
+            for (int j = 0; j < o->L; j++) {
+                if (j == o->me) continue;
+                int reads = o->vt->reads(o, j);
+                all &= reads;
+                if (!reads && !(o->k == 0 && j == (o->me + 1) % o->L)) continue;
+                int gone = __atomic_load_n(&s->ctl[j].gone, __ATOMIC_ACQUIRE);
+                if (xc__shm_load(&s->ctl[j].in) < g) {
+                    /* A rank that left may still have left what we need;
+                     * only what it never staged is lost. */
+                    if (gone) xc__comm_peer_lost(comm, j, "destroyed its communicator");
+                    else poisoned(comm, s);
+                    return 0;
+                }
+                if (o->k == 0 && !same_op(comm, op, o, j, g, gone)) return 0;
+            }
+            if (all) comm->shm_synced = g;
+            o->phase = 3;
+        }
+            /* fall through */
+        case 3:
+            if (o->vt->mid) {
+                o->vt->mid(o, o->k);
+                xc__shm_publish(s, &me->mid, g);
+                o->phase = 4;
+            } else {
+                o->phase = 5;
+                continue;
+            }
+            /* fall through */
+        case 4:
+            for (int j = 0; j < o->L; j++) {
+                if (j != o->me && xc__shm_load(&s->ctl[j].mid) < g) {
+                    poisoned(comm, s);
+                    return 0;
+                }
+            }
+            o->phase = 5;
+            /* fall through */
+        case 5:
+            if (o->vt->out) o->vt->out(o, o->k);
+            xc__shm_publish(s, &me->out, g);
+            o->phase = 0;
+            o->k++;
+            break;
+        }
+    }
+    return 1;
+}
+
+static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)
+{
+    const xc__shm_op_t *o = op->priv;
+    if (o->phase < 0) {
+        snprintf(buf, cap, "not started");
+        return;
+    }
+    uint64_t g = o->base + o->k + 1;
+    for (int j = 0; j < o->L; j++) {
+        if (j == o->me) continue;
+        const xc__shm_ctl_t *c = &o->shm->ctl[j];
+        if ((o->phase == 2 && (o->vt->reads(o, j) || (o->k == 0 && j == (o->me + 1) % o->L)) &&
+             xc__shm_load(&c->in) < g) ||
+            (o->phase == 4 && xc__shm_load(&c->mid) < g) ||
+            (o->phase == 0 && xc__shm_load(&c->out) + XC__SHM_NSLOT < g)) {
+            snprintf(buf, cap, "waiting for rank %d in shared memory, chunk %" PRIu64 "/%" PRIu64,
+                     j, o->k + 1, o->nk);
+            return;
+        }
+    }
+    snprintf(buf, cap, "in shared memory, chunk %" PRIu64 "/%" PRIu64, o->k + 1, o->nk);
+}
+
+xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
+                            const xc__shm_coll_t *vt, size_t ce, int tiny)
+{
+    xc__shm_op_t *o = calloc(1, sizeof *o);
+    if (!o) return xc__err(XC_ERR_NOMEM, "out of memory");
+    o->vt = vt;
+    o->shm = comm->shm;
+    o->L = comm->size;
+    o->me = comm->rank;
+    o->a = *a;
+    o->es = xc_dtype_size(a->dtype);
+    o->ce = ce ? ce : 1;
+    o->tiny = tiny;
+    o->phase = -1;
+    o->nk = vt->nchunks(o);
+    op->priv = o;
+    op->advance = shm_advance;
+    op->waiting = shm_waiting;
+    return XC_OK;
+}
+
+xc_result_t xc__shm_attach(xc_comm_t *comm)
+{
+    if (comm->size < 2 || comm->size > XC__SHM_MAX_RANKS || comm->nnodes != 1 || !comm->cfg.shm)
+        return XC_OK;
+    char name[64];
+    snprintf(name, sizeof name, "/xcoll-%016" PRIx64, comm->uid);
+    xc__shm_t *s = NULL;
+    size_t slot = (size_t)comm->cfg.shm_slot_kb * 1024;
+    xc_result_t rc = XC_OK;
+    if (comm->rank == 0) rc = xc__shm_create(name, comm->size, 0, slot, &s);
+    if (rc != XC_OK) XC_WARN("no shared memory: %s", xc__tls_error());
+    XC_CHECK(xc_barrier(comm)); /* the segment exists (or creation failed) */
+    if (comm->rank != 0) {
+        rc = xc__shm_open(name, comm->size, comm->rank, &s);
+        if (rc != XC_OK) XC_WARN("no shared memory: %s", xc__tls_error());
+    }
+    /* Everybody must agree to use it. */
+    int32_t ok = s != NULL;
+    XC_CHECK(xc_allreduce(&ok, &ok, 1, XC_INT32, XC_MIN, comm));
+    /* Every rank has mapped it (or given up): unlink now, by anyone. */
+    xc__shm_unlink(name);
+    if (!ok) {
+        xc__shm_close(s);
+        XC_WARN("shared memory unavailable on some rank: using TCP");
+        return XC_OK;
+    }
+    pthread_mutex_lock(&comm->mu);
+    comm->shm = s;
+    pthread_mutex_unlock(&comm->mu);
+    return XC_OK;
+}

@@ -1,0 +1,102 @@
+/*
+ * shm_coll.h -- shared-memory-native collectives for communicators whose
+ * ranks all share one node.
+ *
+ * The data moves in chunks through each rank's staging slots (shm.h).  For
+ * chunk k (global number g) a rank
+ *   0. makes sure its slot for g is free (every reader has finished chunk
+ *      g - NSLOT; usually already known from the last chunk, see below),
+ *   1. stages its contribution (copy-in) and publishes in = g,
+ *   2. waits for the `in` of the ranks whose chunk it reads (and, at the
+ *      first chunk of an operation, checks their description: a
+ *      disagreement is XC_ERR_MISMATCH on the rank that sees it, broadcast
+ *      to the others through the segment's poison word),
+ *   3. optionally reduces its share of the chunk from every rank's slot into
+ *      the shared result slot and publishes mid = g, then waits for every
+ *      rank's mid,
+ *   4. copies (or reduces) what it needs into the user's buffer and
+ *      publishes out = g.
+ * Two slots let a fast rank stage chunk k+1 while a slow one still reads
+ * chunk k.  A rank that has seen every other rank's `in` reach g-1 knows
+ * they all finished reading g-2 (a rank stages a chunk only after reading
+ * the previous one), so step 0 costs nothing in the common case.
+ *
+ * Each collective is a small vtable (one file each, shm_*.c) of chunk
+ * geometry and the copy-in / reduce / copy-out of one chunk.
+ */
+#ifndef XC_SHM_COLL_H
+#define XC_SHM_COLL_H
+
+#include "../transport/shm.h"
+#include "algos.h"
+
+typedef struct xc__shm_op xc__shm_op_t;
+
+typedef struct xc__shm_coll {
+    /* Number of chunks (>= 1, also for empty operations). */
+    uint64_t (*nchunks)(const xc__shm_op_t *o);
+    /* Does this rank read rank j's staged chunks? */
+    int (*reads)(const xc__shm_op_t *o, int j);
+    /* Copy this rank's part of chunk k into `slot` (NULL: stages nothing). */
+    void (*stage)(xc__shm_op_t *o, uint64_t k, char *slot);
+    /* Reduce this rank's share of chunk k into the result slot (NULL: no
+     * reduction phase). */
+    void (*mid)(xc__shm_op_t *o, uint64_t k);
+    /* Deliver chunk k into the user's buffers (NULL: nothing). */
+    void (*out)(xc__shm_op_t *o, uint64_t k);
+} xc__shm_coll_t;
+
+struct xc__shm_op {
+    const xc__shm_coll_t *vt;
+    xc__shm_t *shm;
+    int L, me;
+    xc__args_t a;
+    size_t es;          /* element size */
+    size_t ce;          /* elements per chunk (per block, for blocked layouts) */
+    int tiny;           /* payload carried inline in the control line */
+    uint64_t base;      /* global chunk number before this operation */
+    uint64_t k, nk;
+    int phase;
+    uint64_t hash;      /* of (seq, description) */
+};
+
+/* Where rank j's staged chunk g is (inline area for tiny operations). */
+static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)
+{
+    if (o->tiny) return (char *)o->shm->ctl[j].inl[g % 2];
+    return xc__shm_slot(o->shm, j, g);
+}
+
+/* Elements in chunk k of a buffer of `count` elements cut in chunks of ce. */
+static inline size_t xc__shm_chunk(size_t count, size_t ce, uint64_t k, size_t *off)
+{
+    *off = (size_t)k * ce;
+    if (*off >= count) return 0;
+    return count - *off < ce ? count - *off : ce;
+}
+static inline uint64_t xc__shm_nchunks(size_t count, size_t ce)
+{
+    return count == 0 ? 1 : (count + ce - 1) / ce;
+}
+
+/* Build a shared-memory operation of collective `vt` (the builder sets
+ * ce/tiny via the vt-specific setup). */
+XC__HIDDEN xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
+                                       const xc__shm_coll_t *vt, size_t ce, int tiny);
+
+/* Largest payload of the tiny (inline) path, and of the one-shot path. */
+XC__HIDDEN size_t xc__shm_one_shot_max(int nranks);
+
+/* Segment set-up for a communicator (all ranks on one node). */
+XC__HIDDEN xc_result_t xc__shm_attach(xc_comm_t *comm);
+
+/* The shared-memory builders, registered in select.c. */
+XC__HIDDEN xc_result_t xc__build_shm_allreduce(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_shm_allgather(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_shm_bcast(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_shm_reduce(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_shm_alltoall(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_shm_barrier(xc_comm_t *, xc__op_t *, const xc__args_t *);
+
+#endif

@@ -1,0 +1,172 @@
+/*
+ * shm.c -- the node-local shared-memory segment: creation, mapping,
+ * unlinking, the doorbell futex and the poison word (see shm.h).
+ */
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XC__SHM_MAGIC 0x58435348u /* "XCSH" */
+
+static size_t layout(int nranks, size_t slot_bytes, size_t *ctl_off, size_t *slots_off,
+                     size_t *result_off)
+{
+    size_t off = (sizeof(xc__shm_hdr_t) + 4095) & ~(size_t)4095;
+    *ctl_off = off;
+    off += (size_t)nranks * sizeof(xc__shm_ctl_t);
+    off = (off + 4095) & ~(size_t)4095;
+    *slots_off = off;
+    off += (size_t)nranks * XC__SHM_NSLOT * slot_bytes;
+    *result_off = off;
+    off += XC__SHM_NSLOT * slot_bytes;
+    return off;
+}
+
+static xc_result_t map(int fd, size_t bytes, int nranks, int me, xc__shm_t **out)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return xc__err_errno("mmap (shared memory segment)");
+    /* A forked child must never see (and so never write) the segment. */
+    madvise(p, bytes, MADV_DONTFORK);
+    xc__shm_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        munmap(p, bytes);
+        return xc__err(XC_ERR_NOMEM, "out of memory");
+    }
+    s->base = p;
+    s->bytes = bytes;
+    s->nranks = nranks;
+    s->me = me;
+    s->hdr = p;
+    s->owner = getpid();
+    *out = s;
+    return XC_OK;
+}
+
+static void locate(xc__shm_t *s)
+{
+    size_t co, so, ro;
+    layout(s->nranks, s->slot_bytes, &co, &so, &ro);
+    s->ctl = (xc__shm_ctl_t *)((char *)s->base + co);
+    s->slots = (char *)s->base + so;
+    s->result = (char *)s->base + ro;
+}
+
+xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_bytes,
+                           xc__shm_t **out)
+{
+    size_t co, so, ro;
+    size_t bytes = layout(nranks, slot_bytes, &co, &so, &ro);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return xc__err(XC_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        int e = errno;
+        close(fd);
+        shm_unlink(name);
+        return xc__err(XC_ERR_SYSTEM, "ftruncate(%s, %zu): %s (is /dev/shm large enough?)",
+                       name, bytes, strerror(e));
+    }
+    xc_result_t rc = map(fd, bytes, nranks, me, out);
+    close(fd);
+    if (rc != XC_OK) {
+        shm_unlink(name);
+        return rc;
+    }
+    xc__shm_t *s = *out;
+    s->slot_bytes = slot_bytes;
+    s->hdr->nranks = nranks;
+    s->hdr->slot_bytes = slot_bytes;
+    locate(s);
+    /* Counters start at 0 (ftruncate zero-fills); publish the magic last. */
+    __atomic_store_n(&s->hdr->magic, XC__SHM_MAGIC, __ATOMIC_RELEASE);
+    return XC_OK;
+}
+
+xc_result_t xc__shm_open(const char *name, int nranks, int me, xc__shm_t **out)
+{
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return xc__err(XC_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(xc__shm_hdr_t)) {
+        close(fd);
+        return xc__err(XC_ERR_PROTOCOL, "shared memory segment %s is truncated", name);
+    }
+    xc_result_t rc = map(fd, (size_t)st.st_size, nranks, me, out);
+    close(fd);
+    if (rc != XC_OK) return rc;
+    xc__shm_t *s = *out;
+    if (__atomic_load_n(&s->hdr->magic, __ATOMIC_ACQUIRE) != XC__SHM_MAGIC ||
+        s->hdr->nranks != nranks) {
+        xc__shm_close(s);
+        *out = NULL;
+        return xc__err(XC_ERR_PROTOCOL, "shared memory segment %s is not xcoll's", name);
+    }
+    s->slot_bytes = s->hdr->slot_bytes;
+    locate(s);
+    return XC_OK;
+}
+
+void xc__shm_unlink(const char *name) { shm_unlink(name); }
+
+void xc__shm_close(xc__shm_t *s)
+{
+    if (!s) return;
+    /* In a forked child the mapping does not exist (MADV_DONTFORK). */
+    if (s->owner == getpid()) munmap(s->base, s->bytes);
+    free(s);
+}
+
+static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
+{
+    /* Shared (not FUTEX_PRIVATE): the word lives in memory of several
+     * processes. */
+    return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+void xc__shm_ring(xc__shm_t *s)
+{
+    /* seq_cst: orders the bump after the caller's counter store and before
+     * reading `sleepers` in the publisher, against the sleeper's increment
+     * of `sleepers` before reading the doorbell (Dekker-style). */
+    __atomic_add_fetch(&s->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+    futex(&s->hdr->doorbell, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+void xc__shm_publish(xc__shm_t *s, uint64_t *counter, uint64_t v)
+{
+    __atomic_store_n(counter, v, __ATOMIC_RELEASE);
+    /* seq_cst fence pairs with the one in xc__shm_sleep: either we see the
+     * sleeper, or it sees our counter before it sleeps. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&s->hdr->sleepers, __ATOMIC_RELAXED)) xc__shm_ring(s);
+}
+
+void xc__shm_sleep(xc__shm_t *s, uint32_t seen, int timeout_ms)
+{
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    futex(&s->hdr->doorbell, FUTEX_WAIT, seen, &ts);
+}
+
+void xc__shm_poison(xc__shm_t *s, xc_result_t rc, const char *msg)
+{
+    int32_t zero = 0;
+    /* Claim first, so one rank writes the message; publish the code after
+     * it (release) so readers that see the code see the message. */
+    if (!__atomic_compare_exchange_n(&s->hdr->poison_claim, &zero, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    snprintf(s->hdr->poison_msg, sizeof s->hdr->poison_msg, "%s", msg);
+    s->hdr->poison_rank = s->me;
+    __atomic_store_n(&s->hdr->poison, (int32_t)rc, __ATOMIC_RELEASE);
+    xc__shm_ring(s);
+}

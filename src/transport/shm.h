@@ -1,0 +1,109 @@
+/*
+ * shm.h -- the shared-memory segment of a communicator whose ranks all run
+ * on one node, and the signalling primitives of the shared-memory
+ * collectives (src/algo/shm_*.c).
+ *
+ * Layout: a header (poison word and message, doorbell futex, sleepers),
+ * then per local rank a control block of cache lines, each written by that
+ * rank only (single writer, many readers), then per rank NSLOT staging
+ * slots, then NSLOT shared result slots.  Counters only grow, over the whole
+ * life of the communicator: `in` counts chunks a rank has staged, `mid`
+ * chunks it has reduced into the result slots, `out` chunks it has finished
+ * reading.  Every rank processes the same number of chunks per operation
+ * (the operation's description, checked at its first chunk, guarantees it),
+ * so the n-th chunk means the same thing on every rank.
+ *
+ * Memory ordering: a rank writes a slot, then publishes its counter with a
+ * release store; readers load counters with acquire before touching slots.
+ *
+ * Lifetime: local rank 0 creates the segment (named from the communicator
+ * id and the node), all map it, and it is unlinked right after, so nothing
+ * survives in /dev/shm whatever happens later.  The mapping is MADV_DONTFORK:
+ * a forked child (a data-loader worker) never sees, writes or unlinks it.
+ */
+#ifndef XC_SHM_H
+#define XC_SHM_H
+
+#include "../core/common.h"
+#include "../engine/msg.h"
+
+#include <sys/types.h>
+
+#define XC__SHM_NSLOT 2
+#define XC__SHM_INLINE 24 /* tiny payload bytes per parity, carried in the `in` line */
+#define XC__SHM_DESC_RING 4
+#define XC__SHM_MAX_RANKS 256 /* larger communicators use TCP */
+
+typedef struct xc__shm_desc {
+    uint64_t seq;
+    xc__desc_t d;
+} xc__shm_desc_t;
+
+/* One rank's control block: every member on its own cache line(s). */
+typedef struct xc__shm_ctl {
+    _Alignas(64) uint64_t in;                 /* chunks staged            */
+    uint8_t inl[2][XC__SHM_INLINE];           /* tiny payloads, by parity */
+    uint64_t in_hash;                         /* description hash of chunk `in`'s op */
+    _Alignas(64) uint64_t mid;                /* chunks reduced           */
+    _Alignas(64) uint64_t out;                /* chunks consumed          */
+    _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by op seq % 4 */
+    _Alignas(64) uint32_t gone;               /* destroyed its communicator */
+} xc__shm_ctl_t;
+
+typedef struct xc__shm_hdr {
+    _Alignas(64) uint32_t magic;
+    int32_t nranks;
+    uint64_t slot_bytes;
+    _Alignas(64) int32_t poison;   /* xc_result_t, 0 = healthy; set once */
+    int32_t poison_claim;          /* 1 once a rank is writing the message */
+    int32_t poison_rank;
+    char poison_msg[XC__ERRMSG_LEN];
+    _Alignas(64) uint32_t doorbell; /* futex word: bumped on progress     */
+    _Alignas(64) uint32_t sleepers; /* ranks (threads) asleep on it       */
+} xc__shm_hdr_t;
+
+typedef struct xc__shm {
+    void *base;
+    size_t bytes;
+    int nranks, me;
+    size_t slot_bytes;
+    xc__shm_hdr_t *hdr;
+    xc__shm_ctl_t *ctl;     /* [nranks] */
+    char *slots;            /* [nranks][NSLOT][slot_bytes] */
+    char *result;           /* [NSLOT][slot_bytes] */
+    pid_t owner;            /* the process that mapped it */
+} xc__shm_t;
+
+static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)
+{
+    return s->slots + ((size_t)rank * XC__SHM_NSLOT + chunk % XC__SHM_NSLOT) * s->slot_bytes;
+}
+static inline char *xc__shm_result(const xc__shm_t *s, uint64_t chunk)
+{
+    return s->result + (chunk % XC__SHM_NSLOT) * s->slot_bytes;
+}
+static inline uint64_t xc__shm_load(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+/* Publish a counter (release: the slot writes before it are visible first)
+ * and ring the doorbell if anybody sleeps. */
+XC__HIDDEN void xc__shm_publish(xc__shm_t *s, uint64_t *counter, uint64_t v);
+/* Ring the doorbell (wakes every sleeper of the node). */
+XC__HIDDEN void xc__shm_ring(xc__shm_t *s);
+/* Sleep until the doorbell moves from `seen` or `timeout_ms` passes. */
+XC__HIDDEN void xc__shm_sleep(xc__shm_t *s, uint32_t seen, int timeout_ms);
+
+/* Create (local rank 0) or open the segment `name` for `nranks` ranks. */
+XC__HIDDEN xc_result_t xc__shm_create(const char *name, int nranks, int me,
+                                      size_t slot_bytes, xc__shm_t **out);
+XC__HIDDEN xc_result_t xc__shm_open(const char *name, int nranks, int me,
+                                    xc__shm_t **out);
+XC__HIDDEN void xc__shm_unlink(const char *name);
+/* Unmap (NULL ok). */
+XC__HIDDEN void xc__shm_close(xc__shm_t *s);
+/* Mark the segment poisoned (first caller wins) so that every local rank
+ * sees it at its next check, and wake sleepers. */
+XC__HIDDEN void xc__shm_poison(xc__shm_t *s, xc_result_t rc, const char *msg);
+
+#endif
