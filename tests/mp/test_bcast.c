@@ -1,0 +1,56 @@
+/*
+ * test_bcast.c -- the specification of xc_bcast, for every root.
+ *
+ * The root's buf is copied, bitwise, into buf of every rank (always in
+ * place).  Inputs are random bit patterns of the dtype's width.  For every
+ * dtype x count x root: every rank's buf equals the root's regenerated input
+ * (the root's own buf is unchanged), nothing is written past buf, and
+ * xc_comm_stats counts exactly the calls.  An out-of-range root is rejected
+ * with XC_ERR_INVALID.
+ */
+#include "harness.h"
+
+static void run_case(xc_dtype_t dt, size_t count, int root)
+{
+    h_case_t c = h_case("bcast", dt, H_COPY, count, -1, root);
+    h_announce(&c);
+    size_t bytes = count * xc_dtype_size(dt);
+    char *buf = h_alloc(bytes); /* poisoned on the non-roots */
+    if (H.rank == root) h_fill(&c, buf, count, root, 0);
+
+    H_CHECK(H.comm, xc_bcast(buf, count, dt, root, H.comm));
+    H.issued[XC_COLL_BCAST]++;
+
+    h_check_copy(&c, buf, count, root, 0,
+                 H.rank == root ? "root buf (must not change)" : "buf");
+    h_check_guard(&c, buf, bytes, "buf");
+    h_free(buf);
+}
+
+static void run_rejects(void)
+{
+    int32_t a[4] = {0};
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_bcast(a, 4, XC_INT32, H.size, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bcast(a, 4, XC_INT32, -1, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_bcast(a, 4, XC_DTYPE_COUNT, 0, H.comm));
+    H_EQ_INT("xc_comm_status after rejected calls", xc_comm_status(H.comm),
+             XC_OK);
+}
+
+int main(int argc, char **argv)
+{
+    h_init(argc, argv);
+    run_rejects();
+    const size_t *counts;
+    size_t ncounts = h_counts(&counts);
+    for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
+        for (size_t k = 0; k < ncounts; k++) {
+            if (!h_in_matrix((xc_dtype_t)dt, H_COPY, counts[k])) continue;
+            for (int root = 0; root < H.size; root++)
+                run_case((xc_dtype_t)dt, counts[k], root);
+        }
+    h_check_stats(H.comm, H.base_ops, H.issued, "world");
+    return h_finish();
+}

@@ -1,0 +1,392 @@
+/*
+ * test_p2p.c -- the specification of tagged point-to-point messaging.
+ *
+ * Sends and receives are matched by (peer, tag) in posting order; a send
+ * completes when its buffer may be reused; blocking calls inside
+ * xc_group_start/xc_group_end are only posted and the group end waits for
+ * all of them, so both directions of an exchange cannot deadlock.  Sections:
+ *   ring       every dtype x count: a grouped send right / receive left;
+ *   tags       messages of distinct sizes received in reverse tag order,
+ *              and two messages on one tag arriving in posting order;
+ *   self       send to oneself, receive posted before and after the send;
+ *   early/late a receive posted long before the send, and a send issued
+ *              long before the receive is posted (unexpected message);
+ *   many       hundreds of small messages (some empty) on interleaved tags;
+ *   pairs      a group exchanging 64 MiB each way at once between pairs;
+ *   1f1b       a pipeline-parallel one-forward-one-backward schedule.
+ * Every received byte is checked against the sender's regenerated data;
+ * xc_comm_stats counts exactly the completed sends and receives.  Count and
+ * dtype mismatches (XC_ERR_MISMATCH) poison a communicator and are tested
+ * with the fault-injection tests, not here.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int right_of(int r) { return (r + 1) % H.size; }
+static int left_of(int r) { return (r + H.size - 1) % H.size; }
+
+static void count_p2p(uint64_t sends, uint64_t recvs)
+{
+    H.issued[XC_COLL_SEND] += sends;
+    H.issued[XC_COLL_RECV] += recvs;
+}
+
+static void ring_case(xc_dtype_t dt, size_t count)
+{
+    h_case_t c = h_case("p2p ring", dt, H_COPY, count, -1, -1);
+    h_announce(&c);
+    size_t bytes = count * xc_dtype_size(dt);
+    char *send = h_alloc(bytes), *recv = h_alloc(bytes);
+    h_fill(&c, send, count, H.rank, 0);
+    H_CHECK(H.comm, xc_group_start());
+    H_CHECK(H.comm, xc_send(send, count, dt, right_of(H.rank), 1, H.comm));
+    H_CHECK(H.comm, xc_recv(recv, count, dt, left_of(H.rank), 1, H.comm));
+    H_CHECK(H.comm, xc_group_end());
+    count_p2p(1, 1);
+    h_check_copy(&c, recv, count, left_of(H.rank), 0, "received from left");
+    h_check_guard(&c, recv, bytes, "recvbuf");
+    h_check_copy(&c, send, count, H.rank, 0, "sendbuf (must not change)");
+    h_free(send);
+    h_free(recv);
+}
+
+/* Tag t carries 100*t + 1 elements starting at index 1000*t of the
+ * sender's stream; they are received in reverse tag order. */
+static void tags_case(void)
+{
+    enum { K = 8 };
+    h_case_t c = h_case("p2p tags", XC_INT32, H_COPY, K, -1, -1);
+    int32_t *out[K], *in[K];
+    xc_request_t *sreq[K], *rreq[K];
+    for (int t = 0; t < K; t++) {
+        size_t n = 100 * (size_t)t + 1;
+        out[t] = h_alloc(n * 4);
+        in[t] = h_alloc(n * 4);
+        h_fill(&c, out[t], n, H.rank, 1000 * (size_t)t);
+    }
+    for (int t = 0; t < K; t++)
+        H_CHECK(H.comm, xc_isend(out[t], 100 * (size_t)t + 1, XC_INT32,
+                                 right_of(H.rank), t, H.comm, &sreq[t]));
+    for (int t = K - 1; t >= 0; t--)
+        H_CHECK(H.comm, xc_irecv(in[t], 100 * (size_t)t + 1, XC_INT32,
+                                 left_of(H.rank), t, H.comm, &rreq[t]));
+    H_CHECK(H.comm, xc_request_waitall(rreq, K));
+    H_CHECK(H.comm, xc_request_waitall(sreq, K));
+    count_p2p(K, K);
+    for (int t = 0; t < K; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "message with tag %d", t);
+        h_check_copy(&c, in[t], 100 * (size_t)t + 1, left_of(H.rank),
+                     1000 * (size_t)t, what);
+        xc_request_free(sreq[t]);
+        xc_request_free(rreq[t]);
+        h_free(out[t]);
+        h_free(in[t]);
+    }
+
+    /* Two messages on one tag match the receives in posting order. */
+    int32_t a[16], b[16], ra[16], rb[16];
+    h_fill(&c, a, 16, H.rank, 50000);
+    h_fill(&c, b, 16, H.rank, 60000);
+    xc_request_t *q[4];
+    H_CHECK(H.comm, xc_isend(a, 16, XC_INT32, right_of(H.rank), 77, H.comm, &q[0]));
+    H_CHECK(H.comm, xc_isend(b, 16, XC_INT32, right_of(H.rank), 77, H.comm, &q[1]));
+    H_CHECK(H.comm, xc_irecv(ra, 16, XC_INT32, left_of(H.rank), 77, H.comm, &q[2]));
+    H_CHECK(H.comm, xc_irecv(rb, 16, XC_INT32, left_of(H.rank), 77, H.comm, &q[3]));
+    H_CHECK(H.comm, xc_request_waitall(q, 4));
+    count_p2p(2, 2);
+    h_check_copy(&c, ra, 16, left_of(H.rank), 50000, "first message on tag 77");
+    h_check_copy(&c, rb, 16, left_of(H.rank), 60000, "second message on tag 77");
+    for (int i = 0; i < 4; i++) xc_request_free(q[i]);
+}
+
+static void self_case(void)
+{
+    const size_t n = 100000;
+    h_case_t c = h_case("p2p self", XC_FLOAT64, H_COPY, n, -1, -1);
+    double *out = h_alloc(n * 8), *in = h_alloc(n * 8);
+    h_fill(&c, out, n, H.rank, 0);
+    xc_request_t *req = NULL;
+
+    /* Receive posted first, then a blocking send to oneself. */
+    H_CHECK(H.comm, xc_irecv(in, n, XC_FLOAT64, H.rank, 3, H.comm, &req));
+    H_CHECK(H.comm, xc_send(out, n, XC_FLOAT64, H.rank, 3, H.comm));
+    H_CHECK(H.comm, xc_request_wait(req));
+    xc_request_free(req);
+    h_check_copy(&c, in, n, H.rank, 0, "self message, receive posted first");
+
+    /* Send first (non-blocking), then a blocking receive. */
+    h_poison(in, n * 8);
+    H_CHECK(H.comm, xc_isend(out, n, XC_FLOAT64, H.rank, 4, H.comm, &req));
+    H_CHECK(H.comm, xc_recv(in, n, XC_FLOAT64, H.rank, 4, H.comm));
+    H_CHECK(H.comm, xc_request_wait(req));
+    xc_request_free(req);
+    h_check_copy(&c, in, n, H.rank, 0, "self message, send posted first");
+
+    /* Both blocking, in a group; and an empty message. */
+    h_poison(in, n * 8);
+    H_CHECK(H.comm, xc_group_start());
+    H_CHECK(H.comm, xc_send(out, n, XC_FLOAT64, H.rank, 5, H.comm));
+    H_CHECK(H.comm, xc_recv(in, n, XC_FLOAT64, H.rank, 5, H.comm));
+    H_CHECK(H.comm, xc_send(out, 0, XC_FLOAT64, H.rank, 6, H.comm));
+    H_CHECK(H.comm, xc_recv(in + n, 0, XC_FLOAT64, H.rank, 6, H.comm));
+    H_CHECK(H.comm, xc_group_end());
+    count_p2p(4, 4);
+    h_check_copy(&c, in, n, H.rank, 0, "self message in a group");
+    h_check_guard(&c, in, n * 8, "self recvbuf");
+    h_free(out);
+    h_free(in);
+}
+
+/* A receive posted well before its send, and a send issued well before its
+ * receive (the barrier separates them on every rank). */
+static void early_late_case(void)
+{
+    const size_t n = (size_t)1 << 20;
+    h_case_t c = h_case("p2p early/late", XC_UINT8, H_COPY, n, -1, -1);
+    unsigned char *out = h_alloc(n), *in = h_alloc(n);
+    h_fill(&c, out, n, H.rank, 0);
+    xc_request_t *req = NULL;
+
+    H_CHECK(H.comm, xc_irecv(in, n, XC_UINT8, left_of(H.rank), 11, H.comm, &req));
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    H_CHECK(H.comm, xc_send(out, n, XC_UINT8, right_of(H.rank), 11, H.comm));
+    H_CHECK(H.comm, xc_request_wait(req));
+    xc_request_free(req);
+    h_check_copy(&c, in, n, left_of(H.rank), 0, "receive posted early");
+
+    h_poison(in, n);
+    H_CHECK(H.comm, xc_isend(out, n, XC_UINT8, right_of(H.rank), 12, H.comm, &req));
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    H_CHECK(H.comm, xc_recv(in, n, XC_UINT8, left_of(H.rank), 12, H.comm));
+    H_CHECK(H.comm, xc_request_wait(req));
+    xc_request_free(req);
+    h_check_copy(&c, in, n, left_of(H.rank), 0, "receive posted late");
+    count_p2p(2, 2);
+    H.issued[XC_COLL_BARRIER] += 2;
+    h_free(out);
+    h_free(in);
+}
+
+/* NMSG messages of i % 17 int16 elements (some empty) on tags i % 4. */
+static void many_case(int nmsg)
+{
+    h_case_t c = h_case("p2p many", XC_INT16, H_COPY, (size_t)nmsg, -1, -1);
+    int16_t *out = h_alloc((size_t)nmsg * 32), *in = h_alloc((size_t)nmsg * 32);
+    xc_request_t **req = calloc(2 * (size_t)nmsg, sizeof *req);
+    if (!req) abort();
+    h_fill(&c, out, (size_t)nmsg * 16, H.rank, 0);
+    for (int i = 0; i < nmsg; i++) {
+        H_CHECK(H.comm, xc_irecv(in + 16 * i, (size_t)(i % 17), XC_INT16,
+                                 left_of(H.rank), i % 4, H.comm, &req[i]));
+        H_CHECK(H.comm, xc_isend(out + 16 * i, (size_t)(i % 17), XC_INT16,
+                                 right_of(H.rank), i % 4, H.comm,
+                                 &req[nmsg + i]));
+    }
+    H_CHECK(H.comm, xc_request_waitall(req, 2 * (size_t)nmsg));
+    count_p2p((uint64_t)nmsg, (uint64_t)nmsg);
+    for (int i = 0; i < nmsg; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "message %d (tag %d)", i, i % 4);
+        h_check_copy(&c, in + 16 * i, (size_t)(i % 17), left_of(H.rank),
+                     16 * (size_t)i, what);
+        xc_request_free(req[i]);
+        xc_request_free(req[nmsg + i]);
+    }
+    free(req);
+    h_free(out);
+    h_free(in);
+}
+
+/* Ranks 2k and 2k+1 exchange `bytes` each way in one group; with an odd
+ * rank count the last rank exchanges with itself. */
+static void pairs_case(size_t bytes)
+{
+    size_t n = bytes / 4;
+    h_case_t c = h_case("p2p pairs", XC_UINT32, H_COPY, n, -1, -1);
+    int partner = H.rank ^ 1;
+    if (partner >= H.size) partner = H.rank;
+    uint32_t *out = h_alloc(bytes), *in = h_alloc(bytes);
+    h_fill(&c, out, n, H.rank, 0);
+    double t0 = h_now();
+    H_CHECK(H.comm, xc_group_start());
+    H_CHECK(H.comm, xc_send(out, n, XC_UINT32, partner, 9, H.comm));
+    H_CHECK(H.comm, xc_recv(in, n, XC_UINT32, partner, 9, H.comm));
+    H_CHECK(H.comm, xc_group_end());
+    double dt = h_now() - t0;
+    count_p2p(1, 1);
+    h_check_copy(&c, in, n, partner, 0, "pair exchange");
+    h_check_guard(&c, in, bytes, "pair recvbuf");
+    if (H.rank == 0)
+        printf("pair exchange: %zu MiB each way in %.3f s (%.2f GB/s per "
+               "direction)\n", bytes >> 20, dt, (double)bytes / dt * 1e-9);
+    h_free(out);
+    h_free(in);
+}
+
+/* ---------------------------------------------------------------- 1F1B
+ * Stage s = rank.  Forward of micro-batch m at stage s maps x to
+ * x * 3 + (s + 1); the last stage's loss gradient is y ^ 0x5bd1e995;
+ * backward at stage s maps g to g * 5 + (s + 1).  Stage 0's input for m
+ * is the generated stream at m * K, so every stage can compute what it must
+ * receive.  Activations of m travel on tag 2m, gradients on tag 2m + 1.
+ * The schedule is Megatron-LM's non-interleaved 1F1B: warm-up forwards,
+ * steady state (forward + send-forward/recv-backward group, backward +
+ * send-backward/recv-forward group), cool-down backwards. */
+
+typedef struct pipe {
+    h_case_t c;
+    size_t K;
+    int M;
+    uint32_t *x, *y, *g, *dx; /* input, output, gradient in and out */
+} pipe_t;
+
+static uint32_t fwd_input(const pipe_t *p, int stage, int m, size_t i)
+{
+    uint32_t v = (uint32_t)h_gen(&p->c, 0, (size_t)m * p->K + i);
+    for (int k = 0; k < stage; k++) v = v * 3u + (uint32_t)(k + 1);
+    return v;
+}
+
+static uint32_t bwd_input(const pipe_t *p, int stage, int m, size_t i)
+{
+    uint32_t v = fwd_input(p, H.size, m, i) ^ 0x5bd1e995u;
+    for (int k = H.size - 1; k > stage; k--) v = v * 5u + (uint32_t)(k + 1);
+    return v;
+}
+
+static void pipe_check(pipe_t *p, const uint32_t *got, int backward, int m)
+{
+    for (size_t i = 0; i < p->K; i++) {
+        uint32_t want = backward ? bwd_input(p, H.rank, m, i)
+                                 : fwd_input(p, H.rank, m, i);
+        if (got[i] != want) {
+            char what[96];
+            snprintf(what, sizeof what, "1f1b stage %d %s of micro-batch %d "
+                     "element %zu", H.rank,
+                     backward ? "gradient" : "activation", m, i);
+            H_EQ_U64(what, got[i], want);
+            return;
+        }
+    }
+}
+
+static void pipe_recv(pipe_t *p, uint32_t *buf, int backward, int m)
+{
+    int peer = backward ? H.rank + 1 : H.rank - 1;
+    H_CHECK(H.comm, xc_recv(buf, p->K, XC_UINT32, peer, 2 * m + backward,
+                            H.comm));
+    count_p2p(0, 1);
+    pipe_check(p, buf, backward, m);
+}
+
+static void pipe_send(pipe_t *p, const uint32_t *buf, int backward, int m)
+{
+    int peer = backward ? H.rank - 1 : H.rank + 1;
+    H_CHECK(H.comm, xc_send(buf, p->K, XC_UINT32, peer, 2 * m + backward,
+                            H.comm));
+    count_p2p(1, 0);
+}
+
+static void forward(pipe_t *p, int m)
+{
+    int s = H.rank;
+    if (s == 0)
+        for (size_t i = 0; i < p->K; i++) p->x[i] = fwd_input(p, 0, m, i);
+    for (size_t i = 0; i < p->K; i++) p->y[i] = p->x[i] * 3u + (uint32_t)(s + 1);
+    if (s == H.size - 1) /* loss gradient */
+        for (size_t i = 0; i < p->K; i++) p->g[i] = p->y[i] ^ 0x5bd1e995u;
+}
+
+static void backward(pipe_t *p)
+{
+    for (size_t i = 0; i < p->K; i++)
+        p->dx[i] = p->g[i] * 5u + (uint32_t)(H.rank + 1);
+}
+
+static void pipeline_1f1b(size_t K, int M)
+{
+    pipe_t p = {h_case("p2p 1f1b", XC_UINT32, H_COPY, K, -1, -1), K, M,
+                NULL, NULL, NULL, NULL};
+    p.x = h_alloc(K * 4), p.y = h_alloc(K * 4), p.g = h_alloc(K * 4);
+    p.dx = h_alloc(K * 4);
+    int s = H.rank, first = s == 0, last = s == H.size - 1;
+    int warmup = H.size - s - 1 < M ? H.size - s - 1 : M;
+    int remaining = M - warmup, fm = 0, bm = 0; /* next fwd / bwd batch */
+
+    for (int i = 0; i < warmup; i++, fm++) {
+        if (!first) pipe_recv(&p, p.x, 0, fm);
+        forward(&p, fm);
+        if (!last) pipe_send(&p, p.y, 0, fm);
+    }
+    if (remaining > 0 && !first) pipe_recv(&p, p.x, 0, fm);
+    for (int i = 0; i < remaining; i++, fm++, bm++) {
+        forward(&p, fm);
+        if (!last) { /* send forward, receive backward, as one group */
+            H_CHECK(H.comm, xc_group_start());
+            pipe_send(&p, p.y, 0, fm);
+            H_CHECK(H.comm, xc_recv(p.g, K, XC_UINT32, s + 1, 2 * bm + 1, H.comm));
+            H_CHECK(H.comm, xc_group_end());
+            count_p2p(0, 1);
+            pipe_check(&p, p.g, 1, bm);
+        }
+        backward(&p);
+        if (first) continue; /* no one to send to; next input is local */
+        if (i == remaining - 1) {
+            pipe_send(&p, p.dx, 1, bm);
+        } else { /* send backward, receive the next forward, as one group */
+            H_CHECK(H.comm, xc_group_start());
+            pipe_send(&p, p.dx, 1, bm);
+            H_CHECK(H.comm, xc_recv(p.x, K, XC_UINT32, s - 1, 2 * (fm + 1),
+                                    H.comm));
+            H_CHECK(H.comm, xc_group_end());
+            count_p2p(0, 1);
+            pipe_check(&p, p.x, 0, fm + 1);
+        }
+    }
+    for (int i = 0; i < warmup; i++, bm++) {
+        pipe_recv(&p, p.g, 1, bm);
+        backward(&p);
+        if (!first) pipe_send(&p, p.dx, 1, bm);
+    }
+    H_EQ_INT("1f1b forward micro-batches", fm, M);
+    H_EQ_INT("1f1b backward micro-batches", bm, M);
+    h_free(p.x), h_free(p.y), h_free(p.g), h_free(p.dx);
+}
+
+static void run_rejects(void)
+{
+    int32_t a[4] = {0};
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_send(a, 4, XC_INT32, H.size, 0, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_send(a, 4, XC_INT32, -1, 0, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_recv(a, 4, XC_INT32, 0, -1, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_send(a, 4, XC_DTYPE_COUNT, 0, 0, H.comm));
+    H_CHECK(H.comm, xc_group_start()); /* an empty group is fine */
+    H_CHECK(H.comm, xc_group_end());
+    H_EQ_INT("xc_comm_status after rejected calls", xc_comm_status(H.comm),
+             XC_OK);
+}
+
+int main(int argc, char **argv)
+{
+    h_init(argc, argv);
+    run_rejects();
+    const size_t *counts;
+    size_t ncounts = h_counts(&counts);
+    for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
+        for (size_t k = 0; k < ncounts; k++)
+            if (h_in_matrix((xc_dtype_t)dt, H_COPY, counts[k]))
+                ring_case((xc_dtype_t)dt, counts[k]);
+    tags_case();
+    self_case();
+    early_late_case();
+    many_case(H.full ? 2000 : 300);
+    pairs_case((size_t)64 << 20);
+    pipeline_1f1b(H.full ? ((size_t)1 << 18) + 3 : 4099, 2 * H.size + 1);
+    h_check_stats(H.comm, H.base_ops, H.issued, "world");
+    return h_finish();
+}

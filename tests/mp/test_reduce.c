@@ -1,0 +1,89 @@
+/*
+ * test_reduce.c -- the specification of xc_reduce, for every root.
+ *
+ * The root's recvbuf receives the reduction over all ranks of sendbuf; in
+ * place on the root is sendbuf == recvbuf.  recvbuf "is used on root only":
+ * the other ranks pass NULL (in the in-place variant) or a poisoned buffer
+ * (out of place) that must come back untouched.  Every rank's sendbuf is
+ * unchanged except the root's in place.  --full runs every root for every
+ * dtype x op x count (roots 0 and size-1 only at the big count); --quick
+ * rotates the root from case to case so every root is exercised with a
+ * spread of dtypes and ops.
+ */
+#include "harness.h"
+
+static void run_case(xc_dtype_t dt, xc_op_t op, size_t count, int inplace,
+                     int root)
+{
+    h_case_t c = h_case("reduce", dt, op, count, inplace, root);
+    h_announce(&c);
+    size_t bytes = count * xc_dtype_size(dt);
+    int is_root = H.rank == root;
+    char *send = h_alloc(bytes);
+    char *recv = NULL;
+    if (is_root) recv = inplace ? send : h_alloc(bytes);
+    else if (!inplace) recv = h_alloc(bytes);
+    h_fill(&c, send, count, H.rank, 0);
+
+    H_CHECK(H.comm, xc_reduce(send, recv, count, dt, op, root, H.comm));
+    H.issued[XC_COLL_REDUCE]++;
+
+    if (is_root) {
+        h_check_reduced(&c, recv, count, 0, "root recvbuf");
+        h_check_guard(&c, recv, bytes, "root recvbuf");
+    } else if (recv) {
+        h_check_untouched(&c, recv, bytes + H_GUARD,
+                          "non-root recvbuf (root only)");
+    }
+    if (!(is_root && inplace)) {
+        h_check_copy(&c, send, count, H.rank, 0, "sendbuf (must not change)");
+        h_check_guard(&c, send, bytes, "sendbuf");
+    }
+    if (recv != send) h_free(recv);
+    h_free(send);
+}
+
+static void run_rejects(void)
+{
+    float a[8] = {0}, b[8] = {0};
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_reduce(a, b, 4, XC_FLOAT32, XC_SUM, H.size, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_reduce(a, b, 4, XC_FLOAT32, XC_SUM, -1, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_reduce(a, b, 4, XC_FLOAT16, XC_BAND, 0, H.comm));
+    H_EQ_INT("xc_comm_status after rejected calls", xc_comm_status(H.comm),
+             XC_OK);
+}
+
+int main(int argc, char **argv)
+{
+    h_init(argc, argv);
+    run_rejects();
+    const size_t *counts;
+    size_t ncounts = h_counts(&counts);
+    int rotating_root = 0;
+    for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
+        for (int op = 0; op < XC_OP_COUNT; op++)
+            for (size_t k = 0; k < ncounts; k++) {
+                if (!h_in_matrix((xc_dtype_t)dt, (xc_op_t)op, counts[k]))
+                    continue;
+                for (int inplace = 0; inplace <= 1; inplace++) {
+                    if (H.full) {
+                        /* Every root; at the big count (which exercises
+                         * chunking, not root logic) the first and last. */
+                        for (int root = 0; root < H.size; root++)
+                            if (counts[k] < H_BIG_COUNT || root == 0 ||
+                                root == H.size - 1)
+                                run_case((xc_dtype_t)dt, (xc_op_t)op,
+                                         counts[k], inplace, root);
+                    } else {
+                        run_case((xc_dtype_t)dt, (xc_op_t)op, counts[k],
+                                 inplace, rotating_root);
+                        rotating_root = (rotating_root + 1) % H.size;
+                    }
+                }
+            }
+    h_check_stats(H.comm, H.base_ops, H.issued, "world");
+    return h_finish();
+}
