@@ -25,10 +25,16 @@ void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf, size_t cap)
     if (d->coll == XC_COLL_SEND || d->coll == XC_COLL_RECV)
         snprintf(buf, cap, "%s (%s, %" PRIu64 " elements)", xc_coll_name(d->coll),
                  xc_dtype_name(d->dtype), d->count);
-    else
-        snprintf(buf, cap, "%s #%" PRIu64 " (%s %s, %" PRIu64 " elements, root %d, %s)",
-                 xc_coll_name(d->coll), seq, xc_dtype_name(d->dtype),
-                 xc_op_name(d->op), d->count, (int)d->root, algo ? algo : "?");
+    else {
+        int reduces = d->coll == XC_COLL_ALLREDUCE || d->coll == XC_COLL_REDUCE_SCATTER ||
+                      d->coll == XC_COLL_REDUCE;
+        int rooted = d->coll == XC_COLL_REDUCE || d->coll == XC_COLL_BCAST;
+        char root[24] = "";
+        if (rooted) snprintf(root, sizeof root, ", root %d", (int)d->root);
+        snprintf(buf, cap, "%s #%" PRIu64 " (%s%s%s, %" PRIu64 " elements%s, %s)",
+                 xc_coll_name(d->coll), seq, xc_dtype_name(d->dtype), reduces ? " " : "",
+                 reduces ? xc_op_name(d->op) : "", d->count, root, algo ? algo : "?");
+    }
 }
 
 static void hdr_desc(const xc__hdr_t *h, xc__desc_t *d)
