@@ -55,6 +55,10 @@ typedef struct xc__algo {
     int needs_shm;         /* runs only on a communicator with shared memory */
 } xc__algo_t;
 
+/* Parse XCOLL_ALGO into comm->forced_algo (XC_ERR_INVALID names an
+ * unknown algorithm).  Called once at creation. */
+XC__HIDDEN xc_result_t xc__algo_parse_env(xc_comm_t *comm);
+
 /* The algorithm to run for this call (honours XCOLL_ALGO). */
 XC__HIDDEN xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a,
                                        const xc__algo_t **out);

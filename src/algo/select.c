@@ -52,25 +52,21 @@ static const xc__algo_t *by_id(int id)
     return NULL;
 }
 
-/* Forced algorithm for `coll` from XCOLL_ALGO ("a.b,c.d"), or NULL. */
-static xc_result_t forced(xc_coll_t coll, const xc__algo_t **out)
+xc_result_t xc__algo_parse_env(xc_comm_t *comm)
 {
-    *out = NULL;
+    memset(comm->forced_algo, 0, sizeof comm->forced_algo);
     const char *env = getenv("XCOLL_ALGO");
     if (!env || !*env) return XC_OK;
     const char *p = env;
     while (*p) {
         size_t n = strcspn(p, ",");
-        int known = 0;
-        for (size_t i = 0; i < NALGOS; i++) {
-            if (strlen(g_algos[i].name) == n && !strncmp(g_algos[i].name, p, n)) {
-                known = 1;
-                if (g_algos[i].coll == coll) *out = &g_algos[i];
-            }
-        }
-        if (!known)
+        size_t i;
+        for (i = 0; i < NALGOS; i++)
+            if (strlen(g_algos[i].name) == n && !strncmp(g_algos[i].name, p, n)) break;
+        if (i == NALGOS)
             return xc__err(XC_ERR_INVALID, "XCOLL_ALGO=\"%s\": unknown algorithm \"%.*s\"", env,
                            (int)n, p);
+        comm->forced_algo[g_algos[i].coll] = g_algos[i].id;
         p += n;
         if (*p == ',') p++;
     }
@@ -79,7 +75,7 @@ static xc_result_t forced(xc_coll_t coll, const xc__algo_t **out)
 
 xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a, const xc__algo_t **out)
 {
-    XC_CHECK(forced(a->coll, out));
+    *out = comm->forced_algo[a->coll] ? by_id(comm->forced_algo[a->coll]) : NULL;
     if (*out) {
         if ((*out)->needs_shm && !comm->shm)
             return xc__err(XC_ERR_INVALID,

@@ -61,6 +61,7 @@ struct xc_comm {
     struct sockaddr_storage my_addr;  /* advertised address (port 0) */
     xc__store_server_t *store_srv;    /* rank 0 hosting the store */
     int efd;                 /* eventfd: wakes the progress thread/waiters */
+    int forced_algo[XC_COLL_COUNT]; /* XCOLL_ALGO, parsed once (0 = choose) */
     struct xc__shm *shm;     /* node-local segment (all ranks on one node) */
 
     pthread_mutex_t mu;

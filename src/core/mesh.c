@@ -190,6 +190,7 @@ out:
 
 xc_result_t xc__comm_start(xc_comm_t *comm)
 {
+    XC_CHECK(xc__algo_parse_env(comm));
     if (comm->cfg.progress_thread) {
         if (pthread_create(&comm->thread, NULL, xc__progress_main, comm) != 0)
             return xc__err(XC_ERR_SYSTEM, "cannot start the progress thread");

@@ -37,8 +37,8 @@
  *  - fp16 widen/narrow use vcvtph2ps/vcvtps2ph with round-to-nearest-even
  *    from the instruction (not MXCSR); they match half.c for every input,
  *    NaNs included (quiet bit set, top payload bits kept), and do not flush
- *    subnormals.  bf16 widens by unpacking words into the top halves of
- *    dwords (lane order, undone when packing back) and narrows with the
+ *    subnormals.  bf16 widens by shifting words into the top halves of
+ *    dwords (even and odd elements in two registers) and narrows with the
  *    same integer nearest-even rounding as half.c;
  *  - native fp16 with k = 2: one fp16 +, * of two fp16 values is correctly
  *    rounded, and so is the scalar path (fp32 result rounded again to fp16:
@@ -46,7 +46,9 @@
  *    exact in fp32), so both give the same bits; min/max are exact either
  *    way; NaNs are made canonical in fp16.  With k > 2 the scalar path
  *    rounds once at the end, so those calls widen to fp32 as the base
- *    table does.  AVX512-FP16 arithmetic does not flush fp16 subnormals.
+ *    table does.  AVX512-FP16 arithmetic ignores MXCSR.FTZ/DAZ, and so,
+ *    in effect, does the fp32 path for values that come from fp16 (fp16
+ *    subnormals are fp32 normals), so the two agree in any MXCSR mode.
  */
 #include "kernels.h"
 
@@ -128,23 +130,23 @@ XC__INL void stm_f16(uint16_t *p, __mmask16 m, __m512 v)
 }
 
 /*
- * bf16: 32 elements in two registers of fp32.  Unpacking words with zeros
- * puts element e of each 128-bit lane's low (high) four words into the top
- * half of a dword of `lo` (`hi`): lo holds elements 0-3, 8-11, 16-19, 24-27,
- * hi the others, and vpackusdw of the narrowed lo and hi restores the
- * order.  Widening without the quiet-bit fix of half.c is fine inside a
- * reduction (a NaN input gives a NaN result, which becomes the canonical
- * one); the block converter below does fix.
+ * bf16: 32 elements in two registers of fp32, split by parity: each dword
+ * of the loaded register holds elements 2i (low word) and 2i+1 (high
+ * word), so `ev` = dword << 16 is element 2i as fp32 and `od` = dword with
+ * the low word cleared is element 2i+1 -- two ALU operations, no shuffles.
+ * Narrowing puts the rounded words back in the same places.  Widening
+ * without the quiet-bit fix of half.c is fine inside a reduction (a NaN
+ * input gives a NaN result, which becomes the canonical one); the block
+ * converter below does fix.
  */
 typedef struct v2ps {
-    __m512 lo, hi;
+    __m512 ev, od;
 } v2ps_t;
 
 XC__INL v2ps_t widen2_bf16(__m512i h)
 {
-    const __m512i z = _mm512_setzero_si512();
-    v2ps_t v = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(z, h)),
-                _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, h))};
+    v2ps_t v = {_mm512_castsi512_ps(_mm512_slli_epi32(h, 16)),
+                _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32((int)0xffff0000u)))};
     return v;
 }
 XC__INL v2ps_t ld_bf16(const uint16_t *p) { return widen2_bf16(_mm512_loadu_si512(p)); }
@@ -152,20 +154,21 @@ XC__INL v2ps_t ldm_bf16(const uint16_t *p, __mmask32 m)
 {
     return widen2_bf16(_mm512_maskz_loadu_epi16(m, p));
 }
-/* Round the fp32 bits u to bf16, nearest even, as bf16_narrow in half.c
- * (NaN lanes are not handled here); the result is in the low 16 bits. */
-XC__INL __m512i round_bf16(__m512i u)
+/* u + the nearest-even rounding bias of bf16_narrow in half.c: the bf16
+ * result is the top 16 bits (NaN lanes are not handled here). */
+XC__INL __m512i bias_bf16(__m512i u)
 {
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff));
-    return _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    return _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
 }
-/* The canonical NaN 0x7fc00000 rounds to 0x7fc0 without a carry. */
+XC__INL __m512i round_bf16(__m512i u) { return _mm512_srli_epi32(bias_bf16(u), 16); }
+/* The canonical NaN 0x7fc00000 rounds to 0x7fc0 without a carry.
+ * vpternlogd 0xd8 = C ? B : A per bit: top words from od, low from ev. */
 XC__INL __m512i narrow2_bf16(v2ps_t v)
 {
-    __m512i lo = round_bf16(_mm512_castps_si512(canon_ps(v.lo)));
-    __m512i hi = round_bf16(_mm512_castps_si512(canon_ps(v.hi)));
-    return _mm512_packus_epi32(lo, hi);
+    __m512i ev = round_bf16(_mm512_castps_si512(canon_ps(v.ev)));
+    __m512i od = bias_bf16(_mm512_castps_si512(canon_ps(v.od)));
+    return _mm512_ternarylogic_epi32(ev, od, _mm512_set1_epi32((int)0xffff0000u), 0xd8);
 }
 XC__INL void st_bf16(uint16_t *p, v2ps_t v) { _mm512_storeu_si512(p, narrow2_bf16(v)); }
 XC__INL void stm_bf16(uint16_t *p, __mmask32 m, v2ps_t v)
@@ -177,7 +180,7 @@ XC__INL void stm_bf16(uint16_t *p, __mmask32 m, v2ps_t v)
 #define XC__LIFT2(name, OP)                                                    \
     XC__INL v2ps_t name(v2ps_t a, v2ps_t b)                                    \
     {                                                                          \
-        v2ps_t r = {OP(a.lo, b.lo), OP(a.hi, b.hi)};                           \
+        v2ps_t r = {OP(a.ev, b.ev), OP(a.od, b.od)};                           \
         return r;                                                              \
     }
 
@@ -303,8 +306,8 @@ XC__K(prod_u32, u32, uint32_t, __m512i, __mmask16, 16, _mm512_mullo_epi32)
 XC__K(prod_u64, u64, uint64_t, __m512i, __mmask8, 8, _mm512_mullo_epi64)
 
 #define XC__FLOAT_KERNELS(sfx, T, V, M, E, PS)                                 \
-    XC__K(sum_##sfx, sfx, T, V, M, E, add_##PS)                         \
-    XC__K(prod_##sfx, sfx, T, V, M, E, mul_##PS)                        \
+    XC__K(sum_##sfx, sfx, T, V, M, E, add_##PS)                                \
+    XC__K(prod_##sfx, sfx, T, V, M, E, mul_##PS)                               \
     XC__K(min_##sfx, sfx, T, V, M, E, min_##PS)                                \
     XC__K(max_##sfx, sfx, T, V, M, E, max_##PS)
 
@@ -430,16 +433,20 @@ XC__F16X(min)
 XC__F16X(max)
 
 /* bf16 narrowed by vcvtne2ps2bf16 (nearest even; words 0-15 from its
- * second operand, 16-31 from its first), then qwords put back into element
- * order (see widen2_bf16), unless a lane is a NaN or an fp32 subnormal:
- * then the exact integer path. */
+ * second operand, 16-31 from its first, so even elements then odd ones),
+ * then words put back into element order, unless a lane is a NaN or an
+ * fp32 subnormal: then the exact integer path. */
 XC__INL16 __m512i narrow2_bf16x(v2ps_t v)
 {
     const int odd = 0x01 | 0x20 | 0x80; /* vfpclassps: QNaN, subnormal, SNaN */
-    __mmask16 special = _mm512_fpclass_ps_mask(v.lo, odd) | _mm512_fpclass_ps_mask(v.hi, odd);
+    __mmask16 special = _mm512_fpclass_ps_mask(v.ev, odd) | _mm512_fpclass_ps_mask(v.od, odd);
     if (XC__UNLIKELY(special != 0)) return narrow2_bf16(v);
-    __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v.hi, v.lo);
-    return _mm512_permutexvar_epi64(_mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0), r);
+    __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v.od, v.ev);
+    /* element w comes from word w / 2 (even w) or 16 + w / 2 (odd w) */
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10,
+                                         25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                                         18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, r);
 }
 XC__INL16 v2ps_t ld_bf16x(const uint16_t *p) { return ld_bf16(p); }
 XC__INL16 v2ps_t ldm_bf16x(const uint16_t *p, __mmask32 m) { return ldm_bf16(p, m); }
