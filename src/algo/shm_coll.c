@@ -83,7 +83,7 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
 
 static int shm_advance(xc_comm_t *comm, xc__op_t *op)
 {
-    xc__shm_op_t *o = op->priv;
+    xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
     xc__shm_t *s = o->shm;
     xc__shm_ctl_t *me = &s->ctl[o->me];
     if (o->phase < 0) { /* first call: the operation starts now */
@@ -171,7 +171,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
 
 static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)
 {
-    const xc__shm_op_t *o = op->priv;
+    const xc__shm_op_t *o = (const xc__shm_op_t *)op->privbuf;
     if (o->phase < 0) {
         snprintf(buf, cap, "not started");
         return;
@@ -195,8 +195,9 @@ static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)
 xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
                             const xc__shm_coll_t *vt, size_t ce, int tiny)
 {
-    xc__shm_op_t *o = calloc(1, sizeof *o);
-    if (!o) return xc__err(XC_ERR_NOMEM, "out of memory");
+    _Static_assert(sizeof(xc__shm_op_t) <= XC__OP_PRIVBUF, "shm op state must fit the op");
+    xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
+    memset(o, 0, sizeof *o);
     o->vt = vt;
     o->shm = comm->shm;
     o->L = comm->size;
@@ -207,7 +208,6 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     o->tiny = tiny;
     o->phase = -1;
     o->nk = vt->nchunks(o);
-    op->priv = o;
     op->advance = shm_advance;
     op->waiting = shm_waiting;
     return XC_OK;

@@ -45,13 +45,10 @@ static xc_result_t check_root(const xc_comm_t *comm, int root, const char *fn)
     return XC_OK;
 }
 
-/* Build and submit; *req receives the request. */
-static xc_result_t issue(xc_comm_t *comm, const xc__args_t *a, xc_request_t **req, int will_wait)
+/* Build `op` for `a` and submit it. */
+static xc_result_t build_submit(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
+                                xc__op_t *op, int will_wait)
 {
-    const xc__algo_t *algo;
-    XC_CHECK(xc__algo_select(comm, a, &algo));
-    xc__op_t *op;
-    XC_CHECK(xc__op_new(comm, a->coll, &op, req));
     op->desc.dtype = (uint8_t)a->dtype;
     op->desc.op = (uint8_t)a->op;
     op->desc.count = a->coll == XC_COLL_ALLTOALLV ? 0 : a->count;
@@ -60,24 +57,30 @@ static xc_result_t issue(xc_comm_t *comm, const xc__args_t *a, xc_request_t **re
     xc_result_t rc = algo->build(comm, op, a);
     if (rc != XC_OK) {
         xc__op_discard(op);
-        *req = NULL;
         return rc;
     }
-    rc = xc__op_submit(comm, op, will_wait);
-    if (rc != XC_OK) *req = NULL;
-    return rc;
+    return xc__op_submit(comm, op, will_wait); /* discards op on failure */
 }
 
-/* Blocking (req == NULL) or non-blocking entry. */
+/* Blocking (req == NULL: the operation lives in this frame, nothing is
+ * allocated) or non-blocking entry. */
 static xc_result_t run(xc_comm_t *comm, const xc__args_t *a, xc_request_t **req)
 {
+    const xc__algo_t *algo;
+    xc_result_t rc = xc__algo_select(comm, a, &algo);
+    if (rc != XC_OK) return xc__comm_fail(comm, rc);
     if (req) {
-        xc_result_t rc = issue(comm, a, req, 0);
+        xc__op_t *op;
+        rc = xc__op_new(comm, a->coll, &op, req);
+        if (rc == XC_OK) rc = build_submit(comm, algo, a, op, 0);
+        if (rc != XC_OK) *req = NULL;
         return xc__comm_fail(comm, rc);
     }
-    xc_request_t *r;
-    xc_result_t rc = issue(comm, a, &r, 1);
-    if (rc == XC_OK) rc = xc__request_wait_free(r);
+    xc__op_t op;
+    xc_request_t r;
+    xc__op_init_stack(comm, a->coll, &op, &r);
+    rc = build_submit(comm, algo, a, &op, 1);
+    if (rc == XC_OK) rc = xc__request_wait_stack(&r);
     return xc__comm_fail(comm, rc);
 }
 

@@ -21,6 +21,8 @@
 
 #include <pthread.h>
 
+#define XC__OP_PRIVBUF 256
+
 typedef struct xc__op {
     struct xc__op *next;     /* collective queue or p2p list */
     struct xc__op *prev;     /* p2p list only */
@@ -38,7 +40,10 @@ typedef struct xc__op {
      * advance returns 1 when complete; priv is freed with the op. */
     int (*advance)(xc_comm_t *comm, struct xc__op *op);
     void (*waiting)(const struct xc__op *op, char *buf, size_t cap);
-    void *priv;
+    void *priv;              /* heap state, freed with the op (or NULL)   */
+    uint8_t on_stack;        /* a blocking caller's frame owns it         */
+    /* Inline state of non-schedule operations (no allocation per call). */
+    _Alignas(16) unsigned char privbuf[XC__OP_PRIVBUF];
 } xc__op_t;
 
 struct xc_request {
@@ -48,6 +53,7 @@ struct xc_request {
     int refs;                /* atomic: caller + engine */
     int coll;                /* xc_coll_t, for messages */
     char *msg;               /* cause of a failure (owned), or NULL */
+    uint8_t on_stack;        /* a blocking caller's frame owns it: no refs */
 };
 
 struct xc_comm {
@@ -144,6 +150,10 @@ XC__HIDDEN void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf,
 /* Allocate an operation and its request (refs = 2). */
 XC__HIDDEN xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll,
                                   xc__op_t **op, xc_request_t **req);
+/* The same in a blocking caller's frame (no allocation): `op` and `req`
+ * stay valid until xc__request_wait_stack returns. */
+XC__HIDDEN void xc__op_init_stack(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op,
+                                  xc_request_t *req);
 /* Drop an operation that was never enqueued (and its request). */
 XC__HIDDEN void xc__op_discard(xc__op_t *op);
 /* Enqueue and start an operation.  `will_wait`: the caller is about to wait
@@ -161,8 +171,9 @@ XC__HIDDEN void xc__comm_advance(xc_comm_t *comm);
 XC__HIDDEN void xc__comm_kick(xc_comm_t *comm);
 /* The progress thread's body. */
 XC__HIDDEN void *xc__progress_main(void *arg);
-/* Issue-then-wait helper for blocking entry points. */
+/* Issue-then-wait helpers for blocking entry points. */
 XC__HIDDEN xc_result_t xc__request_wait_free(xc_request_t *req);
+XC__HIDDEN xc_result_t xc__request_wait_stack(xc_request_t *req);
 
 static inline xc_result_t xc__comm_status(const xc_comm_t *c)
 {

@@ -55,16 +55,11 @@ static void request_release(xc_request_t *req)
     }
 }
 
-xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll, xc__op_t **opp,
-                       xc_request_t **reqp)
+static void op_setup(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t *req)
 {
-    xc__op_t *op = calloc(1, sizeof *op);
-    xc_request_t *req = calloc(1, sizeof *req);
-    if (!op || !req) {
-        free(op);
-        free(req);
-        return xc__err(XC_ERR_NOMEM, "out of memory allocating an operation");
-    }
+    /* Everything but the inline state buffer, which its user initialises. */
+    memset(op, 0, offsetof(xc__op_t, privbuf));
+    memset(req, 0, sizeof *req);
     req->comm = comm;
     req->refs = 2;
     req->coll = coll;
@@ -73,9 +68,29 @@ xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll, xc__op_t **opp,
     op->desc.coll = (uint8_t)coll;
     op->is_p2p = coll == XC_COLL_SEND || coll == XC_COLL_RECV;
     xc__sched_init(&op->sched);
+}
+
+xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll, xc__op_t **opp,
+                       xc_request_t **reqp)
+{
+    xc__op_t *op = malloc(sizeof *op);
+    xc_request_t *req = malloc(sizeof *req);
+    if (!op || !req) {
+        free(op);
+        free(req);
+        return xc__err(XC_ERR_NOMEM, "out of memory allocating an operation");
+    }
+    op_setup(comm, coll, op, req);
     *opp = op;
     *reqp = req;
     return XC_OK;
+}
+
+void xc__op_init_stack(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t *req)
+{
+    op_setup(comm, coll, op, req);
+    op->on_stack = 1;
+    req->on_stack = 1;
 }
 
 void xc__op_discard(xc__op_t *op)
@@ -83,6 +98,7 @@ void xc__op_discard(xc__op_t *op)
     if (!op) return;
     xc__sched_free(&op->sched);
     free(op->priv);
+    if (op->on_stack) return;
     free(op->req);
     free(op);
 }
@@ -169,11 +185,16 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
     xc_request_t *req = op->req;
     req->rc = rc;
     if (rc != XC_OK) req->msg = strdup(comm->errmsg[0] ? comm->errmsg : xc_strerror(rc));
-    __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
     xc__sched_free(&op->sched);
     free(op->priv);
-    free(op);
+    if (!op->on_stack) free(op);
     if (comm->waiters > (tls_waiting == comm ? 1 : 0)) xc__comm_kick(comm);
+    if (req->on_stack) {
+        /* The last touch: the blocking caller may return at once. */
+        __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
     request_release(req);
 }
 
@@ -534,6 +555,13 @@ xc_result_t xc_request_waitall(xc_request_t **reqs, size_t n)
         if (rc != XC_OK && first == XC_OK) first = rc;
     }
     return first;
+}
+
+xc_result_t xc__request_wait_stack(xc_request_t *req)
+{
+    xc_result_t rc = xc_request_wait(req);
+    free(req->msg);
+    return rc;
 }
 
 xc_result_t xc__request_wait_free(xc_request_t *req)

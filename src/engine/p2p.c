@@ -31,13 +31,18 @@ static xc_result_t p2p_check(const void *buf, size_t count, xc_dtype_t dtype, in
     return XC_OK;
 }
 
+/* Issue a send or receive: in `sop`/`sreq` (a blocking caller's frame)
+ * if given, else allocated, the request returned in *req. */
 static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
-                             int tag, xc_comm_t *comm, xc_request_t **req, int will_wait)
+                             int tag, xc_comm_t *comm, xc_request_t **req, xc__op_t *sop,
+                             xc_request_t *sreq)
 {
     const char *fn = is_send ? "xc_send" : "xc_recv";
     XC_CHECK(p2p_check(buf, count, dtype, peer, tag, comm, fn));
-    xc__op_t *op;
-    XC_CHECK(xc__op_new(comm, is_send ? XC_COLL_SEND : XC_COLL_RECV, &op, req));
+    xc__op_t *op = sop;
+    xc_coll_t coll = is_send ? XC_COLL_SEND : XC_COLL_RECV;
+    if (sop) xc__op_init_stack(comm, coll, sop, sreq);
+    else XC_CHECK(xc__op_new(comm, coll, &op, req));
     op->desc.dtype = (uint8_t)dtype;
     op->desc.count = count;
     op->desc.algo = XC__ALGO_P2P;
@@ -53,7 +58,7 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
         op->prx.len = len;
         op->prx.tag = tag;
     }
-    return xc__op_submit(comm, op, will_wait);
+    return xc__op_submit(comm, op, sop != NULL);
 }
 
 /* Blocking form: inside a group, post and remember; else issue and wait. */
@@ -69,7 +74,7 @@ static xc_result_t p2p_blocking(int is_send, void *buf, size_t count, xc_dtype_t
             tls_group_reqs = n;
             tls_group_cap = cap;
         }
-        xc_result_t rc = p2p_issue(is_send, buf, count, dtype, peer, tag, comm, &req, 0);
+        xc_result_t rc = p2p_issue(is_send, buf, count, dtype, peer, tag, comm, &req, NULL, NULL);
         if (rc != XC_OK) {
             if (tls_group_rc == XC_OK) tls_group_rc = rc;
             return xc__comm_fail(comm, rc);
@@ -77,8 +82,11 @@ static xc_result_t p2p_blocking(int is_send, void *buf, size_t count, xc_dtype_t
         tls_group_reqs[tls_group_n++] = req;
         return XC_OK;
     }
-    XC_CHECK(xc__comm_fail(comm, p2p_issue(is_send, buf, count, dtype, peer, tag, comm, &req, 1)));
-    return xc__comm_fail(comm, xc__request_wait_free(req));
+    xc__op_t op;
+    xc_request_t sreq;
+    XC_CHECK(xc__comm_fail(comm, p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL,
+                                           &op, &sreq)));
+    return xc__comm_fail(comm, xc__request_wait_stack(&sreq));
 }
 
 xc_result_t xc_send(const void *buf, size_t count, xc_dtype_t dtype, int peer, int tag,
@@ -98,7 +106,8 @@ xc_result_t xc_isend(const void *buf, size_t count, xc_dtype_t dtype, int peer, 
 {
     if (!req) return xc__comm_fail(comm, xc__err(XC_ERR_INVALID, "xc_isend: req is NULL"));
     *req = NULL;
-    return xc__comm_fail(comm, p2p_issue(1, (void *)buf, count, dtype, peer, tag, comm, req, 0));
+    return xc__comm_fail(comm, p2p_issue(1, (void *)buf, count, dtype, peer, tag, comm, req,
+                                         NULL, NULL));
 }
 
 xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int tag,
@@ -106,7 +115,8 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
 {
     if (!req) return xc__comm_fail(comm, xc__err(XC_ERR_INVALID, "xc_irecv: req is NULL"));
     *req = NULL;
-    return xc__comm_fail(comm, p2p_issue(0, buf, count, dtype, peer, tag, comm, req, 0));
+    return xc__comm_fail(comm, p2p_issue(0, buf, count, dtype, peer, tag, comm, req, NULL,
+                                         NULL));
 }
 
 xc_result_t xc_group_start(void)

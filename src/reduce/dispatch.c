@@ -4,10 +4,10 @@
  *
  * The default level is the best one the CPU supports (each level file
  * checks the CPU itself and returns NULL when it cannot run), lowered by
- * XCOLL_SIMD=scalar|avx2|avx512|avx512fp16 when that is set.  XCOLL_SIMD asking for a
- * level the CPU lacks is not an error: the best supported level below it is
- * used, so one job script runs everywhere, and tests/benchmarks can iterate
- * over levels without probing the CPU first.  An unknown value is ignored
+ * XCOLL_SIMD=scalar|avx2|avx512|avx512fp16 when that is set.  XCOLL_SIMD
+ * asking for a level the CPU lacks is not an error: the best supported
+ * level below it is used, so one job script runs everywhere, and
+ * tests/benchmarks can iterate over levels without probing the CPU first.  An unknown value is ignored
  * (logged at WARN when XCOLL_DEBUG asks for it; the library never prints).
  *
  * Invariant: g_impl is NULL or points at one of the constant level tables,

@@ -1,7 +1,8 @@
 /*
  * kernels.h -- the interface between the reduction dispatcher (dispatch.c)
  * and the per-instruction-set kernel files (reduce_scalar.c,
- * reduce_avx2.c, reduce_avx512.c).  Private to src/reduce.
+ * reduce_avx2.c, reduce_avx512.c with its two tables).  Private to
+ * src/reduce.
  *
  * A level is a table of k-input kernels per (dtype, op) plus the four block
  * converters.  Invariants every table keeps:

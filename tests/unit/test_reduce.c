@@ -1,10 +1,16 @@
 /*
  * test_reduce.c -- the reduction kernels (src/reduce) against simple
- * references: every dtype x op at odd counts, integer wrap-around, float
- * NaN/zero rules of min/max, exact aliasing, AVG finalisation, the
- * (dtype, op) check, and the fp16/bf16 conversions (every 16-bit pattern,
- * ties, subnormals, overflow).  Standalone: exit 0 on success, 1 on any
- * failure, each failure printed with both values.
+ * references: every dtype x op at odd counts, k-input reduce_n, integer
+ * wrap-around, float NaN/zero rules of min/max, canonical NaNs, exact
+ * aliasing, AVG finalisation, the (dtype, op) check, and the fp16/bf16
+ * conversions (every 16-bit pattern, ties, subnormals, overflow).  Every
+ * kernel check runs at every SIMD level the CPU has (scalar, AVX2,
+ * AVX-512, AVX-512 with FP16/BF16), and each SIMD level is compared with the scalar one bit for bit
+ * on random data (NaN payloads, infinities, subnormals, -0) at all counts
+ * 0..200 and some large odd ones, misaligned pointers, aliasing, and
+ * k = 1..16 inputs.  A level the CPU lacks is reported as skipped.
+ * Standalone: exit 0 on success, 1 on any failure, each failure printed
+ * with both values.
  */
 #include "reduce/reduce.h"
 
@@ -15,11 +21,13 @@
 #include <string.h>
 
 static int g_failures;
+/* The SIMD level the checks are running at (named in every failure). */
+static const char *g_level = "default";
 
 #define FAIL(...)                                                              \
     do {                                                                       \
         if (++g_failures <= 50) {                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
+            fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, g_level); \
             fprintf(stderr, __VA_ARGS__);                                      \
             fputc('\n', stderr);                                               \
         }                                                                      \
@@ -207,18 +215,34 @@ static double ref_minmax(xc_op_t op, double x, double y)
     return op == XC_MIN ? (x < y ? x : y) : (x > y ? x : y);
 }
 
-/* Expected bits; *nan set when the result must be a NaN (payload free). */
-static uint64_t ref_float(xc_dtype_t t, xc_op_t op, uint64_t xr, uint64_t yr,
-                          int *nan)
+/* The canonical quiet NaN every float reduction of k >= 2 inputs gives. */
+static uint64_t canonical_nan(xc_dtype_t t)
 {
-    *nan = 0;
+    switch (t) {
+    case XC_FLOAT16: return 0x7e00;
+    case XC_BFLOAT16: return 0x7fc0;
+    case XC_FLOAT32: return 0x7fc00000;
+    default: return 0x7ff8000000000000ull;
+    }
+}
+
+/* Expected bits of x[0] op x[1] op ... op x[k-1], folded left to right:
+ * integers wrap; floats in their compute precision (fp32 for fp16/bf16,
+ * rounded back once); any NaN result is the canonical one; k == 1 is a
+ * copy of the bits. */
+static uint64_t ref_fold(xc_dtype_t t, xc_op_t op, const uint64_t *x, int k)
+{
+    if (k == 1) return x[0];
+    if (!is_float_dtype(t)) {
+        uint64_t r = x[0];
+        for (int j = 1; j < k; j++) r = ref_int(t, op, r, x[j]);
+        return r;
+    }
     if (op == XC_MIN || op == XC_MAX) {
-        double x = load_float(t, xr), y = load_float(t, yr);
-        if (isnan(x) || isnan(y)) {
-            *nan = 1;
-            return 0;
-        }
-        double r = ref_minmax(op, x, y);
+        for (int j = 0; j < k; j++)
+            if (isnan(load_float(t, x[j]))) return canonical_nan(t);
+        double r = load_float(t, x[0]);
+        for (int j = 1; j < k; j++) r = ref_minmax(op, r, load_float(t, x[j]));
         switch (t) { /* r is one of the inputs: exact in t */
         case XC_FLOAT16: return xc__fp32_to_fp16((float)r);
         case XC_BFLOAT16: return xc__fp32_to_bf16((float)r);
@@ -228,15 +252,17 @@ static uint64_t ref_float(xc_dtype_t t, xc_op_t op, uint64_t xr, uint64_t yr,
     }
     int mul = op == XC_PROD;
     if (t == XC_FLOAT64) {
-        double x = bitsd(xr), y = bitsd(yr);
-        double r = mul ? x * y : x + y;
-        *nan = isnan(r);
-        return dbits(r);
+        double r = bitsd(x[0]);
+        for (int j = 1; j < k; j++) r = mul ? r * bitsd(x[j]) : r + bitsd(x[j]);
+        return isnan(r) ? canonical_nan(t) : dbits(r);
     }
-    /* fp32, and fp16/bf16 widened to fp32 and rounded once. */
-    float x = (float)load_float(t, xr), y = (float)load_float(t, yr);
-    float r = mul ? x * y : x + y;
-    *nan = isnan(r);
+    /* fp32, and fp16/bf16 widened to fp32 and rounded once at the end. */
+    float r = (float)load_float(t, x[0]);
+    for (int j = 1; j < k; j++) {
+        float y = (float)load_float(t, x[j]);
+        r = mul ? r * y : r + y;
+    }
+    if (isnan(r)) return canonical_nan(t);
     if (t == XC_FLOAT16) return xc__fp32_to_fp16(r);
     if (t == XC_BFLOAT16) return xc__fp32_to_bf16(r);
     return fbits(r);
@@ -298,7 +324,8 @@ static void check_elem(xc_dtype_t t, xc_op_t op, const void *got,
     uint64_t x = load_raw(t, a, i), y = load_raw(t, b, i);
     uint64_t g = load_raw(t, got, i);
     if (!is_float_dtype(t)) {
-        uint64_t e = ref_int(t, op, x, y);
+        uint64_t xy[2] = {x, y};
+        uint64_t e = ref_fold(t, op, xy, 2);
         if (g != e) {
             if (is_signed_int(t))
                 FAIL("%s %s n=%zu [%zu] (%s): %lld op %lld = %lld, expected "
@@ -315,16 +342,14 @@ static void check_elem(xc_dtype_t t, xc_op_t op, const void *got,
         }
         return;
     }
-    int nan;
-    uint64_t e = ref_float(t, op, x, y, &nan);
-    int ok = nan ? isnan(load_float(t, g)) : g == e;
-    if (!ok)
+    uint64_t xy[2] = {x, y};
+    uint64_t e = ref_fold(t, op, xy, 2);
+    if (g != e)
         FAIL("%s %s n=%zu [%zu] (%s): %a op %a = %a (0x%llx), expected %a "
-             "(0x%llx)%s",
+             "(0x%llx)",
              xc_dtype_name(t), xc_op_name(op), n, i, how, load_float(t, x),
              load_float(t, y), load_float(t, g), (unsigned long long)g,
-             nan ? NAN : load_float(t, e), (unsigned long long)e,
-             nan ? " (any NaN)" : "");
+             load_float(t, e), (unsigned long long)e);
 }
 
 /* ------------------------------------------------------------------ */
@@ -833,16 +858,412 @@ static void test_half_sums(void)
     CHECK_U64(d[1], 0x7f80, "bf16 max+max = inf");
 }
 
+/* ------------------------------------------------------------------ */
+/* SIMD levels, k-input reductions, block converters                   */
+/* ------------------------------------------------------------------ */
+
+/* Level selection: names, clamping to what the CPU has, XCOLL_SIMD. */
+static void test_level_api(void)
+{
+    CHECK_STR(xc__reduce_level_name(XC__SIMD_SCALAR), "scalar");
+    CHECK_STR(xc__reduce_level_name(XC__SIMD_AVX2), "avx2");
+    CHECK_STR(xc__reduce_level_name(XC__SIMD_AVX512), "avx512");
+    CHECK_STR(xc__reduce_level_name(XC__SIMD_AVX512FP16), "avx512fp16");
+    CHECK_STR(xc__reduce_level_name(XC__SIMD_COUNT), "invalid");
+    CHECK_STR(xc__reduce_level_name(-1), "invalid");
+
+    int best = xc__reduce_set_level(XC__SIMD_COUNT - 1);
+    CHECK_I64(xc__reduce_level(), best);
+#if defined(__x86_64__)
+    /* The dispatcher picks the best level this CPU runs. */
+    int want = XC__SIMD_SCALAR;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        want = XC__SIMD_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        want = XC__SIMD_AVX512;
+    if (want == XC__SIMD_AVX512 && __builtin_cpu_supports("avx512fp16") &&
+        __builtin_cpu_supports("avx512bf16"))
+        want = XC__SIMD_AVX512FP16;
+    CHECK_I64(best, want);
+#endif
+    CHECK_I64(xc__reduce_set_level(1000), best); /* above the top: the best */
+    CHECK_I64(xc__reduce_set_level(XC__SIMD_SCALAR), XC__SIMD_SCALAR);
+    CHECK_I64(xc__reduce_level(), XC__SIMD_SCALAR);
+    for (int l = 0; l < XC__SIMD_COUNT; l++) {
+        int got = xc__reduce_set_level(l);
+        CHECK_I64(got, l <= best ? l : best);
+        CHECK_I64(xc__reduce_level(), got);
+    }
+
+    /* XCOLL_SIMD, consulted when the default is (re)resolved. */
+    const char *saved = getenv("XCOLL_SIMD");
+    char *copy = saved ? strdup(saved) : NULL;
+    setenv("XCOLL_SIMD", "scalar", 1);
+    CHECK_I64(xc__reduce_set_level(XC__SIMD_DEFAULT), XC__SIMD_SCALAR);
+    setenv("XCOLL_SIMD", "avx2", 1);
+    CHECK_I64(xc__reduce_set_level(XC__SIMD_DEFAULT), XC__MIN(best, XC__SIMD_AVX2));
+    setenv("XCOLL_SIMD", "avx512", 1);
+    CHECK_I64(xc__reduce_set_level(XC__SIMD_DEFAULT), XC__MIN(best, XC__SIMD_AVX512));
+    setenv("XCOLL_SIMD", "avx512fp16", 1);
+    CHECK_I64(xc__reduce_set_level(XC__SIMD_DEFAULT), best);
+    setenv("XCOLL_SIMD", "sse9", 1); /* unknown: ignored */
+    CHECK_I64(xc__reduce_set_level(XC__SIMD_DEFAULT), best);
+    unsetenv("XCOLL_SIMD");
+    CHECK_I64(xc__reduce_set_level(XC__SIMD_DEFAULT), best);
+    if (copy) {
+        setenv("XCOLL_SIMD", copy, 1);
+        free(copy);
+    }
+}
+
+/* Float bit patterns that hit every special rule: +-0, +-inf, quiet and
+ * signalling NaNs of both signs with payloads, subnormals (smallest,
+ * largest), the smallest normal, the largest finite, +-1. */
+static uint64_t special_float_bits(xc_dtype_t t, unsigned k)
+{
+    static const uint16_t h[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe00,
+                                 0x7c01, 0xfd55, 0x7fff, 0x0001, 0x8001, 0x03ff,
+                                 0x0400, 0x7bff, 0xfbff, 0x3c00, 0xbc00, 0x3555};
+    static const uint16_t b[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc0,
+                                 0x7f81, 0xff81, 0x7fff, 0x0001, 0x8001, 0x007f,
+                                 0x0080, 0x7f7f, 0xff7f, 0x3f80, 0xbf80, 0x3eab};
+    static const uint32_t f[] = {
+        0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000,
+        0x7f800001, 0xff812345, 0x7fffffff, 0x00000001, 0x80000001, 0x007fffff,
+        0x00800000, 0x7f7fffff, 0xff7fffff, 0x3f800000, 0xbf800000, 0x3eaaaaab};
+    static const uint64_t d[] = {
+        0, 0x8000000000000000ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+        0x7ff8000000000000ull, 0xfff8000000000000ull, 0x7ff0000000000001ull,
+        0xfff0000012345678ull, 0x7fffffffffffffffull, 1, 0x8000000000000001ull,
+        0x000fffffffffffffull, 0x0010000000000000ull, 0x7fefffffffffffffull,
+        0xffefffffffffffffull, 0x3ff0000000000000ull, 0xbff0000000000000ull,
+        0x3fd5555555555555ull};
+    k %= sizeof h / sizeof h[0];
+    switch (t) {
+    case XC_FLOAT16: return h[k];
+    case XC_BFLOAT16: return b[k];
+    case XC_FLOAT32: return f[k];
+    default: return d[k];
+    }
+}
+
+/*
+ * A random element.  Floats: specials a quarter of the time, random bit
+ * patterns a quarter, and otherwise values of random sign whose exponents
+ * lie in a band of 16 binades (near the smallest normal, around 1, or near
+ * overflow), so sums cancel, tie, round, underflow and overflow often.
+ * `clean` leaves out NaNs and subnormals (but keeps +-0, +-inf and the
+ * extremes), so whole registers of ordinary data take the SIMD fast paths
+ * that only run when no lane is special.
+ */
+static uint64_t gen_any(xc_dtype_t t, int clean)
+{
+    static const unsigned ordinary[] = {0, 1, 2, 3, 12, 13, 14, 15, 16, 17};
+    uint64_t r = rnd();
+    unsigned pick = (unsigned)(r & 7);
+    if (!is_float_dtype(t))
+        return pick < 2 ? special_int(t, (unsigned)(r >> 8)) : rnd() & width_mask(t);
+    if (clean && pick == 0)
+        return special_float_bits(t, ordinary[(r >> 8) % 10]);
+    if (!clean && pick < 2) return special_float_bits(t, (unsigned)(r >> 8));
+    if (!clean && pick < 4) return rnd() & width_mask(t);
+    uint64_t m = rnd(), sign = (r >> 8) & 1, e = (r >> 16) % 16;
+    unsigned band = (unsigned)(r >> 24) % 8; /* 0: tiny, 1: huge, else ~1 */
+    switch (t) {
+    case XC_FLOAT16:
+        e += band == 0 ? 1 : band == 1 ? 15 : 8;
+        return sign << 15 | e << 10 | (m & 0x3ff);
+    case XC_BFLOAT16:
+        e += band == 0 ? 1 : band == 1 ? 239 : 120;
+        return sign << 15 | e << 7 | (m & 0x7f);
+    case XC_FLOAT32:
+        e += band == 0 ? 1 : band == 1 ? 239 : 120;
+        return sign << 31 | e << 23 | (m & 0x7fffff);
+    default:
+        e += band == 0 ? 1 : band == 1 ? 2031 : 1016;
+        return sign << 63 | e << 52 | (m & 0xfffffffffffffull);
+    }
+}
+
+/* Inputs alternate between stretches of any data and of clean data. */
+static int clean_at(size_t i) { return (i / 96) % 2 == 1; }
+
+enum { XK = 16 };   /* most inputs any test reduces */
+static const int g_ks[] = {1, 2, 3, 4, 7, 8, 16};
+
+/* reduce_n at the current level against ref_fold, element by element,
+ * plus the no-op cases. */
+static void test_reduce_n_ref(void)
+{
+    static const size_t counts[] = {0, 1, 5, 63, 64, 65, 130, 1000};
+    enum { MAXN = 1000, GUARD = 64 };
+    void *src[XK];
+    for (int j = 0; j < XK; j++) src[j] = xmalloc(MAXN * 8);
+    unsigned char *d = xmalloc(MAXN * 8 + GUARD);
+    for (int t = 0; t < XC_DTYPE_COUNT; t++) {
+        xc_dtype_t dt = (xc_dtype_t)t;
+        size_t es = xc_dtype_size(dt);
+        for (int j = 0; j < XK; j++)
+            for (size_t i = 0; i < MAXN; i++)
+                store_raw(dt, src[j], i, gen_any(dt, clean_at(i)));
+        for (int o = 0; o < XC_OP_COUNT; o++) {
+            xc_op_t op = (xc_op_t)o;
+            if (xc__reduce_check(dt, op) != XC_OK) continue;
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+                for (size_t q = 0; q < sizeof g_ks / sizeof g_ks[0]; q++) {
+                    size_t n = counts[c];
+                    int k = g_ks[q];
+                    memset(d, 0xa5, MAXN * 8 + GUARD);
+                    xc__reduce_n(d, (const void *const *)src, k, n, dt, op);
+                    int bad = 0;
+                    for (size_t i = 0; i < n && bad < 3; i++) {
+                        uint64_t x[XK];
+                        for (int j = 0; j < k; j++) x[j] = load_raw(dt, src[j], i);
+                        uint64_t e = ref_fold(dt, op, x, k), g = load_raw(dt, d, i);
+                        if (g != e) {
+                            bad++;
+                            FAIL("reduce_n %s %s k=%d n=%zu [%zu]: 0x%llx, expected "
+                                 "0x%llx (inputs 0x%llx 0x%llx 0x%llx ...)",
+                                 xc_dtype_name(dt), xc_op_name(op), k, n, i,
+                                 (unsigned long long)g, (unsigned long long)e,
+                                 (unsigned long long)x[0],
+                                 (unsigned long long)(k > 1 ? x[1] : 0),
+                                 (unsigned long long)(k > 2 ? x[2] : 0));
+                        }
+                    }
+                    for (size_t b = n * es; b < MAXN * 8 + GUARD; b++)
+                        if (d[b] != 0xa5) {
+                            FAIL("reduce_n %s %s k=%d n=%zu wrote byte %zu past the end",
+                                 xc_dtype_name(dt), xc_op_name(op), k, n, b);
+                            break;
+                        }
+                }
+        }
+    }
+    /* k == 1 copies bits, even a signalling NaN; k outside 1..64 and an
+     * invalid pair leave dst untouched. */
+    uint32_t snan[3] = {0x7f800001, 0xff812345, 0x3f800000}, out[3];
+    const void *one[1] = {snan};
+    xc__reduce_n(out, one, 1, 3, XC_FLOAT32, XC_SUM);
+    for (int i = 0; i < 3; i++) CHECK_U64(out[i], snan[i], "k=1 copy [%d]", i);
+    xc__reduce_n(snan, one, 1, 3, XC_FLOAT32, XC_SUM); /* dst == src */
+    CHECK_U64(snan[1], 0xff812345, "k=1 in place");
+    const void *many[XC__REDUCE_MAX_K + 1];
+    for (int j = 0; j <= XC__REDUCE_MAX_K; j++) many[j] = snan;
+    memset(out, 0x5a, sizeof out);
+    xc__reduce_n(out, many, 0, 3, XC_FLOAT32, XC_SUM);
+    xc__reduce_n(out, many, -1, 3, XC_FLOAT32, XC_SUM);
+    xc__reduce_n(out, many, XC__REDUCE_MAX_K + 1, 3, XC_FLOAT32, XC_SUM);
+    xc__reduce_n(out, many, 2, 3, XC_FLOAT32, XC_BAND);
+    for (int i = 0; i < 3; i++) CHECK_U64(out[i], 0x5a5a5a5a, "invalid k/pair wrote [%d]", i);
+    /* k == 64: 64 copies of the same int32 values sum to 64x. */
+    int32_t v[5] = {1, -3, INT32_MAX, 7, 0}, s64[5];
+    for (int j = 0; j < XC__REDUCE_MAX_K; j++) many[j] = v;
+    xc__reduce_n(s64, many, XC__REDUCE_MAX_K, 5, XC_INT32, XC_SUM);
+    CHECK_I64(s64[0], 64);
+    CHECK_I64(s64[1], -192);
+    CHECK_I64(s64[2], -64); /* INT32_MAX * 64 wraps to -64 */
+    for (int j = 0; j < XK; j++) free(src[j]);
+    free(d);
+}
+
+/* The current level against the scalar one, bit for bit. */
+enum { BIGN = 32771, PAD = 64 };
+#define XC__POOL_BYTES ((size_t)BIGN * 8 + 3 * PAD)
+
+/* One case: k sources at misaligned offsets (1..63 bytes past a 64-byte
+ * boundary, kept a multiple of the element size as C requires), dst
+ * distinct (variant 0) or equal to srcs[0] (1) or srcs[k-1] (2); both
+ * results and the guard bytes around dst must be identical. */
+static void compare_levels(int level, xc_dtype_t t, xc_op_t op, size_t n, int k,
+                           unsigned variant, unsigned char *const *pool,
+                           unsigned char *ref, unsigned char *got)
+{
+    size_t es = xc_dtype_size(t), span = 63 / es;
+    const void *sr[XK], *sg[XK], *orig[XK];
+    for (int j = 0; j < k; j++)
+        orig[j] = sr[j] = sg[j] =
+            pool[j] + PAD + es * (1 + (n + 5u * (unsigned)j + (unsigned)k) % span);
+    size_t doff = PAD + es * (1 + (3 * n + (unsigned)k) % span);
+    size_t total = doff + n * es + PAD;
+    memset(ref, 0xa5, total);
+    memset(got, 0xa5, total);
+    unsigned char *dr = ref + doff, *dg = got + doff;
+    if (variant != 0) {
+        int j = variant == 1 ? 0 : k - 1;
+        memcpy(dr, sr[j], n * es);
+        memcpy(dg, sr[j], n * es);
+        sr[j] = dr;
+        sg[j] = dg;
+    }
+    xc__reduce_set_level(XC__SIMD_SCALAR);
+    xc__reduce_n(dr, sr, k, n, t, op);
+    xc__reduce_set_level(level);
+    xc__reduce_n(dg, sg, k, n, t, op);
+    for (size_t b = 0; b < total; b++) {
+        if (ref[b] == got[b]) continue;
+        if (b < doff || b >= doff + n * es) {
+            FAIL("%s %s k=%d n=%zu variant %u: byte %ld from dst = 0x%02x, "
+                 "expected untouched 0x%02x",
+                 xc_dtype_name(t), xc_op_name(op), k, n, variant,
+                 (long)b - (long)doff, got[b], ref[b]);
+        } else {
+            size_t i = (b - doff) / es;
+            FAIL("%s %s k=%d n=%zu variant %u [%zu]: 0x%llx, scalar gives 0x%llx "
+                 "(inputs 0x%llx 0x%llx 0x%llx ...)",
+                 xc_dtype_name(t), xc_op_name(op), k, n, variant, i,
+                 (unsigned long long)load_raw(t, dg, i),
+                 (unsigned long long)load_raw(t, dr, i),
+                 (unsigned long long)load_raw(t, orig[0], i),
+                 (unsigned long long)(k > 1 ? load_raw(t, orig[1], i) : 0),
+                 (unsigned long long)(k > 2 ? load_raw(t, orig[2], i) : 0));
+        }
+        return;
+    }
+    for (size_t b = 0; b < total; b++)
+        if ((b < doff || b >= doff + n * es) && ref[b] != 0xa5) {
+            FAIL("%s %s k=%d n=%zu: scalar wrote byte %ld from dst",
+                 xc_dtype_name(t), xc_op_name(op), k, n, (long)b - (long)doff);
+            return;
+        }
+}
+
+static void test_levels_match(int level)
+{
+    static const size_t big[] = {1021, 4099, BIGN};
+    static const int big_ks[] = {2, 3, 8, 16};
+    unsigned char *pool[XK];
+    for (int j = 0; j < XK; j++) pool[j] = xmalloc(XC__POOL_BYTES);
+    unsigned char *ref = xmalloc(XC__POOL_BYTES), *got = xmalloc(XC__POOL_BYTES);
+    for (int t = 0; t < XC_DTYPE_COUNT; t++) {
+        xc_dtype_t dt = (xc_dtype_t)t;
+        size_t es = xc_dtype_size(dt);
+        for (int j = 0; j < XK; j++)
+            for (size_t i = 0; i < XC__POOL_BYTES / es; i++)
+                store_raw(dt, pool[j], i, gen_any(dt, clean_at(i)));
+        for (int o = 0; o < XC_OP_COUNT; o++) {
+            xc_op_t op = (xc_op_t)o;
+            if (xc__reduce_check(dt, op) != XC_OK) continue;
+            for (size_t n = 0; n <= 200; n++)
+                for (size_t q = 0; q < sizeof g_ks / sizeof g_ks[0]; q++)
+                    compare_levels(level, dt, op, n, g_ks[q],
+                                   (unsigned)(n + (size_t)q) % 3, pool, ref, got);
+            for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
+                for (size_t q = 0; q < sizeof big_ks / sizeof big_ks[0]; q++)
+                    compare_levels(level, dt, op, big[c], big_ks[q],
+                                   (unsigned)(c + q) % 3, pool, ref, got);
+        }
+    }
+    xc__reduce_set_level(level);
+    for (int j = 0; j < XK; j++) free(pool[j]);
+    free(ref);
+    free(got);
+}
+
+/* Block converters at the current level against the scalar converters:
+ * every 16-bit pattern widened, a spread of fp32 patterns (every exponent,
+ * every fp16 tie, bf16 ties, random) narrowed, at misaligned addresses, and
+ * every tail length with a guard after it. */
+static void test_block_converters(void)
+{
+    enum { NH = 65536, NF = (1 << 20) + 3 * 0x7c00 };
+    uint16_t *h = xmalloc((NH + 8) * 2), *h2 = xmalloc((NF + 8) * 2);
+    float *f = xmalloc((NF + 8) * 4), *w = xmalloc((NH + 8) * 4);
+    for (uint32_t i = 0; i < NH; i++) h[1 + i] = (uint16_t)i;
+    xc__fp16_to_fp32_n(w + 3, h + 1, NH);
+    for (uint32_t i = 0; i < NH; i++)
+        if (fbits(w[3 + i]) != fbits(xc__fp16_to_fp32((uint16_t)i)))
+            FAIL("fp16_to_fp32_n(0x%04x) = 0x%08x, scalar 0x%08x", i, fbits(w[3 + i]),
+                 fbits(xc__fp16_to_fp32((uint16_t)i)));
+    xc__bf16_to_fp32_n(w + 3, h + 1, NH);
+    for (uint32_t i = 0; i < NH; i++)
+        if (fbits(w[3 + i]) != fbits(xc__bf16_to_fp32((uint16_t)i)))
+            FAIL("bf16_to_fp32_n(0x%04x) = 0x%08x, scalar 0x%08x", i, fbits(w[3 + i]),
+                 fbits(xc__bf16_to_fp32((uint16_t)i)));
+
+    size_t n = 0;
+    for (uint32_t k = 0; k < 0x7c00; k++) { /* fp16 ties, both signs, and above */
+        float mid = (float)((ref_fp16_value((uint16_t)k) +
+                             ref_fp16_value((uint16_t)(k + 1))) / 2);
+        f[1 + n++] = mid;
+        f[1 + n++] = -mid;
+        f[1 + n++] = nextafterf(mid, INFINITY);
+    }
+    for (uint32_t i = 0; i < (1u << 20); i++) /* stride, bf16 ties, random */
+        f[1 + n++] = bitsf(i % 3 == 0   ? i * 4099u
+                           : i % 3 == 1 ? ((uint32_t)rnd() & 0xffff0000u) | 0x8000u
+                                        : (uint32_t)rnd());
+    xc__fp32_to_fp16_n(h2 + 1, f + 1, n);
+    for (size_t i = 0; i < n; i++)
+        if (h2[1 + i] != xc__fp32_to_fp16(f[1 + i]))
+            FAIL("fp32_to_fp16_n(0x%08x) = 0x%04x, scalar 0x%04x", fbits(f[1 + i]),
+                 h2[1 + i], xc__fp32_to_fp16(f[1 + i]));
+    xc__fp32_to_bf16_n(h2 + 1, f + 1, n);
+    for (size_t i = 0; i < n; i++)
+        if (h2[1 + i] != xc__fp32_to_bf16(f[1 + i]))
+            FAIL("fp32_to_bf16_n(0x%08x) = 0x%04x, scalar 0x%04x", fbits(f[1 + i]),
+                 h2[1 + i], xc__fp32_to_bf16(f[1 + i]));
+
+    /* Tails: n = 0..40 from an odd start; nothing written past n. */
+    for (size_t m = 0; m <= 40; m++) {
+        for (int which = 0; which < 4; which++) {
+            memset(h2, 0xa5, 64 * 2);
+            memset(w, 0xa5, 64 * 4);
+            if (which == 0) xc__fp32_to_fp16_n(h2 + 1, f + 5, m);
+            if (which == 1) xc__fp32_to_bf16_n(h2 + 1, f + 5, m);
+            if (which == 2) xc__fp16_to_fp32_n(w + 1, h + 7, m);
+            if (which == 3) xc__bf16_to_fp32_n(w + 1, h + 7, m);
+            for (size_t i = 0; i < m; i++) {
+                uint64_t g = which < 2 ? h2[1 + i] : fbits(w[1 + i]);
+                uint64_t e = which == 0   ? xc__fp32_to_fp16(f[5 + i])
+                             : which == 1 ? xc__fp32_to_bf16(f[5 + i])
+                             : which == 2 ? fbits(xc__fp16_to_fp32(h[7 + i]))
+                                          : fbits(xc__bf16_to_fp32(h[7 + i]));
+                CHECK_U64(g, e, "converter %d n=%zu [%zu]", which, m, i);
+            }
+            for (size_t i = m + 1; i < 40; i++) {
+                uint64_t g = which < 2 ? h2[i] : fbits(w[i]);
+                uint64_t e = which < 2 ? 0xa5a5u : 0xa5a5a5a5u;
+                CHECK_U64(g, e, "converter %d n=%zu wrote past the end [%zu]", which, m, i);
+            }
+            uint64_t g0 = which < 2 ? h2[0] : fbits(w[0]);
+            CHECK_U64(g0, which < 2 ? 0xa5a5u : 0xa5a5a5a5u,
+                      "converter %d n=%zu wrote before the start", which, m);
+        }
+    }
+    free(h);
+    free(h2);
+    free(f);
+    free(w);
+}
+
 int main(void)
 {
     test_names();
     test_check();
+    test_level_api();
     test_conversions();
-    test_int_edges();
-    test_float_minmax();
-    test_half_sums();
-    test_avg();
-    test_kernels();
+    /* Every kernel check at every level; SIMD levels also against scalar. */
+    for (int l = 0; l < XC__SIMD_COUNT; l++) {
+        g_level = xc__reduce_level_name(l);
+        int got = xc__reduce_set_level(l);
+        if (got != l) {
+            printf("test_reduce: level %s skipped: this CPU does not support it\n",
+                   g_level);
+            continue;
+        }
+        test_block_converters();
+        test_int_edges();
+        test_float_minmax();
+        test_half_sums();
+        test_avg();
+        test_kernels();
+        test_reduce_n_ref();
+        if (l != XC__SIMD_SCALAR) test_levels_match(l);
+        printf("test_reduce: level %s checked\n", g_level);
+    }
+    xc__reduce_set_level(XC__SIMD_DEFAULT);
     if (g_failures) {
         fprintf(stderr, "test_reduce: %d failure(s)\n", g_failures);
         return 1;

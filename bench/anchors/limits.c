@@ -1,0 +1,250 @@
+/*
+ * limits.c -- the machine's own limits, measured by bench/compare in the
+ * same run as the collectives, so that every figure can be read as a
+ * fraction of what this machine's memory system can do at that moment:
+ *
+ *   memcpy   single thread, 64 KiB (cache) and 64 MiB (memory / LLC)
+ *   memcpy   two threads, each on its own 64 MiB buffers, aggregate
+ *   add_f32  c[i] = a[i] + b[i], single thread, 64 KiB and 64 MiB per array
+ *   memcpy_sweep  memcpy, single thread, at every size of the benchmark's
+ *            sweep (-b/-e/-f, as xcoll-perf): the per-size limit of
+ *            summary.md
+ *
+ * Units: GB/s = 1e9 bytes per second of ONE buffer's bytes: bytes copied
+ * for memcpy, bytes of c written for the add (STREAM would count twice
+ * resp. three times that, adding the reads).  This is the unit of busbw:
+ * a collective that moves its bytes once through memory at memcpy speed
+ * would show busbw = the memcpy figure.
+ *
+ * Each test repeats its operation for about -t seconds (at least 5 times),
+ * timing each repetition; it prints the best and the median rate as CSV:
+ *   test,bytes,threads,best_gbs,median_gbs
+ * A repetition of a small single-thread test makes `inner` back-to-back
+ * calls (about 256 KiB in all), so the clock's own cost does not count.
+ * Pointers go through an empty asm with a memory clobber so the compiler
+ * cannot drop copies whose result nobody reads.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_REPS 100000
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void clobber(void *p)
+{
+    __asm__ volatile("" : : "r"(p) : "memory");
+}
+
+static void add_f32(float *restrict c, const float *restrict a,
+                    const float *restrict b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        c[i] = a[i] + b[i];
+}
+
+static void *alloc_filled(size_t bytes, int v)
+{
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p)
+        memset(p, v, bytes); /* fault every page in before timing */
+    return p;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double *g_times; /* per-repetition seconds, MAX_REPS of them */
+
+static void report(const char *test, size_t bytes, int threads, double moved,
+                   int reps)
+{
+    qsort(g_times, (size_t)reps, sizeof *g_times, cmp_double);
+    printf("%s,%zu,%d,%.2f,%.2f\n", test, bytes, threads,
+           moved / g_times[0] / 1e9, moved / g_times[reps / 2] / 1e9);
+    fflush(stdout);
+}
+
+/* Repeat fn(arg) for about `secs`, at least 5 and at most MAX_REPS times. */
+static int repeat(void (*fn)(void *), void *arg, double secs)
+{
+    int reps = 0;
+    double end = now_s() + secs;
+    fn(arg); /* warm caches and TLB */
+    while (reps < MAX_REPS && (reps < 5 || now_s() < end)) {
+        double t0 = now_s();
+        fn(arg);
+        g_times[reps++] = now_s() - t0;
+    }
+    return reps;
+}
+
+typedef struct job {
+    void *dst, *src, *src2;
+    size_t bytes;
+    size_t inner; /* calls per timed repetition */
+} job_t;
+
+static void do_memcpy(void *p)
+{
+    job_t *j = p;
+    for (size_t k = 0; k < j->inner; k++) {
+        memcpy(j->dst, j->src, j->bytes);
+        clobber(j->dst);
+    }
+}
+
+static void do_add(void *p)
+{
+    job_t *j = p;
+    for (size_t k = 0; k < j->inner; k++) {
+        add_f32(j->dst, j->src, j->src2, j->bytes / sizeof(float));
+        clobber(j->dst);
+    }
+}
+
+/* Two threads, each copying its own buffers; a barrier before and after
+ * each repetition, timed by thread 0, so the rate is the aggregate. */
+typedef struct pair {
+    job_t job[2];
+    pthread_barrier_t bar;
+    int reps;
+} pair_t;
+
+static void *copier(void *p)
+{
+    pair_t *pr = p;
+    job_t *j = &pr->job[1];
+    for (int r = 0; r < pr->reps + 1; r++) {
+        pthread_barrier_wait(&pr->bar);
+        do_memcpy(j);
+        pthread_barrier_wait(&pr->bar);
+    }
+    return NULL;
+}
+
+static int two_thread_memcpy(size_t bytes, double secs)
+{
+    pair_t pr;
+    pthread_t th;
+    for (int k = 0; k < 2; k++) {
+        pr.job[k].dst = alloc_filled(bytes, 0);
+        pr.job[k].src = alloc_filled(bytes, 1);
+        pr.job[k].bytes = bytes;
+        pr.job[k].inner = 1;
+        if (!pr.job[k].dst || !pr.job[k].src)
+            return -1;
+    }
+    /* size the repetition count from a single-thread estimate */
+    double t0 = now_s();
+    do_memcpy(&pr.job[0]);
+    double one = now_s() - t0;
+    pr.reps = (int)(secs / (one > 1e-6 ? one : 1e-6));
+    if (pr.reps < 5)
+        pr.reps = 5;
+    if (pr.reps > MAX_REPS)
+        pr.reps = MAX_REPS;
+    pthread_barrier_init(&pr.bar, NULL, 2);
+    if (pthread_create(&th, NULL, copier, &pr) != 0)
+        return -1;
+    for (int r = 0; r < pr.reps + 1; r++) { /* repetition 0 warms up */
+        pthread_barrier_wait(&pr.bar);
+        double s = now_s();
+        do_memcpy(&pr.job[0]);
+        pthread_barrier_wait(&pr.bar);
+        if (r > 0)
+            g_times[r - 1] = now_s() - s;
+    }
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&pr.bar);
+    report("memcpy", bytes, 2, 2.0 * (double)bytes, pr.reps);
+    for (int k = 0; k < 2; k++) {
+        free(pr.job[k].dst);
+        free(pr.job[k].src);
+    }
+    return 0;
+}
+
+static int one_thread(const char *test, void (*fn)(void *), size_t bytes,
+                      double secs)
+{
+    size_t inner = bytes < (256u << 10) ? (256u << 10) / bytes : 1;
+    job_t j = {alloc_filled(bytes, 0), alloc_filled(bytes, 0),
+               alloc_filled(bytes, 0), bytes, inner};
+    if (!j.dst || !j.src || !j.src2)
+        return -1;
+    report(test, bytes, 1, (double)bytes * (double)inner,
+           repeat(fn, &j, secs));
+    free(j.dst);
+    free(j.src);
+    free(j.src2);
+    return 0;
+}
+
+/* "64K", "8M", "4096" -> bytes; 0 on a malformed value. */
+static size_t parse_size(const char *s)
+{
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return 0;
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    default: break;
+    }
+    return *end ? 0 : (size_t)v;
+}
+
+int main(int argc, char **argv)
+{
+    double secs = 0.3;
+    size_t lo = 0, hi = 0, factor = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "-t") == 0)
+            secs = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "-b") == 0)
+            lo = parse_size(argv[i + 1]);
+        else if (strcmp(argv[i], "-e") == 0)
+            hi = parse_size(argv[i + 1]);
+        else if (strcmp(argv[i], "-f") == 0)
+            factor = (size_t)strtoul(argv[i + 1], NULL, 10);
+        else
+            argc = -1;
+    }
+    if (argc < 0 || argc % 2 == 0 || secs <= 0 || factor < 2 ||
+        (lo == 0) != (hi == 0) || hi < lo) {
+        fprintf(stderr, "usage: %s [-t SECONDS_PER_TEST] [-b MIN -e MAX "
+                        "[-f FACTOR]]\n", argv[0]);
+        return 2;
+    }
+    g_times = malloc(MAX_REPS * sizeof *g_times);
+    if (!g_times)
+        return 1;
+    const size_t small = 64u << 10, big = 64u << 20;
+    printf("test,bytes,threads,best_gbs,median_gbs\n");
+    int rc = one_thread("memcpy", do_memcpy, small, secs) ||
+             one_thread("memcpy", do_memcpy, big, secs) ||
+             two_thread_memcpy(big, secs) ||
+             one_thread("add_f32", do_add, small, secs) ||
+             one_thread("add_f32", do_add, big, secs);
+    for (size_t s = lo; rc == 0 && lo && s <= hi; s *= factor)
+        rc = one_thread("memcpy_sweep", do_memcpy, s, secs / 3);
+    free(g_times);
+    if (rc)
+        fprintf(stderr, "limits: out of memory or no threads\n");
+    return rc ? 1 : 0;
+}
