@@ -73,6 +73,15 @@ XC__HIDDEN xc_result_t xc__build_alltoall_pairwise(xc_comm_t *, xc__op_t *, cons
 XC__HIDDEN xc_result_t xc__build_alltoallv_pairwise(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_barrier_dissemination(xc_comm_t *, xc__op_t *, const xc__args_t *);
 
+/* Binomial trees (binomial.c).  reduce_tree: accumulate `count` elements
+ * into `acc` (receiving children's partial sums into `tmp`) and send them
+ * to the parent; the root ends with the total.  bcast_tree: receive `buf`
+ * from the parent, forward it to the children. */
+XC__HIDDEN void xc__sched_reduce_tree(xc__sched_t *s, int r, int n, int root, char *acc,
+                                      char *tmp, size_t count, size_t es);
+XC__HIDDEN void xc__sched_bcast_tree(xc__sched_t *s, int r, int n, int root, char *buf,
+                                     size_t bytes);
+
 /* Block i of `count` elements split as evenly as possible into n blocks
  * (the first count % n blocks one element larger). */
 static inline void xc__block(size_t count, int n, int i, size_t *off, size_t *cnt)

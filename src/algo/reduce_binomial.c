@@ -32,19 +32,7 @@ xc_result_t xc__build_reduce_binomial(xc_comm_t *comm, xc__op_t *op, const xc__a
         xc__sched_round(s);
     }
     xc__sched_desc_check(s, r, n);
-    for (int mask = 1; mask < n; mask <<= 1) {
-        if (vr & mask) {
-            xc__sched_send(s, xc__abs(vr - mask, root, n), acc, bytes);
-            xc__sched_round(s);
-            break;
-        }
-        if (vr + mask < n) {
-            xc__sched_recv(s, xc__abs(vr + mask, root, n), tmp, bytes);
-            xc__sched_reduce(s, acc, acc, tmp, a->count);
-            xc__sched_round(s);
-        }
-    }
-    xc__sched_round(s); /* closes the description check if nothing else did */
+    xc__sched_reduce_tree(s, r, n, root, acc, tmp, a->count, es);
     if (r == root) {
         xc__sched_finalize(s, acc, a->count);
         xc__sched_round(s);

@@ -8,11 +8,6 @@
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 
-static void stage(xc__shm_op_t *o, uint64_t k, char *slot)
-{
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    memcpy(slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
-}
 
 static void out(xc__shm_op_t *o, uint64_t k)
 {
@@ -26,7 +21,7 @@ static void out(xc__shm_op_t *o, uint64_t k)
     }
 }
 
-static const xc__shm_coll_t vt = {nchunks, reads_all, stage, NULL, out};
+static const xc__shm_coll_t vt = {nchunks, reads_all, xc__shm_stage_input, NULL, out};
 
 xc_result_t xc__build_shm_allgather(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

@@ -14,48 +14,12 @@
 
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
+static void out_one_shot(xc__shm_op_t *o, uint64_t k) { xc__shm_reduce_all(o, k, o->a.rbuf); }
 
-static void stage(xc__shm_op_t *o, uint64_t k, char *slot)
-{
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    memcpy(slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
-}
-
-/* One shot: reduce every rank's staged input straight into recvbuf. */
-static void out_one_shot(xc__shm_op_t *o, uint64_t k)
-{
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    if (!n) return;
-    const void *srcs[XC__SHM_MAX_RANKS];
-    for (int j = 0; j < o->L; j++) srcs[j] = xc__shm_src(o, j, xc__shm_g(o, k));
-    char *dst = (char *)o->a.rbuf + off * o->es;
-    xc__shm_reduce(o, dst, srcs, o->L, n);
-    xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);
-}
-
-/* Large: this rank's share of chunk k into the result slot. */
-static void mid(xc__shm_op_t *o, uint64_t k)
-{
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    size_t so, sc;
-    xc__block(n, o->L, o->me, &so, &sc);
-    if (!sc) return;
-    uint64_t g = xc__shm_g(o, k);
-    const void *srcs[XC__SHM_MAX_RANKS];
-    for (int j = 0; j < o->L; j++) srcs[j] = xc__shm_slot(o->shm, j, g) + so * o->es;
-    char *dst = xc__shm_result(o->shm, g) + so * o->es;
-    xc__shm_reduce(o, dst, srcs, o->L, sc);
-    xc__reduce_finalize(dst, sc, o->a.dtype, o->a.op, o->L);
-}
-
-static void out_result(xc__shm_op_t *o, uint64_t k)
-{
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    memcpy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, xc__shm_g(o, k)), n * o->es);
-}
-
-static const xc__shm_coll_t one_shot = {nchunks, reads_all, stage, NULL, out_one_shot};
-static const xc__shm_coll_t chunked = {nchunks, reads_all, stage, mid, out_result};
+static const xc__shm_coll_t one_shot = {nchunks, reads_all, xc__shm_stage_input, NULL,
+                                        out_one_shot};
+static const xc__shm_coll_t chunked = {nchunks, reads_all, xc__shm_stage_input,
+                                       xc__shm_reduce_share, xc__shm_copy_result};
 
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

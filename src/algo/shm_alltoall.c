@@ -9,14 +9,6 @@
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 
-static void stage(xc__shm_op_t *o, uint64_t k, char *slot)
-{
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    const char *in = o->a.sbuf;
-    for (int b = 0; b < o->L; b++)
-        memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
-               n * o->es);
-}
 
 static void out(xc__shm_op_t *o, uint64_t k)
 {
@@ -27,7 +19,7 @@ static void out(xc__shm_op_t *o, uint64_t k)
                xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es, n * o->es);
 }
 
-static const xc__shm_coll_t vt = {nchunks, reads_all, stage, NULL, out};
+static const xc__shm_coll_t vt = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out};
 
 xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

@@ -27,6 +27,60 @@ static inline void xc__shm_reduce(const xc__shm_op_t *o, void *dst, const void *
     }
 }
 
+/* Stage chunk k of each of the L blocks (of o->a.count elements) of the
+ * input, packed block after block: reduce-scatter and all-to-all. */
+static inline void xc__shm_stage_blocks(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
+    const char *in = o->a.sbuf;
+    for (int b = 0; b < o->L; b++)
+        memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
+               n * o->es);
+}
+
+/* Stage chunk k of a contiguous input. */
+static inline void xc__shm_stage_input(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
+    memcpy(slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
+}
+
+/* Reduce chunk k of every rank's staged input (whole, in rank order) into
+ * `dst`, then finalise (one-shot all-reduce, small reduce). */
+static inline void xc__shm_reduce_all(xc__shm_op_t *o, uint64_t k, char *dst)
+{
+    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
+    if (!n) return;
+    const void *srcs[XC__SHM_MAX_RANKS];
+    for (int j = 0; j < o->L; j++) srcs[j] = xc__shm_src(o, j, o->base + k + 1);
+    dst += off * o->es;
+    xc__shm_reduce(o, dst, srcs, o->L, n);
+    xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);
+}
+
+/* This rank's 1/L share of chunk k, reduced from every rank's slot into the
+ * shared result slot (chunked all-reduce and reduce). */
+static inline void xc__shm_reduce_share(xc__shm_op_t *o, uint64_t k)
+{
+    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
+    size_t so, sc;
+    xc__block(n, o->L, o->me, &so, &sc);
+    if (!sc) return;
+    uint64_t g = o->base + k + 1;
+    const void *srcs[XC__SHM_MAX_RANKS];
+    for (int j = 0; j < o->L; j++) srcs[j] = xc__shm_slot(o->shm, j, g) + so * o->es;
+    char *dst = xc__shm_result(o->shm, g) + so * o->es;
+    xc__shm_reduce(o, dst, srcs, o->L, sc);
+    xc__reduce_finalize(dst, sc, o->a.dtype, o->a.op, o->L);
+}
+
+/* Copy the result slot's chunk k into the receive buffer. */
+static inline void xc__shm_copy_result(xc__shm_op_t *o, uint64_t k)
+{
+    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
+    memcpy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, o->base + k + 1), n * o->es);
+}
+
 /* Geometry shared by most collectives: `tiny` when the whole staged
  * payload fits the inline area, else chunks of `per` elements. */
 static inline size_t xc__shm_ce(const xc_comm_t *comm, size_t count, size_t es, size_t blocks,

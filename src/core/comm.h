@@ -83,6 +83,7 @@ struct xc_comm {
     int stop;                /* progress thread must exit */
     int split_count;
     uint64_t shm_synced;     /* last shm chunk at which all ranks' `in` was seen */
+    uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     xc_stats_t stats;
     /* --- atomics / error state --- */
     int status;              /* xc_result_t; atomic; XC_OK until poisoned */

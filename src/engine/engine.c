@@ -479,7 +479,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     comm->waiters++;
     xc_comm_t *saved = tls_waiting;
     tls_waiting = comm;
-    uint64_t spin_until = xc__now_ns() + (uint64_t)comm->cfg.spin_us * 1000ull;
+    uint64_t spin_until = xc__now_ns() + comm->spin_ns;
     uint64_t yield_until = spin_until + (uint64_t)comm->cfg.yield_us * 1000ull;
     unsigned polls = 0;
     while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
@@ -507,6 +507,13 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     tls_waiting = saved;
     comm->waiters--;
     if (comm->waiters == 0 && comm->npending > 0 && comm->has_thread) xc__comm_kick(comm);
+    /* Adapt the spin budget: spinning pays when peers run on other cores
+     * and arrive within it; when they do not (oversubscribed cores, ranks
+     * far apart), every microsecond spun is taken from a rank that needs
+     * the core, so fall back to yielding sooner. */
+    uint64_t max = (uint64_t)comm->cfg.spin_us * 1000ull;
+    if (xc__now_ns() < spin_until) comm->spin_ns = XC__MIN(max, comm->spin_ns * 2 + 500);
+    else comm->spin_ns = comm->spin_ns / 2 > 500 ? comm->spin_ns / 2 : XC__MIN(500, max);
 }
 
 xc_result_t xc_request_wait(xc_request_t *req)
