@@ -9,6 +9,11 @@ XRUN=$1 CTL=$2
 # ranks printed their pids.  Sets $lpid.
 start_job() {
     n=$1; shift
+    # Empty the files first: the background shell truncates them only when
+    # it gets to run, and the previous job's pid lines must not be mistaken
+    # for this one's (the launcher would be signalled before it is ready).
+    : >"$TMP/out"
+    : >"$TMP/err"
     "$XRUN" -n "$n" "$@" >"$TMP/out" 2>"$TMP/err" &
     lpid=$!
     wait_lines "$n" 'pid=' "$TMP/out" || fail "ranks did not start: $(cat "$TMP/out" "$TMP/err")"
