@@ -1,13 +1,18 @@
 /*
- * shm_allgather.c -- all-gather through shared memory: each rank stages
- * chunk k of its block; every rank copies every staged chunk into place
- * (its own straight from its send buffer).
+ * shm_allgather.c -- all-gather through shared memory.
+ *
+ * Staged: each rank stages chunk k of its block; every rank copies every
+ * staged chunk into place (its own straight from its send buffer).
+ * Single copy (blocks >= XCOLL_SHM_CMA_MIN_KB, when the ranks may read each
+ * other's memory): each rank publishes its send buffer's address and reads
+ * every other block straight from its owner with process_vm_readv -- one
+ * copy instead of three -- then waits until its own buffer has been read.
  */
 #include "shm_common.h"
 
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
+static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
-
 
 static void out(xc__shm_op_t *o, uint64_t k)
 {
@@ -21,11 +26,35 @@ static void out(xc__shm_op_t *o, uint64_t k)
     }
 }
 
-static const xc__shm_coll_t vt = {nchunks, reads_all, xc__shm_stage_input, NULL, out};
+static void stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    (void)k;
+    xc__shm_put_addr(slot, o->a.sbuf);
+}
+
+static void out_direct(xc__shm_op_t *o, uint64_t k)
+{
+    (void)k;
+    size_t b = o->a.count * o->es;
+    char *rb = o->a.rbuf;
+    /* Start with the next rank so that not everyone reads rank 0 first. */
+    for (int i = 1; i < o->L; i++) {
+        int j = (o->me + i) % o->L;
+        xc__shm_cma_read(o, j, 0, rb + (size_t)j * b, b);
+    }
+    if (rb + (size_t)o->me * b != (const char *)o->a.sbuf)
+        memcpy(rb + (size_t)o->me * b, o->a.sbuf, b);
+}
+
+static const xc__shm_coll_t staged = {nchunks, reads_all, xc__shm_stage_input, NULL, out, 0};
+static const xc__shm_coll_t direct = {one, reads_all, stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_allgather(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
+    size_t es = xc_dtype_size(a->dtype);
+    if (xc__shm_use_cma(comm, a->count * es))
+        return xc__shm_op_init(comm, op, a, &direct, a->count, 1);
     int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, xc_dtype_size(a->dtype), 1, &tiny);
-    return xc__shm_op_init(comm, op, a, &vt, ce, tiny);
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
+    return xc__shm_op_init(comm, op, a, &staged, ce, tiny);
 }

@@ -17,9 +17,9 @@ static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1;
 static void out_one_shot(xc__shm_op_t *o, uint64_t k) { xc__shm_reduce_all(o, k, o->a.rbuf); }
 
 static const xc__shm_coll_t one_shot = {nchunks, reads_all, xc__shm_stage_input, NULL,
-                                        out_one_shot};
+                                        out_one_shot, 0};
 static const xc__shm_coll_t chunked = {nchunks, reads_all, xc__shm_stage_input,
-                                       xc__shm_reduce_share, xc__shm_copy_result};
+                                       xc__shm_reduce_share, xc__shm_copy_result, 0};
 
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

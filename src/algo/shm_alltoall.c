@@ -1,14 +1,18 @@
 /*
- * shm_alltoall.c -- all-to-all through shared memory: for each chunk every
- * rank stages the chunk of each of its L outgoing blocks; rank j then
- * copies block j out of every rank's slot.  In place is safe: a rank
- * overwrites a chunk of its buffer only after staging it.
+ * shm_alltoall.c -- all-to-all through shared memory.
+ *
+ * Staged: for each chunk every rank stages the chunk of each of its L
+ * outgoing blocks; rank j then copies block j out of every rank's slot.  In
+ * place is safe: a rank overwrites a chunk of its buffer only after staging
+ * it.  Single copy (large blocks, not in place, when ranks may read each
+ * other's memory): each rank publishes its send buffer's address and reads
+ * block `me` of every other rank's buffer straight into place.
  */
 #include "shm_common.h"
 
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
+static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
-
 
 static void out(xc__shm_op_t *o, uint64_t k)
 {
@@ -19,11 +23,33 @@ static void out(xc__shm_op_t *o, uint64_t k)
                xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es, n * o->es);
 }
 
-static const xc__shm_coll_t vt = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out};
+static void stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    (void)k;
+    xc__shm_put_addr(slot, o->a.sbuf);
+}
+
+static void out_direct(xc__shm_op_t *o, uint64_t k)
+{
+    (void)k;
+    size_t b = o->a.count * o->es;
+    char *rb = o->a.rbuf;
+    for (int i = 1; i < o->L; i++) {
+        int j = (o->me + i) % o->L;
+        xc__shm_cma_read(o, j, (size_t)o->me * b, rb + (size_t)j * b, b);
+    }
+    memcpy(rb + (size_t)o->me * b, (const char *)o->a.sbuf + (size_t)o->me * b, b);
+}
+
+static const xc__shm_coll_t staged = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
+static const xc__shm_coll_t direct = {one, reads_all, stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
+    size_t es = xc_dtype_size(a->dtype);
+    if (a->sbuf != a->rbuf && xc__shm_use_cma(comm, a->count * es))
+        return xc__shm_op_init(comm, op, a, &direct, a->count, 1);
     int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, xc_dtype_size(a->dtype), (size_t)comm->size, &tiny);
-    return xc__shm_op_init(comm, op, a, &vt, ce, tiny);
+    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &tiny);
+    return xc__shm_op_init(comm, op, a, &staged, ce, tiny);
 }

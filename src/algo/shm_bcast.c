@@ -1,19 +1,22 @@
 /*
- * shm_bcast.c -- broadcast through shared memory: the root stages each
- * chunk, the others copy it out.  Only the root's chunks are read; the
- * driver's description check with the right neighbour still lets the root
- * see a rank that disagrees on the root.
+ * shm_bcast.c -- broadcast through shared memory.
+ *
+ * Staged: the root stages each chunk, the others copy it out.  Single copy
+ * (large messages, when ranks may read each other's memory): the root
+ * publishes its buffer's address, every other rank reads it directly with
+ * process_vm_readv, and the root returns once all have.  Only the root's
+ * chunks are read; the driver's description check with the right
+ * neighbour still lets the root see a rank that disagrees on the root.
  */
 #include "shm_common.h"
 
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
+static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_root(const xc__shm_op_t *o, int j) { return j == o->a.root && o->me != o->a.root; }
 
 static void stage(xc__shm_op_t *o, uint64_t k, char *slot)
 {
-    if (o->me != o->a.root) return;
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    memcpy(slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
+    if (o->me == o->a.root) xc__shm_stage_input(o, k, slot);
 }
 
 static void out(xc__shm_op_t *o, uint64_t k)
@@ -24,11 +27,27 @@ static void out(xc__shm_op_t *o, uint64_t k)
            n * o->es);
 }
 
-static const xc__shm_coll_t vt = {nchunks, reads_root, stage, NULL, out};
+static void stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    (void)k;
+    if (o->me == o->a.root) xc__shm_put_addr(slot, o->a.sbuf);
+}
+
+static void out_direct(xc__shm_op_t *o, uint64_t k)
+{
+    (void)k;
+    if (o->me != o->a.root) xc__shm_cma_read(o, o->a.root, 0, o->a.rbuf, o->a.count * o->es);
+}
+
+static const xc__shm_coll_t staged = {nchunks, reads_root, stage, NULL, out, 0};
+static const xc__shm_coll_t direct = {one, reads_root, stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
+    size_t es = xc_dtype_size(a->dtype);
+    if (xc__shm_use_cma(comm, a->count * es))
+        return xc__shm_op_init(comm, op, a, &direct, a->count, 1);
     int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, xc_dtype_size(a->dtype), 1, &tiny);
-    return xc__shm_op_init(comm, op, a, &vt, ce, tiny);
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
+    return xc__shm_op_init(comm, op, a, &staged, ce, tiny);
 }

@@ -30,6 +30,8 @@
 #include "../transport/shm.h"
 #include "algos.h"
 
+#include <string.h>
+
 typedef struct xc__shm_op xc__shm_op_t;
 
 typedef struct xc__shm_coll {
@@ -42,8 +44,13 @@ typedef struct xc__shm_coll {
     /* Reduce this rank's share of chunk k into the result slot (NULL: no
      * reduction phase). */
     void (*mid)(xc__shm_op_t *o, uint64_t k);
-    /* Deliver chunk k into the user's buffers (NULL: nothing). */
+    /* Deliver chunk k into the user's buffers (NULL: nothing).  Sets
+     * o->err (an errno) and o->err_peer if it cannot. */
     void (*out)(xc__shm_op_t *o, uint64_t k);
+    /* Single copy: the ranks read each other's user buffers directly
+     * (process_vm_readv), so a rank may not return before every reader is
+     * done with its buffer: wait for all `out` after the chunk. */
+    int wait_out;
 } xc__shm_coll_t;
 
 struct xc__shm_op {
@@ -58,7 +65,19 @@ struct xc__shm_op {
     uint64_t k, nk;
     int phase;
     uint64_t hash;      /* of (seq, description) */
+    int err, err_peer;  /* a failed single-copy read */
 };
+
+/* Single-copy (CMA) helpers: publish a buffer address in the inline slot;
+ * read `len` bytes at `off` of rank j's published buffer into `dst`. */
+static inline void xc__shm_put_addr(char *slot, const void *buf)
+{
+    uint64_t a = (uint64_t)(uintptr_t)buf;
+    memcpy(slot, &a, sizeof a);
+}
+XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, size_t off, void *dst, size_t len);
+/* Smallest block worth a single-copy read (XCOLL_SHM_CMA_MIN_KB). */
+XC__HIDDEN int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes);
 
 /* Where rank j's staged chunk g is (inline area for tiny operations). */
 static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)

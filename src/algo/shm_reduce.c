@@ -20,9 +20,9 @@ static void out_large(xc__shm_op_t *o, uint64_t k)
     if (o->me == o->a.root) xc__shm_copy_result(o, k);
 }
 
-static const xc__shm_coll_t small = {nchunks, reads_small, xc__shm_stage_input, NULL, out_small};
+static const xc__shm_coll_t small = {nchunks, reads_small, xc__shm_stage_input, NULL, out_small, 0};
 static const xc__shm_coll_t large = {nchunks, reads_all, xc__shm_stage_input,
-                                     xc__shm_reduce_share, out_large};
+                                     xc__shm_reduce_share, out_large, 0};
 
 xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

@@ -23,7 +23,7 @@ static void out(xc__shm_op_t *o, uint64_t k)
     xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);
 }
 
-static const xc__shm_coll_t vt = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out};
+static const xc__shm_coll_t vt = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
 
 xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

@@ -69,6 +69,7 @@ struct xc_comm {
     int efd;                 /* eventfd: wakes the progress thread/waiters */
     int forced_algo[XC_COLL_COUNT]; /* XCOLL_ALGO, parsed once (0 = choose) */
     struct xc__shm *shm;     /* node-local segment (all ranks on one node) */
+    int cma;                 /* every rank can read every rank's memory (CMA) */
 
     pthread_mutex_t mu;
     /* --- protected by mu --- */

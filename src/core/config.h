@@ -19,6 +19,7 @@ typedef struct xc__config {
     int yield_us;         /* then yield the CPU this long before sleeping */
     int shm;              /* 1: shared memory between ranks of one node */
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
+    int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     char ifname[XC__IFNAME_LEN];   /* interface selector, "" = default  */
     char node_id[XC__NODEID_LEN];  /* "" = derive from host/boot/netns  */
 } xc__config_t;

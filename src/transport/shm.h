@@ -48,6 +48,8 @@ typedef struct xc__shm_ctl {
     _Alignas(64) uint64_t out;                /* chunks consumed          */
     _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by op seq % 4 */
     _Alignas(64) uint32_t gone;               /* destroyed its communicator */
+    uint32_t pid;                             /* for single-copy reads (CMA) */
+    uint64_t probe;                           /* address of a known value, to test CMA */
 } xc__shm_ctl_t;
 
 typedef struct xc__shm_hdr {
