@@ -155,16 +155,7 @@ xc_result_t xc_comm_abort(xc_comm_t *c)
 static void send_bye(xc_comm_t *c)
 {
     uint64_t deadline = xc__now_ns() + 1000000000ull;
-    for (int p = 0; p < c->size; p++) {
-        xc__conn_t *cn = c->conns[p];
-        if (!cn || cn->state == XC__CONN_CLOSED) continue;
-        xc__tx_t *tx = calloc(1, sizeof *tx);
-        if (!tx) break;
-        tx->hdr.magic = XC__FRAME_MAGIC;
-        tx->hdr.kind = XC__F_BYE;
-        tx->hdr.comm_tag = (uint32_t)c->uid;
-        cn->tp->post_send(c, cn, tx);
-    }
+    for (int p = 0; p < c->size; p++) xc__send_control(c, p, XC__F_BYE, 0);
     for (int p = 0; p < c->size; p++)
         if (c->conns[p]) xc__conn_flush(c, c->conns[p], deadline);
 }

@@ -85,6 +85,8 @@ struct xc_comm {
     int split_count;
     uint64_t shm_synced;     /* last shm chunk at which all ranks' `in` was seen */
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
+    xc__tx_t *rndv_wait;     /* rendezvous sends waiting for their ACK */
+    uint64_t rndv_id;        /* last rendezvous id used */
     xc_stats_t stats;
     /* --- atomics / error state --- */
     int status;              /* xc_result_t; atomic; XC_OK until poisoned */
@@ -133,6 +135,8 @@ XC__HIDDEN void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why);
 XC__HIDDEN void xc__match_header(xc_comm_t *comm, xc__conn_t *conn);
 /* The frame's payload has fully arrived. */
 XC__HIDDEN void xc__match_done(xc_comm_t *comm, xc__conn_t *conn);
+/* Queue a header-only control frame (BYE, ACK) to `peer`. */
+XC__HIDDEN void xc__send_control(xc_comm_t *comm, int peer, int kind, uint64_t seq);
 /* Forget posted receives and free unexpected messages; frames being read
  * into memory that goes away are discarded (when poisoning). */
 XC__HIDDEN void xc__match_clear(xc_comm_t *comm);

@@ -13,11 +13,13 @@
  * with the same tag, in posting order.
  */
 #include "../core/comm.h"
+#include "../transport/shm.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf, size_t cap)
 {
@@ -61,8 +63,10 @@ static int check_frame(xc_comm_t *comm, int peer, const xc__rx_t *rx,
     hdr_desc(h, &hd);
     char want[200], got[200];
     if (rx->kind == XC__F_P2P) {
-        if (h->dtype == rx->desc.dtype && h->count == rx->desc.count && h->len == rx->len)
-            return 1;
+        /* A rendezvous frame carries an address, not the data: count and
+         * dtype still say how much data there is. */
+        int len_ok = (h->flags & XC__FL_RNDV) || h->len == rx->len;
+        if (h->dtype == rx->desc.dtype && h->count == rx->desc.count && len_ok) return 1;
         xc__desc_str(&hd, 0, got, sizeof got);
         xc__desc_str(&rx->desc, 0, want, sizeof want);
         xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
@@ -124,11 +128,80 @@ static void unexp_free(xc__unexp_t *u)
         (x)->next = NULL;                                                      \
     } while (0)
 
+void xc__send_control(xc_comm_t *comm, int peer, int kind, uint64_t seq)
+{
+    xc__conn_t *c = comm->conns[peer];
+    if (!c || c->state == XC__CONN_CLOSED) return;
+    xc__tx_t *tx = calloc(1, sizeof *tx);
+    if (!tx) return;
+    tx->hdr.magic = XC__FRAME_MAGIC;
+    tx->hdr.kind = (uint8_t)kind;
+    tx->hdr.comm_tag = (uint32_t)comm->uid;
+    tx->hdr.seq = seq;
+    c->tp->post_send(comm, c, tx);
+}
+
+/* Rendezvous: read the sender's buffer straight into the receive, then
+ * tell the sender it may reuse it. */
+static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint64_t pay[2],
+                      xc__rx_t *rx)
+{
+    size_t len = (size_t)pay[1];
+    if (len != rx->len) {
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                        "rank %d sent %zu bytes with tag %d but this rank's recv expects %zu",
+                        peer, len, (int)h->tag, rx->len);
+        return;
+    }
+    char *d = rx->buf;
+    uintptr_t r = (uintptr_t)pay[0];
+    pid_t pid = (pid_t)comm->shm->ctl[peer].pid;
+    while (len > 0) {
+        struct iovec li = {d, len}, ri = {(void *)r, len};
+        ssize_t n = process_vm_readv(pid, &li, 1, &ri, 1, 0);
+        if (n <= 0) {
+            xc__comm_peer_lost(comm, peer, "could not be read (process_vm_readv) for a message");
+            return;
+        }
+        d += n;
+        r += (size_t)n;
+        len -= (size_t)n;
+    }
+    comm->stats.bytes_recv[XC_TRANSPORT_SHM] += rx->len;
+    xc__send_control(comm, peer, XC__F_ACK, h->seq);
+    xc__rx_done(comm, rx);
+}
+
+/* The sender's side: the receiver has read rendezvous `id`. */
+static void rndv_acked(xc_comm_t *comm, int peer, uint64_t id)
+{
+    xc__tx_t *prev = NULL, *tx = comm->rndv_wait;
+    while (tx && !(tx->hdr.seq == id && tx->op->peer == peer)) prev = tx, tx = tx->next;
+    if (!tx) {
+        xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
+                        "rank %d acknowledged a message this rank never sent", peer);
+        return;
+    }
+    if (prev) prev->next = tx->next;
+    else comm->rndv_wait = tx->next;
+    tx->next = NULL;
+    comm->stats.bytes_sent[XC_TRANSPORT_SHM] += tx->op->ptx.hdr.count * xc_dtype_size(tx->op->desc.dtype);
+    xc__tx_done(comm, tx);
+}
+
 /* Deliver a complete (or still arriving) unexpected message to `rx`. */
 static void deliver_unexp(xc_comm_t *comm, xc__unexp_t *u, xc__rx_t *rx)
 {
     if (!u->complete) {
         u->rx = rx; /* match_done copies when the payload is complete */
+        return;
+    }
+    if (u->hdr.flags & XC__FL_RNDV) {
+        uint64_t pay[2];
+        memcpy(pay, u->data, sizeof pay);
+        xc__hdr_t h = u->hdr;
+        unexp_free(u);
+        rndv_pull(comm, rx->peer, &h, pay, rx);
         return;
     }
     if (u->hdr.len) memcpy(rx->buf, u->data, u->hdr.len);
@@ -148,6 +221,10 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         c->state = XC__CONN_BYE;
         if (q->coll_head || q->p2p_head)
             xc__comm_peer_lost(comm, c->peer, "destroyed its communicator");
+        return;
+    }
+    if (h->kind == XC__F_ACK) {
+        if (xc__comm_status(comm) == XC_OK) rndv_acked(comm, c->peer, h->seq);
         return;
     }
     if (h->kind == XC__F_ERROR) {
@@ -200,6 +277,14 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
             Q_UNLINK(q->p2p_head, q->p2p_tail, prev, rx);
             c->rrx = rx;
             c->rdst = rx->buf;
+            if (h->flags & XC__FL_RNDV) { /* the address, not the data */
+                if (h->len != sizeof c->rndv) {
+                    xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
+                                    "rank %d sent a malformed rendezvous frame", c->peer);
+                    return;
+                }
+                c->rdst = (char *)c->rndv;
+            }
             return;
         }
         xc__unexp_t *u = unexp_new(comm, h);
@@ -216,7 +301,8 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
 void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
 {
     if (c->rrx) {
-        xc__rx_done(comm, c->rrx);
+        if (c->rhdr.flags & XC__FL_RNDV) rndv_pull(comm, c->peer, &c->rhdr, c->rndv, c->rrx);
+        else xc__rx_done(comm, c->rrx);
         return;
     }
     xc__unexp_t *u = c->rux;
@@ -241,9 +327,8 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
     u->complete = 1;
     if (u->rx) {
         xc__rx_t *rx = u->rx;
-        if (u->hdr.len) memcpy(rx->buf, u->data, u->hdr.len);
-        unexp_free(u);
-        xc__rx_done(comm, rx);
+        u->rx = NULL;
+        deliver_unexp(comm, u, rx);
     }
 }
 
@@ -252,6 +337,14 @@ void xc__tx_done(xc_comm_t *comm, xc__tx_t *tx)
     if (!tx->op) { /* control frame */
         free(tx->owned);
         free(tx);
+        return;
+    }
+    if ((tx->hdr.flags & XC__FL_RNDV) && !tx->done && tx->off) {
+        /* Written, but the receiver still reads our buffer: wait for its
+         * ACK (rndv_acked calls us again with off = 0). */
+        tx->off = 0;
+        tx->next = comm->rndv_wait;
+        comm->rndv_wait = tx;
         return;
     }
     tx->done = 1;
@@ -333,6 +426,15 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
     }
     if (!peer_usable(comm, peer, "send to")) return;
     xc__conn_t *c = comm->conns[peer];
+    if (op->is_p2p && comm->cma && len >= (size_t)comm->cfg.shm_cma_min_kb * 1024 && len) {
+        /* Same node, large: send the address and let the receiver read. */
+        uint64_t pay[2] = {(uint64_t)(uintptr_t)buf, (uint64_t)len};
+        memcpy(op->privbuf, pay, sizeof pay);
+        tx->buf = op->privbuf;
+        tx->hdr.len = sizeof pay;
+        tx->hdr.flags |= XC__FL_RNDV;
+        tx->hdr.seq = ++comm->rndv_id;
+    }
     c->tp->post_send(comm, c, tx);
 }
 
@@ -377,6 +479,7 @@ void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx, int peer, void *
 
 void xc__match_clear(xc_comm_t *comm)
 {
+    comm->rndv_wait = NULL; /* their operations are being failed */
     for (int p = 0; p < comm->size; p++) {
         xc__conn_t *c = comm->conns[p];
         /* A frame being read into memory that is going away is discarded. */

@@ -438,8 +438,12 @@ XC__F16X(max)
  * fp32 subnormal: then the exact integer path. */
 XC__INL16 __m512i narrow2_bf16x(v2ps_t v)
 {
-    const int odd = 0x01 | 0x20 | 0x80; /* vfpclassps: QNaN, subnormal, SNaN */
-    __mmask16 special = _mm512_fpclass_ps_mask(v.ev, odd) | _mm512_fpclass_ps_mask(v.od, odd);
+    /* vfpclassps classes QNaN | subnormal | SNaN; a literal, since the
+     * intrinsic needs an immediate even in unoptimised builds. */
+#define XC__ODD_CLASSES (0x01 | 0x20 | 0x80)
+    __mmask16 special = _mm512_fpclass_ps_mask(v.ev, XC__ODD_CLASSES) |
+                        _mm512_fpclass_ps_mask(v.od, XC__ODD_CLASSES);
+#undef XC__ODD_CLASSES
     if (XC__UNLIKELY(special != 0)) return narrow2_bf16(v);
     __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v.od, v.ev);
     /* element w comes from word w / 2 (even w) or 16 + w / 2 (odd w) */

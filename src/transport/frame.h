@@ -20,7 +20,16 @@ enum xc__frame_kind {
     XC__F_P2P = 2,   /* point-to-point, matched by (peer, tag)             */
     XC__F_ERROR = 3, /* payload: int32 code + text; poisons the receiver   */
     XC__F_BYE = 4,   /* the sender destroyed the communicator (graceful)   */
-    XC__F_HELLO = 5  /* connection set-up (bootstrap only)                 */
+    XC__F_HELLO = 5, /* connection set-up (bootstrap only)                 */
+    XC__F_ACK = 6    /* a single-copy point-to-point message was read: seq */
+};
+
+/* hdr.flags */
+enum {
+    /* Point-to-point rendezvous between ranks of one node: the payload is
+     * {u64 address, u64 bytes} of the sender's buffer, which the receiver
+     * reads itself (process_vm_readv) and acknowledges with XC__F_ACK. */
+    XC__FL_RNDV = 1
 };
 
 typedef struct xc__hdr {

@@ -51,6 +51,7 @@ struct xc__conn {
     size_t roff;
     xc__rx_t *rrx;      /* the posted receive being filled, or NULL */
     xc__unexp_t *rux;   /* the unexpected message being filled, or NULL */
+    uint64_t rndv[2];   /* payload of a rendezvous frame for a posted receive */
 };
 
 XC__HIDDEN extern const xc__transport_t xc__tcp_transport;
