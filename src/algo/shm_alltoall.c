@@ -16,6 +16,7 @@ static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1;
 
 static void out(xc__shm_op_t *o, uint64_t k)
 {
+    if (o->a.count == 0) return; /* empty operations may pass NULL buffers */
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
     char *rb = o->a.rbuf;
     for (int j = 0; j < o->L; j++)

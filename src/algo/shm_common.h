@@ -33,6 +33,7 @@ static inline void xc__shm_stage_blocks(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
     const char *in = o->a.sbuf;
+    if (!n) return; /* empty operations may pass NULL buffers */
     for (int b = 0; b < o->L; b++)
         memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
                n * o->es);
@@ -42,7 +43,7 @@ static inline void xc__shm_stage_blocks(xc__shm_op_t *o, uint64_t k, char *slot)
 static inline void xc__shm_stage_input(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    memcpy(slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
+    if (n) memcpy(slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
 }
 
 /* Reduce chunk k of every rank's staged input (whole, in rank order) into
@@ -78,7 +79,7 @@ static inline void xc__shm_reduce_share(xc__shm_op_t *o, uint64_t k)
 static inline void xc__shm_copy_result(xc__shm_op_t *o, uint64_t k)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    memcpy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, o->base + k + 1), n * o->es);
+    if (n) memcpy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, o->base + k + 1), n * o->es);
 }
 
 /* Geometry shared by most collectives: `tiny` when the whole staged

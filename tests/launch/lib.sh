@@ -68,7 +68,8 @@ expect_gone() {
 # wait_lines N ERE FILE: wait up to 10 s until FILE has N lines matching
 wait_lines() {
     tries=0
-    while [ "$(grep -Ec -- "$2" "$3" 2>/dev/null)" -lt "$1" ]; do
+    # A file not created yet counts as 0 lines (not as a shell error).
+    while n_=$(grep -Ec -- "$2" "$3" 2>/dev/null); [ "${n_:-0}" -lt "$1" ]; do
         tries=$((tries + 1))
         [ $tries -ge 100 ] && return 1
         sleep 0.1
