@@ -24,12 +24,6 @@ static void out(xc__shm_op_t *o, uint64_t k)
                xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es, n * o->es);
 }
 
-static void stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
-{
-    (void)k;
-    xc__shm_put_addr(slot, o->a.sbuf);
-}
-
 static void out_direct(xc__shm_op_t *o, uint64_t k)
 {
     (void)k;
@@ -43,7 +37,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
 }
 
 static const xc__shm_coll_t staged = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
-static const xc__shm_coll_t direct = {one, reads_all, stage_addr, NULL, out_direct, 1};
+static const xc__shm_coll_t direct = {one, reads_all, xc__shm_stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

@@ -39,6 +39,13 @@ static inline void xc__shm_stage_blocks(xc__shm_op_t *o, uint64_t k, char *slot)
                n * o->es);
 }
 
+/* Single copy: publish the send buffer's address instead of staging. */
+static inline void xc__shm_stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    (void)k;
+    xc__shm_put_addr(slot, o->a.sbuf);
+}
+
 /* Stage chunk k of a contiguous input. */
 static inline void xc__shm_stage_input(xc__shm_op_t *o, uint64_t k, char *slot)
 {
