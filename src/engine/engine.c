@@ -430,28 +430,29 @@ void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
     if (peer != stack_peer) free(peer);
 }
 
-/* Is the engine's only pending work shared-memory operations (which make
- * progress without any descriptor becoming ready)? */
+/* Is a shared-memory operation queued (it makes progress without any
+ * descriptor becoming ready)? */
+static int shm_pending(const xc_comm_t *comm)
+{
+    return comm->shm && comm->coll_head && comm->coll_head->advance;
+}
+
+/* Is the engine's only pending work shared-memory operations? */
 static int shm_only(const xc_comm_t *comm)
 {
     return comm->shm && comm->coll_head && comm->coll_head->advance && !comm->p2p_ops;
 }
 
 /*
- * Wait for shared-memory progress: spin (a peer's cache line arrives in
- * ~0.15 us), then yield (oversubscribed ranks need the core), then sleep on
- * the node's doorbell futex, bounded so sockets (peer death, error frames)
- * are still looked at.  Returns when the engine may have work to do.
+ * Wait for shared-memory progress past the spin phase: yield until
+ * `yield_until` (oversubscribed ranks need the core), then sleep on the
+ * node's doorbell futex, bounded so sockets (peer death, error frames) are
+ * still looked at.  Returns when the engine may have work to do.
  */
-static void shm_wait_step(xc_comm_t *comm, uint64_t spin_until, uint64_t yield_until,
+static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
                           uint64_t nearest)
 {
     xc__shm_t *s = comm->shm;
-    uint64_t now = xc__now_ns();
-    if (now < spin_until) {
-        for (int i = 0; i < 4; i++) __builtin_ia32_pause();
-        return;
-    }
     pthread_mutex_unlock(&comm->mu);
     if (now < yield_until) {
         sched_yield();
@@ -482,15 +483,24 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     uint64_t spin_until = xc__now_ns() + comm->spin_ns;
     uint64_t yield_until = spin_until + (uint64_t)comm->cfg.yield_us * 1000ull;
     unsigned polls = 0;
+    int spinning = comm->spin_ns > 0;
     while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         if (shm_only(comm)) {
+            /* Spin on the engine alone (a peer's cache line arrives in
+             * ~0.15 us); the clock, the deadline and the sockets only every
+             * 64 / 1024 turns. */
             xc__comm_advance(comm);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
+            if ((++polls & 63) != 0 && spinning) {
+                __builtin_ia32_pause();
+                continue;
+            }
             uint64_t nearest = check_deadlines(comm);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
-            /* Now and then look at the sockets while spinning, too. */
-            if ((++polls & 1023) == 0) xc__comm_poll(comm, 0);
-            else shm_wait_step(comm, spin_until, yield_until, nearest);
+            if ((polls & 1023) == 0) xc__comm_poll(comm, 0);
+            uint64_t now = xc__now_ns();
+            spinning = now < spin_until;
+            if (!spinning) shm_wait_step(comm, now, yield_until, nearest);
             continue;
         }
         uint64_t nearest = check_deadlines(comm);
@@ -499,8 +509,11 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
         if (xc__now_ns() >= spin_until) {
             ms = xc__poll_ms_left(nearest);
             /* Bounded sleeps: another thread's completion or an abort may
-             * not reach this poll (see docs/engine.md). */
-            if (ms < 0 || ms > 100) ms = 100;
+             * not reach this poll (see docs/engine.md); a shared-memory
+             * collective queued beside socket traffic moves without any
+             * descriptor becoming ready, so look at it every millisecond. */
+            int cap = shm_pending(comm) ? 1 : 100;
+            if (ms < 0 || ms > cap) ms = cap;
         }
         xc__comm_poll(comm, ms);
     }
@@ -598,11 +611,12 @@ void *xc__progress_main(void *arg)
             xc__comm_advance(comm);
             if (!shm_only(comm) || comm->waiters > 0) continue;
             /* Nothing to spin for here: sleep on the doorbell at once. */
-            shm_wait_step(comm, 0, 0, nearest);
+            shm_wait_step(comm, xc__now_ns(), 0, nearest);
             continue;
         }
         int ms = xc__poll_ms_left(nearest);
-        if (ms < 0 || ms > 1000) ms = 1000;
+        int cap = shm_pending(comm) ? 1 : 1000; /* see wait_locked */
+        if (ms < 0 || ms > cap) ms = cap;
         xc__comm_poll(comm, ms);
     }
     pthread_mutex_unlock(&comm->mu);
