@@ -35,7 +35,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     /* Start with the next rank so that not everyone reads rank 0 first. */
     for (int i = 1; i < o->L; i++) {
         int j = (o->me + i) % o->L;
-        xc__shm_cma_read(o, j, 0, rb + (size_t)j * b, b);
+        xc__shm_cma_read(o, j, 0, 0, rb + (size_t)j * b, b);
     }
     if (rb + (size_t)o->me * b != (const char *)o->a.sbuf)
         memcpy(rb + (size_t)o->me * b, o->a.sbuf, b);

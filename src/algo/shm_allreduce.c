@@ -4,26 +4,68 @@
  * Small (one shot): every rank stages its whole input (inline in its
  * control line up to 24 bytes) and every rank reduces all inputs itself, in
  * rank order -- one synchronisation, identical bits everywhere.
- * Large: chunks of a staging slot; each rank reduces its 1/L share of the
+ * Chunked: chunks of a staging slot; each rank reduces its 1/L share of the
  * chunk from every rank's slot into the shared result slot (reading each
  * input once, one store), then every rank copies the whole result chunk
  * out.  Per rank and byte: copy-in (1 read + 1 write), reduce (1 read +
  * 1/L write), copy-out (1 read + 1 write).
+ * Single copy (large, when ranks may read each other's memory): each rank
+ * publishes its input and output addresses; rank r pulls block r of every
+ * peer's input (process_vm_readv), reduces it with its own straight into
+ * block r of its output, and once all blocks are done pulls the other
+ * blocks from their owners' outputs.  Per rank and byte about 2 reads and
+ * 1.5 writes instead of 3 and 2.5, and three synchronisations in all.
  */
 #include "shm_common.h"
 
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
+static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 static void out_one_shot(xc__shm_op_t *o, uint64_t k) { xc__shm_reduce_all(o, k, o->a.rbuf); }
+
+static void stage_addrs(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    (void)k;
+    xc__shm_put_addr(slot, o->a.sbuf);
+    xc__shm_put_addr(slot + 8, o->a.rbuf);
+}
+
+/* Block `me` of the result, into the own output. */
+static void mid_direct(xc__shm_op_t *o, uint64_t k)
+{
+    (void)k;
+    size_t bo, bc;
+    xc__block(o->a.count, o->L, o->me, &bo, &bc);
+    xc__shm_cma_reduce(o, (char *)o->a.rbuf + bo * o->es, bo, bc);
+}
+
+/* Every other block, from its owner's output. */
+static void out_direct(xc__shm_op_t *o, uint64_t k)
+{
+    (void)k;
+    for (int i = 1; i < o->L; i++) {
+        int j = (o->me + i) % o->L;
+        size_t bo, bc;
+        xc__block(o->a.count, o->L, j, &bo, &bc);
+        xc__shm_cma_read(o, j, 1, bo * o->es, (char *)o->a.rbuf + bo * o->es, bc * o->es);
+    }
+}
 
 static const xc__shm_coll_t one_shot = {nchunks, reads_all, xc__shm_stage_input, NULL,
                                         out_one_shot, 0};
 static const xc__shm_coll_t chunked = {nchunks, reads_all, xc__shm_stage_input,
                                        xc__shm_reduce_share, xc__shm_copy_result, 0};
+static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, mid_direct, out_direct, 1};
 
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
+    if (bytes >= XC__SHM_CMA_REDUCE_MIN && xc__shm_use_cma(comm, bytes) &&
+        xc__shm_cma_scratch(comm)) {
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
+        return XC_OK;
+    }
     int tiny;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
     if (tiny || bytes <= xc__shm_one_shot_max(comm->size))

@@ -31,7 +31,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     char *rb = o->a.rbuf;
     for (int i = 1; i < o->L; i++) {
         int j = (o->me + i) % o->L;
-        xc__shm_cma_read(o, j, (size_t)o->me * b, rb + (size_t)j * b, b);
+        xc__shm_cma_read(o, j, 0, (size_t)o->me * b, rb + (size_t)j * b, b);
     }
     memcpy(rb + (size_t)o->me * b, (const char *)o->a.sbuf + (size_t)o->me * b, b);
 }

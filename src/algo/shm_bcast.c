@@ -37,7 +37,7 @@ static void stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
 static void out_direct(xc__shm_op_t *o, uint64_t k)
 {
     (void)k;
-    if (o->me != o->a.root) xc__shm_cma_read(o, o->a.root, 0, o->a.rbuf, o->a.count * o->es);
+    if (o->me != o->a.root) xc__shm_cma_read(o, o->a.root, 0, 0, o->a.rbuf, o->a.count * o->es);
 }
 
 static const xc__shm_coll_t staged = {nchunks, reads_root, stage, NULL, out, 0};

@@ -220,11 +220,18 @@ static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)
     snprintf(buf, cap, "in shared memory, chunk %" PRIu64 "/%" PRIu64, o->k + 1, o->nk);
 }
 
-void xc__shm_cma_read(xc__shm_op_t *o, int j, size_t off, void *dst, size_t len)
+char *xc__shm_cma_scratch(xc_comm_t *comm)
+{
+    if (!comm->cma_tmp)
+        comm->cma_tmp = malloc((size_t)(comm->size - 1) * XC__SHM_CMA_PIECE);
+    return comm->cma_tmp;
+}
+
+void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst, size_t len)
 {
     if (o->err || len == 0) return;
     uint64_t base;
-    memcpy(&base, o->shm->ctl[j].inl[(o->base + o->k + 1) % 2], sizeof base);
+    memcpy(&base, o->shm->ctl[j].inl[(o->base + o->k + 1) % 2] + 8 * which, sizeof base);
     pid_t pid = (pid_t)o->shm->ctl[j].pid;
     char *d = dst;
     uintptr_t r = (uintptr_t)base + off;

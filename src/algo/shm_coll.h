@@ -66,7 +66,18 @@ struct xc__shm_op {
     int phase;
     uint64_t hash;      /* of (seq, description) */
     int err, err_peer;  /* a failed single-copy read */
+    char *tmp;          /* single-copy reductions: (L-1) pieces of scratch */
 };
+
+/* Single-copy reductions read peers' inputs in pieces of this size into the
+ * communicator's scratch, then reduce them with one k-way pass. */
+#define XC__SHM_CMA_PIECE (256 * 1024)
+/* Reductions go single-copy from this many bytes (below, the staged
+ * pipeline's cache-resident chunks win). */
+#define XC__SHM_CMA_REDUCE_MIN (1024 * 1024)
+/* The communicator's scratch for that, allocated on first use (NULL if out
+ * of memory: use the staged path). */
+XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
 
 /* Single-copy (CMA) helpers: publish a buffer address in the inline slot;
  * read `len` bytes at `off` of rank j's published buffer into `dst`. */
@@ -75,7 +86,9 @@ static inline void xc__shm_put_addr(char *slot, const void *buf)
     uint64_t a = (uint64_t)(uintptr_t)buf;
     memcpy(slot, &a, sizeof a);
 }
-XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, size_t off, void *dst, size_t len);
+/* Read from the `which`-th address (0, 1 or 2) rank j published. */
+XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst,
+                                 size_t len);
 /* Smallest block worth a single-copy read (XCOLL_SHM_CMA_MIN_KB). */
 XC__HIDDEN int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes);
 

@@ -46,6 +46,31 @@ static inline void xc__shm_stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
     xc__shm_put_addr(slot, o->a.sbuf);
 }
 
+/* Single-copy reduction: dst[0..count) = op over ranks of the `count`
+ * elements at element offset `eoff` of every rank's input (the own one read
+ * in place, the others pulled with process_vm_readv piece by piece into the
+ * scratch), in rank order, then finalised.  dst may be the own input. */
+static inline void xc__shm_cma_reduce(xc__shm_op_t *o, char *dst, size_t eoff, size_t count)
+{
+    size_t piece = XC__SHM_CMA_PIECE / o->es;
+    const void *srcs[XC__SHM_MAX_RANKS];
+    for (size_t p = 0; p < count && !o->err; p += piece) {
+        size_t n = count - p < piece ? count - p : piece;
+        for (int j = 0, t = 0; j < o->L; j++) {
+            if (j == o->me) {
+                srcs[j] = (const char *)o->a.sbuf + (eoff + p) * o->es;
+                continue;
+            }
+            char *tmp = o->tmp + (size_t)t++ * XC__SHM_CMA_PIECE;
+            xc__shm_cma_read(o, j, 0, (eoff + p) * o->es, tmp, n * o->es);
+            srcs[j] = tmp;
+        }
+        if (o->err) return;
+        xc__shm_reduce(o, dst + p * o->es, srcs, o->L, n);
+        xc__reduce_finalize(dst + p * o->es, n, o->a.dtype, o->a.op, o->L);
+    }
+}
+
 /* Stage chunk k of a contiguous input. */
 static inline void xc__shm_stage_input(xc__shm_op_t *o, uint64_t k, char *slot)
 {

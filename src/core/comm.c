@@ -73,6 +73,7 @@ void xc__comm_free(xc_comm_t *c)
     free(c->node_of);
     if (c->efd >= 0) close(c->efd);
     xc__shm_close(c->shm);
+    free(c->cma_tmp);
     xc__store_server_stop(c->store_srv);
     pthread_mutex_destroy(&c->mu);
     free(c);

@@ -70,6 +70,7 @@ struct xc_comm {
     int forced_algo[XC_COLL_COUNT]; /* XCOLL_ALGO, parsed once (0 = choose) */
     struct xc__shm *shm;     /* node-local segment (all ranks on one node) */
     int cma;                 /* every rank can read every rank's memory (CMA) */
+    char *cma_tmp;           /* scratch of single-copy reductions (lazy) */
 
     pthread_mutex_t mu;
     /* --- protected by mu --- */

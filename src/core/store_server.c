@@ -1,8 +1,8 @@
 /*
  * store_server.c -- the TCP rendezvous store server: one thread running a
  * poll() loop over a listening socket, a self-pipe (stop) and the client
- * connections.  Wire protocol: docs/rendezvous.md (constants duplicated in
- * store_tcp.c; keep them equal).
+ * connections.  Wire protocol: docs/rendezvous.md; its constants and framing
+ * live in store_proto.h, shared with the client (store_tcp.c).
  *
  * Invariants.
  *  - Only the server thread touches the key table and the connections once
@@ -27,6 +27,7 @@
  *    store is changed only by complete, valid requests.
  */
 #include "store.h"
+#include "store_proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,20 +44,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- protocol constants (must match store_tcp.c and docs/rendezvous.md) */
-#define PROTO_MAGIC 0x58435354u /* "XCST" */
-#define PROTO_VERSION 1
-#define HELLO_LEN 8
-#define HDR_LEN 8
-#define MAX_KEY 512
-#define MAX_VAL (1u << 20)
-enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3, OP_WAIT = 4 };
-enum { ST_OK = 0, ST_ERR = 1, ST_TIMEOUT = 2 };
-#define WAIT_FOREVER 0xFFFFFFFFu /* GET/WAIT timeout field */
-enum { HELLO_OK = 0, HELLO_BAD_VERSION = 1 };
-
 /* ---- server limits */
-#define IN_MAX (HDR_LEN + MAX_KEY + MAX_VAL) /* one maximal request */
+/* one maximal request */
+#define IN_MAX (STORE_HDR_LEN + STORE_MAX_KEY + STORE_MAX_VAL)
 #define IN_MIN 4096
 #define OUT_HIGH (256u * 1024u)
 #define HELLO_TIMEOUT_MS 10000
@@ -112,37 +102,8 @@ struct xc__store_server {
 };
 
 /* ------------------------------------------------------------------ */
-/* Byte order and addresses                                            */
+/* Addresses                                                           */
 /* ------------------------------------------------------------------ */
-
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-static uint16_t get_u16(const uint8_t *p)
-{
-    return (uint16_t)((p[0] << 8) | p[1]);
-}
-static uint32_t get_u32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-           ((uint32_t)p[2] << 8) | p[3];
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-    return v;
-}
 
 /* "1.2.3.4:80" / "[::1]:80" */
 static void fmt_sockaddr(const struct sockaddr *sa, socklen_t len, char *buf,
@@ -295,14 +256,14 @@ static int out_append(struct conn *c, const void *p, size_t n)
 static void reply(struct conn *c, uint8_t status, const void *body,
                   uint32_t len)
 {
-    uint8_t h[HDR_LEN] = {status, 0, 0, 0};
-    put_u32(h + 4, len);
+    uint8_t h[STORE_HDR_LEN];
+    xc__store_put_hdr(h, status, 0, len);
     if (out_append(c, h, sizeof h) == 0 && len) out_append(c, body, len);
 }
 
 static void reply_err(struct conn *c, const char *msg)
 {
-    reply(c, ST_ERR, msg, (uint32_t)strlen(msg));
+    reply(c, STORE_ST_ERR, msg, (uint32_t)strlen(msg));
 }
 
 /* Send what the output buffer holds, without blocking. */
@@ -335,8 +296,8 @@ static void wake_waiters(xc__store_server_t *s, struct entry *e)
         struct conn *w = e->waiters;
         uint8_t op = w->parked_op;
         unpark(w);
-        if (op == OP_GET) reply(w, ST_OK, e->val, e->len);
-        else reply(w, ST_OK, NULL, 0);
+        if (op == STORE_OP_GET) reply(w, STORE_ST_OK, e->val, e->len);
+        else reply(w, STORE_ST_OK, NULL, 0);
         enqueue_ready(s, w); /* flush and resume its buffered requests */
     }
 }
@@ -380,34 +341,34 @@ static void handle_request(xc__store_server_t *s, struct conn *c, uint8_t op,
 {
     struct entry *e;
     switch (op) {
-    case OP_SET:
+    case STORE_OP_SET:
         e = table_get(s, key, klen);
         if (!e || entry_set(s, e, val, vlen) != 0) {
             reply_err(c, "server out of memory");
             return;
         }
-        reply(c, ST_OK, NULL, 0);
+        reply(c, STORE_ST_OK, NULL, 0);
         return;
-    case OP_GET:
-    case OP_WAIT:
+    case STORE_OP_GET:
+    case STORE_OP_WAIT:
         e = table_get(s, key, klen);
         if (!e) {
             reply_err(c, "server out of memory");
             return;
         }
         if (e->has_value) {
-            if (op == OP_GET) reply(c, ST_OK, e->val, e->len);
-            else reply(c, ST_OK, NULL, 0);
+            if (op == STORE_OP_GET) reply(c, STORE_ST_OK, e->val, e->len);
+            else reply(c, STORE_ST_OK, NULL, 0);
             return;
         }
-        uint32_t tmo = get_u32(val);
+        uint32_t tmo = xc__store_get_u32(val);
         if (tmo == 0) {
-            reply(c, ST_TIMEOUT, NULL, 0);
+            reply(c, STORE_ST_TIMEOUT, NULL, 0);
             return;
         }
         c->parked_on = e;
         c->parked_op = op;
-        c->park_deadline_ns = tmo == WAIT_FOREVER
+        c->park_deadline_ns = tmo == STORE_WAIT_FOREVER
                                   ? UINT64_MAX
                                   : xc__now_ns() + tmo * 1000000ull;
         c->wprev = NULL;
@@ -415,7 +376,7 @@ static void handle_request(xc__store_server_t *s, struct conn *c, uint8_t op,
         if (e->waiters) e->waiters->wprev = c;
         e->waiters = c;
         return;
-    case OP_ADD: {
+    case STORE_OP_ADD: {
         int64_t cur;
         e = table_get(s, key, klen);
         if (!e) {
@@ -427,16 +388,16 @@ static void handle_request(xc__store_server_t *s, struct conn *c, uint8_t op,
             return;
         }
         /* two's complement wrap, like the integer reductions */
-        int64_t nv = (int64_t)((uint64_t)cur + get_u64(val));
+        int64_t nv = (int64_t)((uint64_t)cur + xc__store_get_u64(val));
         char txt[24];
         int n = snprintf(txt, sizeof txt, "%" PRId64, nv);
         if (entry_set(s, e, txt, (uint32_t)n) != 0) {
             reply_err(c, "server out of memory");
             return;
         }
-        uint8_t b[8];
-        put_u64(b, (uint64_t)nv);
-        reply(c, ST_OK, b, sizeof b);
+        uint8_t b[STORE_ADD_LEN];
+        xc__store_put_u64(b, (uint64_t)nv);
+        reply(c, STORE_ST_OK, b, sizeof b);
         return;
     }
     }
@@ -446,7 +407,8 @@ static void handle_request(xc__store_server_t *s, struct conn *c, uint8_t op,
  * runs out, the connection parks, or its output is backed up. */
 static void conn_process(xc__store_server_t *s, struct conn *c)
 {
-    static const uint8_t magic[4] = {0x58, 0x43, 0x53, 0x54};
+    uint8_t magic[4]; /* the hello's first field, checked byte by byte */
+    xc__store_put_u32(magic, STORE_MAGIC);
     while (!c->dead && !c->parked_on && c->state != CONN_CLOSING &&
            c->out_len - c->out_off < OUT_HIGH) {
         size_t avail = c->in_len - c->in_off;
@@ -458,44 +420,45 @@ static void conn_process(xc__store_server_t *s, struct conn *c)
                 conn_drop(c, "not an xcoll store client (bad magic)");
                 return;
             }
-            if (avail < HELLO_LEN) break;
-            uint16_t ver = get_u16(p + 4);
-            uint8_t ans[HELLO_LEN];
-            put_u32(ans, PROTO_MAGIC);
-            put_u16(ans + 4, PROTO_VERSION);
-            put_u16(ans + 6, ver == PROTO_VERSION ? HELLO_OK : HELLO_BAD_VERSION);
+            if (avail < STORE_HELLO_LEN) break;
+            uint16_t ver = xc__store_get_u16(p + 4);
+            uint8_t ans[STORE_HELLO_LEN];
+            xc__store_put_hello(ans, ver == STORE_VERSION
+                                         ? STORE_HELLO_OK
+                                         : STORE_HELLO_BAD_VERSION);
             out_append(c, ans, sizeof ans);
-            c->in_off += HELLO_LEN;
-            if (ver != PROTO_VERSION) {
+            c->in_off += STORE_HELLO_LEN;
+            if (ver != STORE_VERSION) {
                 XC_WARN("store server: client %s speaks protocol version %u, "
                         "we speak %u",
-                        c->peer, (unsigned)ver, (unsigned)PROTO_VERSION);
+                        c->peer, (unsigned)ver, (unsigned)STORE_VERSION);
                 c->state = CONN_CLOSING; /* after the answer is sent */
                 break;
             }
             c->state = CONN_READY;
             continue;
         }
-        if (avail < HDR_LEN) break;
-        uint8_t op = p[0];
-        uint16_t klen = get_u16(p + 2);
-        uint32_t vlen = get_u32(p + 4);
-        int ok = p[1] == 0 && klen >= 1 && klen <= MAX_KEY;
+        if (avail < STORE_HDR_LEN) break;
+        struct xc__store_hdr h = xc__store_get_hdr(p);
+        uint8_t op = h.code;
+        uint16_t klen = h.keylen;
+        uint32_t vlen = h.len;
+        int ok = h.reserved == 0 && klen >= 1 && klen <= STORE_MAX_KEY;
         switch (op) {
-        case OP_SET: ok = ok && vlen <= MAX_VAL; break;
-        case OP_GET:
-        case OP_WAIT: ok = ok && vlen == 4; break;
-        case OP_ADD: ok = ok && vlen == 8; break;
+        case STORE_OP_SET: ok = ok && vlen <= STORE_MAX_VAL; break;
+        case STORE_OP_GET:
+        case STORE_OP_WAIT: ok = ok && vlen == STORE_TMO_LEN; break;
+        case STORE_OP_ADD: ok = ok && vlen == STORE_ADD_LEN; break;
         default: ok = 0;
         }
         if (!ok) {
             conn_drop(c, "malformed or oversized request");
             return;
         }
-        size_t need = HDR_LEN + klen + (size_t)vlen;
+        size_t need = STORE_HDR_LEN + klen + (size_t)vlen;
         if (avail < need) break;
-        handle_request(s, c, op, (const char *)p + HDR_LEN, klen,
-                       p + HDR_LEN + klen, vlen);
+        handle_request(s, c, op, (const char *)p + STORE_HDR_LEN, klen,
+                       p + STORE_HDR_LEN + klen, vlen);
         c->in_off += need;
     }
     if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
@@ -602,7 +565,7 @@ static void expire_parked(xc__store_server_t *s)
         struct conn *c = s->conns[i];
         if (c->dead || !c->parked_on || now < c->park_deadline_ns) continue;
         unpark(c);
-        reply(c, ST_TIMEOUT, NULL, 0);
+        reply(c, STORE_ST_TIMEOUT, NULL, 0);
         enqueue_ready(s, c);
     }
 }

@@ -1,7 +1,7 @@
 /*
  * store_tcp.c -- the TCP rendezvous store client, presented as an
- * xc_store_t.  Wire protocol: docs/rendezvous.md (constants duplicated in
- * store_server.c; keep them equal).
+ * xc_store_t.  Wire protocol: docs/rendezvous.md; its constants and framing
+ * live in store_proto.h, shared with the server (store_server.c).
  *
  * Invariants.
  *  - One blocking, close-on-exec socket per client.  Every send and receive
@@ -21,6 +21,7 @@
  *    and, for timeouts, the timeout.
  */
 #include "store.h"
+#include "store_proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,19 +34,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---- protocol constants (must match store_server.c and docs/rendezvous.md) */
-#define PROTO_MAGIC 0x58435354u /* "XCST" */
-#define PROTO_VERSION 1
-#define HELLO_LEN 8
-#define HDR_LEN 8
-#define MAX_KEY 512
-#define MAX_VAL (1u << 20)
-#define MAX_ERRMSG 4096 /* longest error text we accept from the server */
-enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3, OP_WAIT = 4 };
-enum { ST_OK = 0, ST_ERR = 1, ST_TIMEOUT = 2 };
-#define WAIT_FOREVER 0xFFFFFFFFu /* GET/WAIT timeout field */
-enum { HELLO_OK = 0, HELLO_BAD_VERSION = 1 };
 
 /* ---- client tuning */
 #define BACKOFF_MIN_MS 10
@@ -70,35 +58,6 @@ struct call {
     int timeout_ms;
     uint64_t deadline;
 };
-
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-static uint16_t get_u16(const uint8_t *p)
-{
-    return (uint16_t)((p[0] << 8) | p[1]);
-}
-static uint32_t get_u32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-           ((uint32_t)p[2] << 8) | p[3];
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-    return v;
-}
 
 static void sleep_ms(int ms)
 {
@@ -288,10 +247,8 @@ static int connect_one(const struct addrinfo *ai,
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
-    uint8_t hello[HELLO_LEN];
-    put_u32(hello, PROTO_MAGIC);
-    put_u16(hello + 4, PROTO_VERSION);
-    put_u16(hello + 6, 0);
+    uint8_t hello[STORE_HELLO_LEN];
+    xc__store_put_hello(hello, 0); /* flags */
     xc_result_t r = send_all(fd, hello, sizeof hello, dl);
     if (r == XC_OK) r = recv_all(fd, hello, sizeof hello, dl);
     if (r != XC_OK) {
@@ -302,17 +259,18 @@ static int connect_one(const struct addrinfo *ai,
                                          : strerror(errno));
         goto fail;
     }
-    if (get_u32(hello) != PROTO_MAGIC) {
+    if (xc__store_get_u32(hello) != STORE_MAGIC) {
         *rc = XC_ERR_PROTOCOL;
         snprintf(why, whycap,
                  "the service there is not an xcoll store (bad hello)");
         goto fail;
     }
-    if (get_u16(hello + 6) != HELLO_OK) {
+    if (xc__store_get_u16(hello + 6) != STORE_HELLO_OK) {
         *rc = XC_ERR_PROTOCOL;
         snprintf(why, whycap,
                  "the store speaks protocol version %u, this client %u",
-                 (unsigned)get_u16(hello + 4), (unsigned)PROTO_VERSION);
+                 (unsigned)xc__store_get_u16(hello + 4),
+                 (unsigned)STORE_VERSION);
         goto fail;
     }
     return fd;
@@ -386,11 +344,11 @@ static xc_result_t check_key(const struct tcp_client *c, const char *op,
         return xc__err(XC_ERR_INVALID, "store %s: %s with an empty key",
                        c->where, op);
     size_t n = strlen(key);
-    if (n > MAX_KEY)
+    if (n > STORE_MAX_KEY)
         return xc__err(XC_ERR_INVALID,
                        "store %s: %s of key '%.40s...': key is %zu bytes, "
                        "more than the %d-byte limit",
-                       c->where, op, key, n, MAX_KEY);
+                       c->where, op, key, n, STORE_MAX_KEY);
     return XC_OK;
 }
 
@@ -412,25 +370,25 @@ static xc_result_t request(struct call *k, uint8_t op, const void *val,
         }
     }
     size_t klen = strlen(k->key);
-    uint8_t hdr[HDR_LEN + MAX_KEY];
-    hdr[0] = op;
-    hdr[1] = 0;
-    put_u16(hdr + 2, (uint16_t)klen);
-    put_u32(hdr + 4, vlen);
-    memcpy(hdr + HDR_LEN, k->key, klen);
-    xc_result_t rc = send_all(c->fd, hdr, HDR_LEN + klen, k->deadline);
+    uint8_t hdr[STORE_HDR_LEN + STORE_MAX_KEY];
+    xc__store_put_hdr(hdr, op, (uint16_t)klen, vlen);
+    memcpy(hdr + STORE_HDR_LEN, k->key, klen);
+    xc_result_t rc = send_all(c->fd, hdr, STORE_HDR_LEN + klen, k->deadline);
     if (rc == XC_OK && vlen) rc = send_all(c->fd, val, vlen, k->deadline);
-    uint8_t ans[HDR_LEN];
+    uint8_t ans[STORE_HDR_LEN];
     if (rc == XC_OK) rc = recv_all(c->fd, ans, sizeof ans, k->deadline);
     if (rc != XC_OK) return call_fail(k, rc);
-    *status = ans[0];
-    *rlen = get_u32(ans + 4);
-    uint32_t maxlen = ans[0] == ST_OK ? MAX_VAL : ans[0] == ST_ERR ? MAX_ERRMSG : 0;
-    if (ans[0] > ST_TIMEOUT || ans[1] || ans[2] || ans[3] || *rlen > maxlen)
+    struct xc__store_hdr h = xc__store_get_hdr(ans);
+    *status = h.code;
+    *rlen = h.len;
+    uint32_t maxlen = h.code == STORE_ST_OK    ? STORE_MAX_VAL
+                      : h.code == STORE_ST_ERR ? STORE_MAX_ERRMSG
+                                               : 0;
+    if (h.code > STORE_ST_TIMEOUT || h.reserved || h.keylen || *rlen > maxlen)
         return call_fail(k, XC_ERR_PROTOCOL);
-    if (ans[0] == ST_TIMEOUT) return timed_out(k);
-    if (ans[0] == ST_ERR) {
-        char msg[MAX_ERRMSG + 1];
+    if (h.code == STORE_ST_TIMEOUT) return timed_out(k);
+    if (h.code == STORE_ST_ERR) {
+        char msg[STORE_MAX_ERRMSG + 1];
         rc = recv_all(c->fd, msg, *rlen, k->deadline);
         if (rc != XC_OK) return call_fail(k, rc);
         msg[*rlen] = '\0';
@@ -451,11 +409,11 @@ static int tcp_set(void *ctx, const char *key, const void *val, size_t len)
 {
     struct tcp_client *c = ctx;
     XC_CHECK(check_key(c, "set", key));
-    if (len > MAX_VAL)
+    if (len > STORE_MAX_VAL)
         return xc__err(XC_ERR_INVALID,
                        "store %s: value of key '%s' is %zu bytes, more than "
                        "the %u-byte limit",
-                       c->where, key, len, MAX_VAL);
+                       c->where, key, len, STORE_MAX_VAL);
     if (len && !val)
         return xc__err(XC_ERR_INVALID, "store %s: set of key '%s' with a "
                        "NULL value", c->where, key);
@@ -463,7 +421,7 @@ static int tcp_set(void *ctx, const char *key, const void *val, size_t len)
                      xc__deadline_ns(c->io_timeout_ms)};
     uint8_t st;
     uint32_t rlen;
-    XC_CHECK(request(&k, OP_SET, val, (uint32_t)len, &st, &rlen));
+    XC_CHECK(request(&k, STORE_OP_SET, val, (uint32_t)len, &st, &rlen));
     return expect_len(&k, rlen, 0);
 }
 
@@ -476,10 +434,11 @@ static int tcp_get(void *ctx, const char *key, void *buf, size_t cap,
         return xc__err(XC_ERR_INVALID, "store %s: get of key '%s' into a "
                        "NULL buffer", c->where, key);
     struct call k = {c, "get", key, timeout_ms, wait_deadline(timeout_ms)};
-    uint8_t st, tmo[4];
+    uint8_t st, tmo[STORE_TMO_LEN];
     uint32_t rlen;
-    put_u32(tmo, timeout_ms < 0 ? WAIT_FOREVER : (uint32_t)timeout_ms);
-    XC_CHECK(request(&k, OP_GET, tmo, sizeof tmo, &st, &rlen));
+    xc__store_put_u32(tmo, timeout_ms < 0 ? STORE_WAIT_FOREVER
+                                          : (uint32_t)timeout_ms);
+    XC_CHECK(request(&k, STORE_OP_GET, tmo, sizeof tmo, &st, &rlen));
     size_t take = XC__MIN((size_t)rlen, cap);
     xc_result_t rc = recv_all(c->fd, buf, take, k.deadline);
     if (rc == XC_OK) rc = recv_discard(c->fd, rlen - take, k.deadline);
@@ -500,10 +459,10 @@ static int tcp_wait(void *ctx, const char *const *keys, size_t nkeys,
         XC_CHECK(check_key(c, "wait", keys[i]));
         int left = xc__poll_ms_left(deadline);
         struct call k = {c, "wait", keys[i], timeout_ms, wait_deadline(left)};
-        uint8_t st, tmo[4];
+        uint8_t st, tmo[STORE_TMO_LEN];
         uint32_t rlen;
-        put_u32(tmo, left < 0 ? WAIT_FOREVER : (uint32_t)left);
-        XC_CHECK(request(&k, OP_WAIT, tmo, sizeof tmo, &st, &rlen));
+        xc__store_put_u32(tmo, left < 0 ? STORE_WAIT_FOREVER : (uint32_t)left);
+        XC_CHECK(request(&k, STORE_OP_WAIT, tmo, sizeof tmo, &st, &rlen));
         XC_CHECK(expect_len(&k, rlen, 0));
     }
     return XC_OK;
@@ -520,15 +479,15 @@ xc_result_t xc__tcp_store_add(xc_store_t *store, const char *key,
     XC_CHECK(check_key(c, "add", key));
     struct call k = {c, "add", key, c->io_timeout_ms,
                      xc__deadline_ns(c->io_timeout_ms)};
-    uint8_t d[8], v[8];
-    put_u64(d, (uint64_t)delta);
+    uint8_t d[STORE_ADD_LEN], v[STORE_ADD_LEN];
+    xc__store_put_u64(d, (uint64_t)delta);
     uint8_t st;
     uint32_t rlen;
-    XC_CHECK(request(&k, OP_ADD, d, sizeof d, &st, &rlen));
+    XC_CHECK(request(&k, STORE_OP_ADD, d, sizeof d, &st, &rlen));
     XC_CHECK(expect_len(&k, rlen, sizeof v));
     xc_result_t rc = recv_all(c->fd, v, sizeof v, k.deadline);
     if (rc != XC_OK) return call_fail(&k, rc);
-    if (out) *out = (int64_t)get_u64(v);
+    if (out) *out = (int64_t)xc__store_get_u64(v);
     return XC_OK;
 }
 
