@@ -45,7 +45,8 @@ static xc_result_t check_root(const xc_comm_t *comm, int root, const char *fn)
     return XC_OK;
 }
 
-/* Build `op` for `a` and submit it. */
+/* Build `op` for `a`; then submit it (will_wait 0), or submit it and wait
+ * for it (1: a blocking call, op in the caller's frame). */
 static xc_result_t build_submit(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
                                 xc__op_t *op, int will_wait)
 {
@@ -59,7 +60,8 @@ static xc_result_t build_submit(xc_comm_t *comm, const xc__algo_t *algo, const x
         xc__op_discard(op);
         return rc;
     }
-    return xc__op_submit(comm, op, will_wait); /* discards op on failure */
+    /* Both discard the op on failure. */
+    return will_wait ? xc__op_run(comm, op) : xc__op_submit(comm, op, 0);
 }
 
 /* Blocking (req == NULL: the operation lives in this frame, nothing is
@@ -79,9 +81,7 @@ static xc_result_t run(xc_comm_t *comm, const xc__args_t *a, xc_request_t **req)
     xc__op_t op;
     xc_request_t r;
     xc__op_init_stack(comm, a->coll, &op, &r);
-    rc = build_submit(comm, algo, a, &op, 1);
-    if (rc == XC_OK) rc = xc__request_wait_stack(&r);
-    return xc__comm_fail(comm, rc);
+    return xc__comm_fail(comm, build_submit(comm, algo, a, &op, 1));
 }
 
 static xc_result_t bad(xc_comm_t *comm, xc_result_t rc) { return xc__comm_fail(comm, rc); }

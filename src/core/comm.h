@@ -166,6 +166,9 @@ XC__HIDDEN void xc__op_discard(xc__op_t *op);
 /* Enqueue and start an operation.  `will_wait`: the caller is about to wait
  * on it, so the progress thread need not be woken. */
 XC__HIDDEN xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait);
+/* Blocking form for an operation in the caller's frame: submit and wait
+ * under one lock; returns its result (the op is gone afterwards). */
+XC__HIDDEN xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op);
 /* Complete an operation with rc (unlink it, complete its request). */
 XC__HIDDEN void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc);
 /* Run the engine: service connections reported ready and advance

@@ -103,16 +103,12 @@ void xc__op_discard(xc__op_t *op)
     free(op);
 }
 
-xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
+/* Enqueue and start `op` with the lock held; on failure the op is
+ * discarded (the caller unlocks). */
+static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
 {
-    if (op->sched.nomem) {
-        xc__op_discard(op);
-        return xc__err(XC_ERR_NOMEM, "out of memory building a schedule");
-    }
-    pthread_mutex_lock(&comm->mu);
     xc_result_t st = xc__comm_status(comm);
     if (st != XC_OK) {
-        pthread_mutex_unlock(&comm->mu);
         xc__op_discard(op);
         return xc__err(st, "communicator is unusable after an earlier error: %s",
                        comm->errmsg);
@@ -139,8 +135,36 @@ xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
     /* Nobody is about to drive this operation: hand it to the thread. */
     if (!will_wait && comm->has_thread && comm->waiters == 0 && comm->npending > 0)
         xc__comm_kick(comm);
-    pthread_mutex_unlock(&comm->mu);
     return XC_OK;
+}
+
+xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
+{
+    if (op->sched.nomem) {
+        xc__op_discard(op);
+        return xc__err(XC_ERR_NOMEM, "out of memory building a schedule");
+    }
+    pthread_mutex_lock(&comm->mu);
+    xc_result_t rc = submit_locked(comm, op, will_wait);
+    pthread_mutex_unlock(&comm->mu);
+    return rc;
+}
+
+static void wait_locked(xc_comm_t *comm, xc_request_t *req);
+
+xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)
+{
+    xc_request_t *req = op->req;
+    if (op->sched.nomem) {
+        xc__op_discard(op);
+        return xc__err(XC_ERR_NOMEM, "out of memory building a schedule");
+    }
+    pthread_mutex_lock(&comm->mu);
+    xc_result_t rc = submit_locked(comm, op, 1);
+    if (rc == XC_OK && !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) wait_locked(comm, req);
+    pthread_mutex_unlock(&comm->mu);
+    if (rc != XC_OK) return rc;
+    return xc__request_wait_stack(req); /* done: collects the result */
 }
 
 /* Frames for collective `seq` still unconsumed after it completed mean the

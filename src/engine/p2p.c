@@ -31,8 +31,9 @@ static xc_result_t p2p_check(const void *buf, size_t count, xc_dtype_t dtype, in
     return XC_OK;
 }
 
-/* Issue a send or receive: in `sop`/`sreq` (a blocking caller's frame)
- * if given, else allocated, the request returned in *req. */
+/* Issue a send or receive: in `sop`/`sreq` (a blocking caller's frame:
+ * then also wait for it) if given, else allocated, the request returned in
+ * *req. */
 static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
                              int tag, xc_comm_t *comm, xc_request_t **req, xc__op_t *sop,
                              xc_request_t *sreq)
@@ -58,7 +59,8 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
         op->prx.len = len;
         op->prx.tag = tag;
     }
-    return xc__op_submit(comm, op, sop != NULL);
+    /* In a blocking caller's frame: submit and wait under one lock. */
+    return sop ? xc__op_run(comm, op) : xc__op_submit(comm, op, 0);
 }
 
 /* Blocking form: inside a group, post and remember; else issue and wait. */
@@ -84,9 +86,8 @@ static xc_result_t p2p_blocking(int is_send, void *buf, size_t count, xc_dtype_t
     }
     xc__op_t op;
     xc_request_t sreq;
-    XC_CHECK(xc__comm_fail(comm, p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL,
-                                           &op, &sreq)));
-    return xc__comm_fail(comm, xc__request_wait_stack(&sreq));
+    return xc__comm_fail(comm, p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL, &op,
+                                         &sreq));
 }
 
 xc_result_t xc_send(const void *buf, size_t count, xc_dtype_t dtype, int peer, int tag,
