@@ -21,6 +21,7 @@
  *    and, for timeouts, the timeout.
  */
 #include "store.h"
+#include "../transport/net.h"
 #include "store_proto.h"
 
 #include <errno.h>
@@ -77,17 +78,6 @@ static void drop_connection(struct tcp_client *c)
 /* (orderly close or reset) or XC_ERR_SYSTEM, without a message.         */
 /* ------------------------------------------------------------------ */
 
-static xc_result_t wait_fd(int fd, short ev, uint64_t deadline)
-{
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = ev};
-        int n = poll(&p, 1, xc__poll_ms_left(deadline));
-        if (n > 0) return XC_OK; /* ready, or an error the next call reports */
-        if (n == 0) return XC_ERR_TIMEOUT;
-        if (errno != EINTR) return XC_ERR_SYSTEM;
-    }
-}
-
 static int is_lost(int e)
 {
     return e == EPIPE || e == ECONNRESET || e == ECONNABORTED ||
@@ -108,7 +98,7 @@ static xc_result_t send_all(int fd, const void *buf, size_t len,
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            XC_CHECK(wait_fd(fd, POLLOUT, deadline));
+            XC_CHECK(xc__wait_fd(fd, POLLOUT, deadline));
             continue;
         }
         return is_lost(errno) ? XC_ERR_PEER_LOST : XC_ERR_SYSTEM;
@@ -132,7 +122,7 @@ static xc_result_t recv_all(int fd, void *buf, size_t len, uint64_t deadline)
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            XC_CHECK(wait_fd(fd, POLLIN, deadline));
+            XC_CHECK(xc__wait_fd(fd, POLLIN, deadline));
             continue;
         }
         return is_lost(errno) ? XC_ERR_PEER_LOST : XC_ERR_SYSTEM;
@@ -221,7 +211,7 @@ static int connect_one(const struct addrinfo *ai,
             snprintf(why, whycap, "connect: %s", strerror(errno));
             goto fail;
         }
-        xc_result_t w = wait_fd(fd, POLLOUT, dl);
+        xc_result_t w = xc__wait_fd(fd, POLLOUT, dl);
         if (w != XC_OK) {
             *rc = w;
             snprintf(why, whycap, "connect: %s",

@@ -150,17 +150,22 @@ xc_result_t xc__listen(const struct sockaddr_storage *addr, int *fdp,
     return XC_OK;
 }
 
-/* Wait for `events` on fd until the deadline: 1 ready, 0 timeout. */
-static int wait_fd(int fd, short events, uint64_t deadline_ns)
+xc_result_t xc__wait_fd(int fd, short events, uint64_t deadline_ns)
 {
     for (;;) {
         struct pollfd p = {fd, events, 0};
-        int ms = xc__poll_ms_left(deadline_ns);
-        int n = poll(&p, 1, ms);
-        if (n > 0) return 1;
-        if (n == 0) return 0;
-        if (errno != EINTR) return -1;
+        int n = poll(&p, 1, xc__poll_ms_left(deadline_ns));
+        if (n > 0) return XC_OK; /* ready, or an error the next call reports */
+        if (n == 0) return XC_ERR_TIMEOUT;
+        if (errno != EINTR) return XC_ERR_SYSTEM;
     }
+}
+
+/* Old local spelling: 1 ready, 0 timeout, -1 poll failed (errno set). */
+static int wait_fd(int fd, short events, uint64_t deadline_ns)
+{
+    xc_result_t rc = xc__wait_fd(fd, events, deadline_ns);
+    return rc == XC_OK ? 1 : rc == XC_ERR_TIMEOUT ? 0 : -1;
 }
 
 xc_result_t xc__connect(const struct sockaddr_storage *addr, uint64_t deadline_ns,

@@ -43,6 +43,10 @@ XC__HIDDEN xc_result_t xc__connect(const struct sockaddr_storage *addr,
 /* Accept one connection before `deadline_ns` (poll on the listener). */
 XC__HIDDEN xc_result_t xc__accept(int lfd, uint64_t deadline_ns, int *fd);
 
+/* Wait until fd is ready for `events` or the deadline passes: XC_OK,
+ * XC_ERR_TIMEOUT or XC_ERR_SYSTEM (errno set).  Sets no error detail. */
+XC__HIDDEN xc_result_t xc__wait_fd(int fd, short events, uint64_t deadline_ns);
+
 /* Write/read exactly `len` bytes on a blocking-or-not socket before the
  * deadline (poll between partial transfers; MSG_NOSIGNAL). */
 XC__HIDDEN xc_result_t xc__send_all(int fd, const void *buf, size_t len,
