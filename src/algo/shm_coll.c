@@ -275,6 +275,18 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     return XC_OK;
 }
 
+/* Ring size of the point-to-point channels (a power of two): as
+ * configured for up to 16 ranks, at most 16 KiB up to 64 ranks (L*L rings;
+ * only the pages of pairs that talk are ever touched), none beyond. */
+static size_t chan_bytes(const xc_comm_t *comm)
+{
+    size_t want = (size_t)comm->cfg.shm_chan_kb * 1024, b = 4096;
+    if (comm->size > 64 || want < 4096) return 0;
+    if (comm->size > 16 && want > 16384) want = 16384;
+    while (b * 2 <= want) b *= 2;
+    return b;
+}
+
 xc_result_t xc__shm_attach(xc_comm_t *comm)
 {
     if (comm->size < 2 || comm->size > XC__SHM_MAX_RANKS || comm->nnodes != 1 || !comm->cfg.shm)
@@ -284,7 +296,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     xc__shm_t *s = NULL;
     size_t slot = (size_t)comm->cfg.shm_slot_kb * 1024;
     xc_result_t rc = XC_OK;
-    if (comm->rank == 0) rc = xc__shm_create(name, comm->size, 0, slot, &s);
+    if (comm->rank == 0) rc = xc__shm_create(name, comm->size, 0, slot, chan_bytes(comm), &s);
     if (rc != XC_OK) XC_WARN("no shared memory: %s", xc__tls_error());
     XC_CHECK(xc_barrier(comm)); /* the segment exists (or creation failed) */
     if (comm->rank != 0) {
@@ -321,6 +333,9 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     pthread_mutex_lock(&comm->mu);
     comm->shm = s;
     comm->cma = ok[1];
+    /* Channels exist iff the creator sized them (so every rank agrees); a
+     * peer may write to ours before we open them: the bytes wait there. */
+    rc = xc__chan_open_all(comm);
     pthread_mutex_unlock(&comm->mu);
-    return XC_OK;
+    return rc;
 }

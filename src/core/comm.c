@@ -68,6 +68,7 @@ void xc__comm_free(xc_comm_t *c)
         xc__match_clear(c);
         for (int p = 0; p < c->size; p++) xc__conn_free(c->conns[p]);
     }
+    xc__chan_free_all(c);
     free(c->conns);
     free(c->pq);
     free(c->node_of);
@@ -156,6 +157,7 @@ xc_result_t xc_comm_abort(xc_comm_t *c)
 static void send_bye(xc_comm_t *c)
 {
     uint64_t deadline = xc__now_ns() + 1000000000ull;
+    xc__chan_flush(c, deadline); /* what the channels still hold goes first */
     for (int p = 0; p < c->size; p++) xc__send_control(c, p, XC__F_BYE, 0);
     for (int p = 0; p < c->size; p++)
         if (c->conns[p]) xc__conn_flush(c, c->conns[p], deadline);

@@ -75,6 +75,7 @@ struct xc_comm {
     pthread_mutex_t mu;
     /* --- protected by mu --- */
     xc__conn_t **conns;      /* [size]; NULL for self */
+    xc__conn_t **chans;      /* [size] shared-memory channels, or NULL (transport.h) */
     xc__peerq_t *pq;         /* [size] matching queues */
     xc__op_t *coll_head, *coll_tail;
     uint64_t next_seq;       /* seq of the next collective issued */

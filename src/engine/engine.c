@@ -225,6 +225,7 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
 void xc__comm_advance(xc_comm_t *comm)
 {
     xc__op_t *head;
+    if (comm->chans) xc__chan_service(comm);
     while ((head = comm->coll_head) && xc__comm_status(comm) == XC_OK) {
         if (!(head->advance ? head->advance(comm, head) : xc__sched_advance(comm, head)))
             break;
@@ -266,10 +267,10 @@ static void tell_peers(xc_comm_t *comm, xc_result_t rc)
 
 /* Detach every send queue from operation memory: a frame already started
  * is finished from a private copy, frames not started are dropped. */
-static void detach_sends(xc_comm_t *comm)
+static void detach_sends(xc__conn_t **conns, int n)
 {
-    for (int p = 0; p < comm->size; p++) {
-        xc__conn_t *c = comm->conns[p];
+    for (int p = 0; p < n; p++) {
+        xc__conn_t *c = conns[p];
         if (!c) continue;
         xc__tx_t *keep_head = NULL, *keep_tail = NULL;
         for (xc__tx_t *tx = c->sq_head, *nx; tx; tx = nx) {
@@ -320,7 +321,8 @@ void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char 
     __atomic_store_n(&comm->status, rc, __ATOMIC_RELEASE);
     XC_WARN("communicator poisoned (%s): %s", xc_err_name(rc), msg);
 
-    detach_sends(comm);
+    detach_sends(comm->conns, comm->size);
+    if (comm->chans) detach_sends(comm->chans, comm->size);
     xc__match_clear(comm);
     while (comm->coll_head) xc__op_complete(comm, comm->coll_head, rc);
     while (comm->p2p_ops) xc__op_complete(comm, comm->p2p_ops, rc);
@@ -461,10 +463,13 @@ static int shm_pending(const xc_comm_t *comm)
     return comm->shm && comm->coll_head && comm->coll_head->advance;
 }
 
-/* Is the engine's only pending work shared-memory operations? */
+/* Is all pending work moved through shared memory (so that the engine
+ * spins on memory, not on sockets)?  With channels every frame is. */
 static int shm_only(const xc_comm_t *comm)
 {
-    return comm->shm && comm->coll_head && comm->coll_head->advance && !comm->p2p_ops;
+    if (!comm->shm || comm->npending == 0) return 0;
+    if (comm->chans) return 1;
+    return comm->coll_head && comm->coll_head->advance && !comm->p2p_ops;
 }
 
 /*

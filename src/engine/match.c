@@ -62,10 +62,10 @@ static int check_frame(xc_comm_t *comm, int peer, const xc__rx_t *rx,
     xc__desc_t hd;
     hdr_desc(h, &hd);
     char want[200], got[200];
+    /* A rendezvous frame carries an address, not the data (its length is
+     * checked when the data is read). */
+    int len_ok = (h->flags & XC__FL_RNDV) || h->len == rx->len;
     if (rx->kind == XC__F_P2P) {
-        /* A rendezvous frame carries an address, not the data: count and
-         * dtype still say how much data there is. */
-        int len_ok = (h->flags & XC__FL_RNDV) || h->len == rx->len;
         if (h->dtype == rx->desc.dtype && h->count == rx->desc.count && len_ok) return 1;
         xc__desc_str(&hd, 0, got, sizeof got);
         xc__desc_str(&rx->desc, 0, want, sizeof want);
@@ -75,7 +75,7 @@ static int check_frame(xc_comm_t *comm, int peer, const xc__rx_t *rx,
                         peer, (int)h->tag, got, (int)rx->tag, want);
         return 0;
     }
-    if (h->seq == rx->seq && desc_eq(&hd, &rx->desc) && h->len == rx->len) return 1;
+    if (h->seq == rx->seq && desc_eq(&hd, &rx->desc) && len_ok) return 1;
     xc__desc_str(&hd, h->seq, got, sizeof got);
     xc__desc_str(&rx->desc, rx->seq, want, sizeof want);
     if (h->seq == rx->seq && desc_eq(&hd, &rx->desc))
@@ -128,9 +128,15 @@ static void unexp_free(xc__unexp_t *u)
         (x)->next = NULL;                                                      \
     } while (0)
 
+/* The connection data frames to `peer` take (see transport.h). */
+static xc__conn_t *data_conn(xc_comm_t *comm, int peer)
+{
+    return comm->chans ? comm->chans[peer] : comm->conns[peer];
+}
+
 void xc__send_control(xc_comm_t *comm, int peer, int kind, uint64_t seq)
 {
-    xc__conn_t *c = comm->conns[peer];
+    xc__conn_t *c = kind == XC__F_ACK ? data_conn(comm, peer) : comm->conns[peer];
     if (!c || c->state == XC__CONN_CLOSED) return;
     xc__tx_t *tx = calloc(1, sizeof *tx);
     if (!tx) return;
@@ -143,14 +149,22 @@ void xc__send_control(xc_comm_t *comm, int peer, int kind, uint64_t seq)
 
 /* Rendezvous: read the sender's buffer straight into the receive, then
  * tell the sender it may reuse it. */
-static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint64_t pay[2],
+static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint64_t pay[3],
                       xc__rx_t *rx)
 {
     size_t len = (size_t)pay[1];
     if (len != rx->len) {
-        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
-                        "rank %d sent %zu bytes with tag %d but this rank's recv expects %zu",
-                        peer, len, (int)h->tag, rx->len);
+        char want[200];
+        xc__desc_str(&rx->desc, rx->seq, want, sizeof want);
+        if (rx->kind == XC__F_P2P)
+            xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                            "rank %d sent %zu bytes with tag %d but this rank's recv expects %zu",
+                            peer, len, (int)h->tag, rx->len);
+        else
+            xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                            "rank %d sent %zu bytes for %s but this rank expected %zu bytes "
+                            "(per-rank counts disagree)",
+                            peer, len, want, rx->len);
         return;
     }
     char *d = rx->buf;
@@ -168,7 +182,7 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
         len -= (size_t)n;
     }
     comm->stats.bytes_recv[XC_TRANSPORT_SHM] += rx->len;
-    xc__send_control(comm, peer, XC__F_ACK, h->seq);
+    xc__send_control(comm, peer, XC__F_ACK, pay[2]);
     xc__rx_done(comm, rx);
 }
 
@@ -176,7 +190,7 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
 static void rndv_acked(xc_comm_t *comm, int peer, uint64_t id)
 {
     xc__tx_t *prev = NULL, *tx = comm->rndv_wait;
-    while (tx && !(tx->hdr.seq == id && tx->op->peer == peer)) prev = tx, tx = tx->next;
+    while (tx && !(tx->rndv[2] == id && tx->peer == peer)) prev = tx, tx = tx->next;
     if (!tx) {
         xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
                         "rank %d acknowledged a message this rank never sent", peer);
@@ -185,7 +199,7 @@ static void rndv_acked(xc_comm_t *comm, int peer, uint64_t id)
     if (prev) prev->next = tx->next;
     else comm->rndv_wait = tx->next;
     tx->next = NULL;
-    comm->stats.bytes_sent[XC_TRANSPORT_SHM] += tx->op->ptx.hdr.count * xc_dtype_size(tx->op->desc.dtype);
+    comm->stats.bytes_sent[XC_TRANSPORT_SHM] += tx->rndv[1];
     xc__tx_done(comm, tx);
 }
 
@@ -197,7 +211,13 @@ static void deliver_unexp(xc_comm_t *comm, xc__unexp_t *u, xc__rx_t *rx)
         return;
     }
     if (u->hdr.flags & XC__FL_RNDV) {
-        uint64_t pay[2];
+        uint64_t pay[3];
+        if (u->hdr.len != sizeof pay) {
+            unexp_free(u);
+            xc__comm_poison(comm, XC_ERR_PROTOCOL, 0, "rank %d sent a malformed rendezvous frame",
+                            rx->peer);
+            return;
+        }
         memcpy(pay, u->data, sizeof pay);
         xc__hdr_t h = u->hdr;
         unexp_free(u);
@@ -209,6 +229,24 @@ static void deliver_unexp(xc_comm_t *comm, xc__unexp_t *u, xc__rx_t *rx)
     xc__rx_done(comm, rx);
 }
 
+/* The arriving frame fills posted receive `rx` (with its data, or for a
+ * rendezvous frame with the address the data is read from). */
+static void take_rx(xc_comm_t *comm, xc__conn_t *c, xc__rx_t *rx)
+{
+    c->rrx = rx;
+    c->rdst = rx->buf;
+    if (c->rhdr.flags & XC__FL_RNDV) {
+        if (c->rhdr.len != sizeof c->rndv) {
+            c->rrx = NULL;
+            c->rdst = NULL;
+            xc__comm_poison(comm, XC_ERR_PROTOCOL, 0, "rank %d sent a malformed rendezvous frame",
+                            c->peer);
+            return;
+        }
+        c->rdst = (char *)c->rndv;
+    }
+}
+
 void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
 {
     const xc__hdr_t *h = &c->rhdr;
@@ -217,9 +255,11 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
     c->rrx = NULL;
     c->rux = NULL;
     if (h->kind == XC__F_BYE) {
-        /* The last frame it sends: receives still waiting on it never end. */
+        /* The last frame it sends: receives still waiting on it never end
+         * (once what it left in our channel is read). */
         c->state = XC__CONN_BYE;
-        if (q->coll_head || q->p2p_head)
+        xc__chan_drain(comm, c->peer);
+        if (xc__comm_status(comm) == XC_OK && (q->coll_head || q->p2p_head))
             xc__comm_peer_lost(comm, c->peer, "destroyed its communicator");
         return;
     }
@@ -237,8 +277,7 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         if (rx) {
             if (!check_frame(comm, c->peer, rx, h)) return;
             Q_UNLINK(q->coll_head, q->coll_tail, (xc__rx_t *)NULL, rx);
-            c->rrx = rx;
-            c->rdst = rx->buf;
+            take_rx(comm, c, rx);
             return;
         }
         xc__desc_t hd;
@@ -275,16 +314,7 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         if (rx) {
             if (!check_frame(comm, c->peer, rx, h)) return;
             Q_UNLINK(q->p2p_head, q->p2p_tail, prev, rx);
-            c->rrx = rx;
-            c->rdst = rx->buf;
-            if (h->flags & XC__FL_RNDV) { /* the address, not the data */
-                if (h->len != sizeof c->rndv) {
-                    xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
-                                    "rank %d sent a malformed rendezvous frame", c->peer);
-                    return;
-                }
-                c->rdst = (char *)c->rndv;
-            }
+            take_rx(comm, c, rx);
             return;
         }
         xc__unexp_t *u = unexp_new(comm, h);
@@ -401,6 +431,7 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
     tx->owned = NULL;
     tx->done = 0;
     tx->off = 0;
+    tx->peer = peer;
     op->pending++;
     if (peer == comm->rank) { /* point-to-point to self */
         xc__peerq_t *q = &comm->pq[peer];
@@ -425,15 +456,15 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
         return;
     }
     if (!peer_usable(comm, peer, "send to")) return;
-    xc__conn_t *c = comm->conns[peer];
-    if (op->is_p2p && comm->cma && len >= (size_t)comm->cfg.shm_cma_min_kb * 1024 && len) {
+    xc__conn_t *c = data_conn(comm, peer);
+    if (comm->cma && len >= (size_t)comm->cfg.shm_cma_min_kb * 1024 && len) {
         /* Same node, large: send the address and let the receiver read. */
-        uint64_t pay[2] = {(uint64_t)(uintptr_t)buf, (uint64_t)len};
-        memcpy(op->privbuf, pay, sizeof pay);
-        tx->buf = op->privbuf;
-        tx->hdr.len = sizeof pay;
+        tx->rndv[0] = (uint64_t)(uintptr_t)buf;
+        tx->rndv[1] = (uint64_t)len;
+        tx->rndv[2] = ++comm->rndv_id;
+        tx->buf = tx->rndv;
+        tx->hdr.len = sizeof tx->rndv;
         tx->hdr.flags |= XC__FL_RNDV;
-        tx->hdr.seq = ++comm->rndv_id;
     }
     c->tp->post_send(comm, c, tx);
 }
@@ -477,12 +508,11 @@ void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx, int peer, void *
     Q_APPEND(q->p2p_head, q->p2p_tail, rx);
 }
 
-void xc__match_clear(xc_comm_t *comm)
+/* A frame being read into memory that is going away is discarded. */
+static void detach_reads(xc__conn_t **conns, int n)
 {
-    comm->rndv_wait = NULL; /* their operations are being failed */
-    for (int p = 0; p < comm->size; p++) {
-        xc__conn_t *c = comm->conns[p];
-        /* A frame being read into memory that is going away is discarded. */
+    for (int p = 0; p < n; p++) {
+        xc__conn_t *c = conns[p];
         if (c && c->rrx) c->rrx = NULL, c->rdst = NULL;
         if (c && c->rux && c->rux->hdr.kind != XC__F_ERROR) {
             if (c->rux->rx) unexp_free(c->rux); /* matched: in no queue */
@@ -490,6 +520,13 @@ void xc__match_clear(xc_comm_t *comm)
             c->rdst = NULL;
         }
     }
+}
+
+void xc__match_clear(xc_comm_t *comm)
+{
+    comm->rndv_wait = NULL; /* their operations are being failed */
+    detach_reads(comm->conns, comm->size);
+    if (comm->chans) detach_reads(comm->chans, comm->size);
     for (int p = 0; p < comm->size; p++) {
         xc__peerq_t *q = &comm->pq[p];
         for (xc__unexp_t *u = q->ucoll_head, *n; u; u = n) n = u->next, unexp_free(u);

@@ -35,6 +35,8 @@ typedef struct xc__tx {
     size_t off;           /* header+payload bytes written so far */
     struct xc__op *op;    /* notified on completion; NULL = owned control frame */
     void *owned;          /* memory freed with a control frame */
+    int peer;             /* destination rank */
+    uint64_t rndv[3];     /* rendezvous payload: address, bytes, id */
     uint8_t done;
 } xc__tx_t;
 

@@ -59,8 +59,9 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
         op->prx.len = len;
         op->prx.tag = tag;
     }
-    /* In a blocking caller's frame: submit and wait under one lock. */
-    return sop ? xc__op_run(comm, op) : xc__op_submit(comm, op, 0);
+    /* In a blocking caller's frame: submit and wait under one lock.  In a
+     * group, xc_group_end is about to wait: no hand-off to the thread. */
+    return sop ? xc__op_run(comm, op) : xc__op_submit(comm, op, tls_group_depth > 0);
 }
 
 /* Blocking form: inside a group, post and remember; else issue and wait. */

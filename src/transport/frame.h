@@ -26,9 +26,9 @@ enum xc__frame_kind {
 
 /* hdr.flags */
 enum {
-    /* Point-to-point rendezvous between ranks of one node: the payload is
-     * {u64 address, u64 bytes} of the sender's buffer, which the receiver
-     * reads itself (process_vm_readv) and acknowledges with XC__F_ACK. */
+    /* Rendezvous between ranks of one node: the payload is {u64 address,
+     * u64 bytes, u64 id} of the sender's buffer, which the receiver reads
+     * itself (process_vm_readv) and acknowledges with XC__F_ACK (seq = id). */
     XC__FL_RNDV = 1
 };
 

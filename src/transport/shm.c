@@ -18,18 +18,29 @@
 
 #define XC__SHM_MAGIC 0x58435348u /* "XCSH" */
 
-static size_t layout(int nranks, size_t slot_bytes, size_t *ctl_off, size_t *slots_off,
-                     size_t *result_off)
+typedef struct layout {
+    size_t ctl, slots, result, chan_ctl, chan_data, total;
+} layout_t;
+
+static layout_t layout(int nranks, size_t slot_bytes, size_t chan_bytes)
 {
+    layout_t l;
+    size_t pairs = (size_t)nranks * (size_t)nranks;
     size_t off = (sizeof(xc__shm_hdr_t) + 4095) & ~(size_t)4095;
-    *ctl_off = off;
+    l.ctl = off;
     off += (size_t)nranks * sizeof(xc__shm_ctl_t);
     off = (off + 4095) & ~(size_t)4095;
-    *slots_off = off;
+    l.slots = off;
     off += (size_t)nranks * XC__SHM_NSLOT * slot_bytes;
-    *result_off = off;
+    l.result = off;
     off += XC__SHM_NSLOT * slot_bytes;
-    return off;
+    l.chan_ctl = off;
+    if (chan_bytes) off += pairs * sizeof(xc__chan_ctl_t);
+    off = (off + 4095) & ~(size_t)4095;
+    l.chan_data = off;
+    off += chan_bytes * pairs; /* pages of unused pairs are never touched */
+    l.total = off;
+    return l;
 }
 
 static xc_result_t map(int fd, size_t bytes, int nranks, int me, xc__shm_t **out)
@@ -53,20 +64,23 @@ static xc_result_t map(int fd, size_t bytes, int nranks, int me, xc__shm_t **out
     return XC_OK;
 }
 
-static void locate(xc__shm_t *s)
+static xc_result_t locate(xc__shm_t *s)
 {
-    size_t co, so, ro;
-    layout(s->nranks, s->slot_bytes, &co, &so, &ro);
-    s->ctl = (xc__shm_ctl_t *)((char *)s->base + co);
-    s->slots = (char *)s->base + so;
-    s->result = (char *)s->base + ro;
+    layout_t l = layout(s->nranks, s->slot_bytes, s->chan_bytes);
+    if (l.total > s->bytes)
+        return xc__err(XC_ERR_PROTOCOL, "shared memory segment is smaller than its layout");
+    s->ctl = (xc__shm_ctl_t *)((char *)s->base + l.ctl);
+    s->slots = (char *)s->base + l.slots;
+    s->result = (char *)s->base + l.result;
+    s->chan_ctl = s->chan_bytes ? (xc__chan_ctl_t *)((char *)s->base + l.chan_ctl) : NULL;
+    s->chan_data = s->chan_bytes ? (char *)s->base + l.chan_data : NULL;
+    return XC_OK;
 }
 
 xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_bytes,
-                           xc__shm_t **out)
+                           size_t chan_bytes, xc__shm_t **out)
 {
-    size_t co, so, ro;
-    size_t bytes = layout(nranks, slot_bytes, &co, &so, &ro);
+    size_t bytes = layout(nranks, slot_bytes, chan_bytes).total;
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return xc__err(XC_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
     if (ftruncate(fd, (off_t)bytes) != 0) {
@@ -84,9 +98,11 @@ xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_byt
     }
     xc__shm_t *s = *out;
     s->slot_bytes = slot_bytes;
+    s->chan_bytes = chan_bytes;
     s->hdr->nranks = nranks;
     s->hdr->slot_bytes = slot_bytes;
-    locate(s);
+    s->hdr->chan_bytes = chan_bytes;
+    locate(s); /* cannot fail: the segment was sized from the same layout */
     /* Counters start at 0 (ftruncate zero-fills); publish the magic last. */
     __atomic_store_n(&s->hdr->magic, XC__SHM_MAGIC, __ATOMIC_RELEASE);
     return XC_OK;
@@ -112,7 +128,12 @@ xc_result_t xc__shm_open(const char *name, int nranks, int me, xc__shm_t **out)
         return xc__err(XC_ERR_PROTOCOL, "shared memory segment %s is not xcoll's", name);
     }
     s->slot_bytes = s->hdr->slot_bytes;
-    locate(s);
+    s->chan_bytes = s->hdr->chan_bytes;
+    if ((s->chan_bytes & (s->chan_bytes - 1)) != 0 || (rc = locate(s)) != XC_OK) {
+        xc__shm_close(s);
+        *out = NULL;
+        return rc != XC_OK ? rc : xc__err(XC_ERR_PROTOCOL, "shared memory segment %s is not xcoll's", name);
+    }
     return XC_OK;
 }
 

@@ -52,10 +52,18 @@ typedef struct xc__shm_ctl {
     uint64_t probe;                           /* address of a known value, to test CMA */
 } xc__shm_ctl_t;
 
+/* A channel's counters: bytes ever written (by the sender) and consumed
+ * (by the receiver); head - tail bytes are in the ring. */
+typedef struct xc__chan_ctl {
+    _Alignas(64) uint64_t head;
+    _Alignas(64) uint64_t tail;
+} xc__chan_ctl_t;
+
 typedef struct xc__shm_hdr {
     _Alignas(64) uint32_t magic;
     int32_t nranks;
     uint64_t slot_bytes;
+    uint64_t chan_bytes;           /* ring bytes per channel, 0 = none */
     _Alignas(64) int32_t poison;   /* xc_result_t, 0 = healthy; set once */
     int32_t poison_claim;          /* 1 once a rank is writing the message */
     int32_t poison_rank;
@@ -73,6 +81,9 @@ typedef struct xc__shm {
     xc__shm_ctl_t *ctl;     /* [nranks] */
     char *slots;            /* [nranks][NSLOT][slot_bytes] */
     char *result;           /* [NSLOT][slot_bytes] */
+    size_t chan_bytes;      /* 0: no channels */
+    xc__chan_ctl_t *chan_ctl; /* [from][to] */
+    char *chan_data;        /* [from][to][chan_bytes] */
     pid_t owner;            /* the process that mapped it */
 } xc__shm_t;
 
@@ -83,6 +94,15 @@ static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)
 static inline char *xc__shm_result(const xc__shm_t *s, uint64_t chunk)
 {
     return s->result + (chunk % XC__SHM_NSLOT) * s->slot_bytes;
+}
+/* The channel from rank `from` to rank `to`. */
+static inline xc__chan_ctl_t *xc__shm_chan_ctl(const xc__shm_t *s, int from, int to)
+{
+    return s->chan_ctl + (size_t)from * (size_t)s->nranks + (size_t)to;
+}
+static inline char *xc__shm_chan_data(const xc__shm_t *s, int from, int to)
+{
+    return s->chan_data + ((size_t)from * (size_t)s->nranks + (size_t)to) * s->chan_bytes;
 }
 static inline uint64_t xc__shm_load(const uint64_t *p)
 {
@@ -96,9 +116,10 @@ XC__HIDDEN void xc__shm_ring(xc__shm_t *s);
 /* Sleep until the doorbell moves from `seen` or `timeout_ms` passes. */
 XC__HIDDEN void xc__shm_sleep(xc__shm_t *s, uint32_t seen, int timeout_ms);
 
-/* Create (local rank 0) or open the segment `name` for `nranks` ranks. */
+/* Create (local rank 0) or open the segment `name` for `nranks` ranks,
+ * with channels of `chan_bytes` (a power of two, or 0 for none). */
 XC__HIDDEN xc_result_t xc__shm_create(const char *name, int nranks, int me,
-                                      size_t slot_bytes, xc__shm_t **out);
+                                      size_t slot_bytes, size_t chan_bytes, xc__shm_t **out);
 XC__HIDDEN xc_result_t xc__shm_open(const char *name, int nranks, int me,
                                     xc__shm_t **out);
 XC__HIDDEN void xc__shm_unlink(const char *name);

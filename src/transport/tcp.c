@@ -1,18 +1,8 @@
 /*
- * tcp.c -- the TCP transport: frames over one non-blocking stream socket per
- * pair of ranks.
- *
- * Send side: a FIFO of frames per connection, written with sendmsg (header
- * and payload in one call, MSG_NOSIGNAL so a dead peer never raises SIGPIPE).
- * A frame, once started, is always finished, so the stream never
- * desynchronises.
- *
- * Receive side: a two-state machine, header then payload.  The payload is
- * read straight into its final buffer (the posted receive's, or an
- * unexpected message's copy) chosen by the engine's matcher when the header
- * is complete.  Input is always drained, whether or not a receive is posted,
- * so two ranks sending to each other at once can never deadlock on full
- * socket buffers.
+ * tcp.c -- the TCP transport: frames (stream.c) over one non-blocking
+ * stream socket per pair of ranks, written with sendmsg (header and payload
+ * in one call, MSG_NOSIGNAL so a dead peer never raises SIGPIPE) and read
+ * with recv straight into the frame's destination.
  */
 #include "../core/comm.h"
 
@@ -24,130 +14,44 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#define XC__DISCARD_LEN 16384
-
-static void tcp_write(xc_comm_t *comm, xc__conn_t *c)
+/* stream.c's `put`: one sendmsg (header and payload together). */
+static ssize_t tcp_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n)
 {
-    while (c->sq_head && c->state != XC__CONN_CLOSED) {
-        xc__tx_t *tx = c->sq_head;
-        size_t hl = sizeof tx->hdr, total = hl + tx->hdr.len;
-        struct iovec iov[2];
-        int n = 0;
-        if (tx->off < hl) {
-            iov[n].iov_base = (char *)&tx->hdr + tx->off;
-            iov[n++].iov_len = hl - tx->off;
-            if (tx->hdr.len) {
-                iov[n].iov_base = (void *)tx->buf;
-                iov[n++].iov_len = tx->hdr.len;
-            }
-        } else {
-            iov[n].iov_base = (char *)tx->buf + (tx->off - hl);
-            iov[n++].iov_len = total - tx->off;
-        }
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    for (;;) {
         ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            xc__comm_peer_lost(comm, c->peer, strerror(errno));
-            return;
-        }
-        tx->off += (size_t)w;
-        if (tx->off < total) return; /* socket full: wait for POLLOUT */
-        c->sq_head = tx->next;
-        if (!c->sq_head) c->sq_tail = NULL;
-        tx->next = NULL;
-        comm->stats.bytes_sent[XC_TRANSPORT_TCP] += tx->hdr.len;
-        comm->stats.msgs_sent[XC_TRANSPORT_TCP]++;
-        xc__tx_done(comm, tx);
+        if (w >= 0) return w;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0; /* wait for POLLOUT */
+        xc__comm_peer_lost(comm, c->peer, strerror(errno));
+        return -1;
     }
 }
 
-static void tcp_post_send(xc_comm_t *comm, xc__conn_t *c, xc__tx_t *tx)
-{
-    tx->next = NULL;
-    tx->off = 0;
-    int was_empty = c->sq_head == NULL;
-    if (c->sq_tail) c->sq_tail->next = tx;
-    else c->sq_head = tx;
-    c->sq_tail = tx;
-    if (was_empty) tcp_write(comm, c);
-}
+static void tcp_write(xc_comm_t *comm, xc__conn_t *c) { xc__stream_write(comm, c, tcp_put); }
 
-static void reset_rx(xc__conn_t *c)
+/* stream.c's `get`: one recv; end of file between frames after a goodbye
+ * is the peer's graceful close, anywhere else a lost peer. */
+static ssize_t tcp_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n)
 {
-    c->rhdr_off = 0;
-    c->in_payload = 0;
-    c->rdst = NULL;
-    c->roff = 0;
-    c->rrx = NULL;
-    c->rux = NULL;
-}
-
-/* Returns 1 if the connection should be read again, 0 to stop. */
-static int handle_eof(xc_comm_t *comm, xc__conn_t *c, ssize_t r)
-{
-    if (r == 0 && c->state == XC__CONN_BYE && !c->in_payload && c->rhdr_off == 0) {
-        c->state = XC__CONN_CLOSED; /* graceful: the peer destroyed its comm */
-        return 0;
-    }
-    const char *why = r == 0 ? "closed the connection" : strerror(errno);
-    xc__comm_peer_lost(comm, c->peer, why);
-    return 0;
-}
-
-static void tcp_read(xc_comm_t *comm, xc__conn_t *c)
-{
-    static _Thread_local char discard[XC__DISCARD_LEN]; /* write-only sink */
-    while (c->state != XC__CONN_CLOSED) {
-        if (!c->in_payload) {
-            ssize_t r = recv(c->fd, (char *)&c->rhdr + c->rhdr_off,
-                             sizeof c->rhdr - c->rhdr_off, MSG_DONTWAIT);
-            if (r <= 0) {
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-                handle_eof(comm, c, r);
-                return;
-            }
-            c->rhdr_off += (size_t)r;
-            if (c->rhdr_off < sizeof c->rhdr) continue;
-            if (c->rhdr.magic != XC__FRAME_MAGIC ||
-                c->rhdr.comm_tag != (uint32_t)comm->uid) {
-                xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
-                                "rank %d (%s) sent a frame with a bad magic or "
-                                "communicator id (foreign or corrupted stream)",
-                                c->peer, c->addr);
-                c->state = XC__CONN_CLOSED;
-                return;
-            }
-            c->in_payload = 1;
-            c->roff = 0;
-            xc__match_header(comm, c); /* sets rdst/rrx/rux */
-            if (xc__comm_status(comm) == XC_ERR_PROTOCOL) return;
+    (void)n;
+    for (;;) {
+        ssize_t r = recv(c->fd, iov->iov_base, iov->iov_len, MSG_DONTWAIT);
+        if (r > 0) return r;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (r == 0 && c->state == XC__CONN_BYE && xc__stream_idle(c)) {
+            c->state = XC__CONN_CLOSED;
+            return -1;
         }
-        if (c->roff < c->rhdr.len) {
-            size_t want = c->rhdr.len - c->roff;
-            char *dst = c->rdst ? c->rdst + c->roff : discard;
-            if (!c->rdst && want > sizeof discard) want = sizeof discard;
-            ssize_t r = recv(c->fd, dst, want, MSG_DONTWAIT);
-            if (r <= 0) {
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-                handle_eof(comm, c, r);
-                return;
-            }
-            c->roff += (size_t)r;
-            if (c->roff < c->rhdr.len) continue;
-        }
-        comm->stats.bytes_recv[XC_TRANSPORT_TCP] += c->rhdr.len;
-        xc__match_done(comm, c);
-        reset_rx(c);
+        xc__comm_peer_lost(comm, c->peer, r == 0 ? "closed the connection" : strerror(errno));
+        return -1;
     }
 }
 
 static void tcp_on_ready(xc_comm_t *comm, xc__conn_t *c, short revents)
 {
-    if (revents & (POLLIN | POLLERR | POLLHUP)) tcp_read(comm, c);
+    if (revents & (POLLIN | POLLERR | POLLHUP)) xc__stream_read(comm, c, tcp_get);
     if ((revents & (POLLOUT | POLLERR)) && c->state != XC__CONN_CLOSED) tcp_write(comm, c);
 }
 
@@ -160,7 +64,8 @@ static short tcp_poll_events(const xc__conn_t *c)
 const xc__transport_t xc__tcp_transport = {
     .name = "tcp",
     .kind = XC_TRANSPORT_TCP,
-    .post_send = tcp_post_send,
+    .post_send = xc__stream_post,
+    .write = tcp_write,
     .on_ready = tcp_on_ready,
     .poll_events = tcp_poll_events,
 };

@@ -2,19 +2,27 @@
  * transport.h -- the seam between the engine and the wires.
  *
  * A connection joins this rank to one peer of one communicator.  A transport
- * is a vtable (one file each: tcp.c today; shm later) that moves frames on
- * its connections.  The engine calls post_send to queue a frame and
- * on_ready when poll() reports the connection's descriptor ready; the
- * transport hands every arriving frame to the engine's matcher
- * (xc__match_header / xc__match_done in engine.h) and reports a broken
- * connection with xc__comm_peer_lost.  All calls are made with the
- * communicator's lock held.
+ * is a vtable (one file each: tcp.c, shm_chan.c) that moves frames on its
+ * connections; both carry a byte stream framed by stream.c.  The engine
+ * calls post_send to queue a frame and on_ready when poll() reports the
+ * connection's descriptor ready (shared-memory channels have none: the
+ * engine services them on every turn, xc__chan_service); the transport
+ * hands every arriving frame to the engine's matcher (xc__match_header /
+ * xc__match_done) and reports a broken connection with xc__comm_peer_lost.
+ * All calls are made with the communicator's lock held.
+ *
+ * Which connection a frame takes: between ranks of one node with shared
+ * memory, data frames (collective, point-to-point, acknowledgements) use
+ * the shared-memory channel (comm->chans); error and goodbye frames always
+ * use the socket, whose end-of-file is also how a dead peer is noticed.
  */
 #ifndef XC_TRANSPORT_H
 #define XC_TRANSPORT_H
 
 #include "../engine/msg.h"
 #include "net.h"
+
+#include <sys/uio.h>
 
 typedef struct xc__conn xc__conn_t;
 
@@ -23,6 +31,8 @@ typedef struct xc__transport {
     xc_transport_kind_t kind;
     /* Queue `tx` (and try to write it at once). */
     void (*post_send)(xc_comm_t *comm, xc__conn_t *conn, xc__tx_t *tx);
+    /* Write queued frames as far as possible without blocking. */
+    void (*write)(xc_comm_t *comm, xc__conn_t *conn);
     /* Service the connection after poll() reported `revents`. */
     void (*on_ready)(xc_comm_t *comm, xc__conn_t *conn, short revents);
     /* Events to poll for (0: nothing to poll, e.g. closed). */
@@ -51,10 +61,40 @@ struct xc__conn {
     size_t roff;
     xc__rx_t *rrx;      /* the posted receive being filled, or NULL */
     xc__unexp_t *rux;   /* the unexpected message being filled, or NULL */
-    uint64_t rndv[2];   /* payload of a rendezvous frame for a posted receive */
+    uint64_t rndv[3];   /* payload of a rendezvous frame for a posted receive */
+    /* shared-memory channel (shm_chan.c): outgoing and incoming rings */
+    struct xc__chan_ctl *ctx, *crx;
+    char *ctxd, *crxd;
+    size_t cbytes;      /* ring size (a power of two) */
+    uint64_t chead;     /* bytes we wrote to ctx (our copy of its head) */
+    uint64_t ctail;     /* bytes we consumed from crx (our copy of its tail) */
 };
 
+/* Move bytes for stream.c: returns the bytes moved (> 0), 0 if nothing can
+ * move now, -1 if the connection ended (already reported). */
+typedef ssize_t (*xc__io_fn)(xc_comm_t *comm, xc__conn_t *conn, struct iovec *iov, int n);
+/* Write queued frames through `put` until done or it cannot take more. */
+XC__HIDDEN void xc__stream_write(xc_comm_t *comm, xc__conn_t *conn, xc__io_fn put);
+/* Queue a frame and, if the queue was empty, write at once (post_send of
+ * stream transports). */
+XC__HIDDEN void xc__stream_post(xc_comm_t *comm, xc__conn_t *conn, xc__tx_t *tx);
+/* Read and dispatch frames through `get` until it has no more bytes. */
+XC__HIDDEN void xc__stream_read(xc_comm_t *comm, xc__conn_t *conn, xc__io_fn get);
+/* Is the receive side between frames? */
+XC__HIDDEN int xc__stream_idle(const xc__conn_t *conn);
+
 XC__HIDDEN extern const xc__transport_t xc__tcp_transport;
+XC__HIDDEN extern const xc__transport_t xc__chan_transport;
+
+/* Shared-memory channels of a communicator with a segment that has them
+ * (comm->chans): create / service every channel (write what is queued,
+ * read what arrived) / read what peer `p` sent / free. */
+XC__HIDDEN xc_result_t xc__chan_open_all(xc_comm_t *comm);
+XC__HIDDEN void xc__chan_service(xc_comm_t *comm);
+XC__HIDDEN void xc__chan_drain(xc_comm_t *comm, int peer);
+XC__HIDDEN void xc__chan_free_all(xc_comm_t *comm);
+/* Push queued frames out until done or `deadline_ns` (before goodbye). */
+XC__HIDDEN void xc__chan_flush(xc_comm_t *comm, uint64_t deadline_ns);
 
 /* Make a connection of `fd` (already connected and handshaken). */
 XC__HIDDEN xc__conn_t *xc__tcp_conn_new(int fd, int peer, const char *addr);
