@@ -42,6 +42,16 @@ enum xc__algo_id {
     XC__ALGO_SHM_REDUCE,
     XC__ALGO_SHM_ALLTOALL,
     XC__ALGO_SHM_BARRIER,
+    XC__ALGO_ALLREDUCE_RHD,
+    XC__ALGO_ALLREDUCE_RD,
+    XC__ALGO_REDUCE_SCATTER_RHALVING,
+    XC__ALGO_REDUCE_SCATTER_PAIRWISE,
+    XC__ALGO_ALLGATHER_RD,
+    XC__ALGO_ALLGATHER_BRUCK,
+    XC__ALGO_BCAST_SCATTER_AG,
+    XC__ALGO_BCAST_CHAIN,
+    XC__ALGO_REDUCE_RS_GATHER,
+    XC__ALGO_ALLTOALL_BRUCK,
     XC__ALGO_COUNT
 };
 
@@ -72,6 +82,16 @@ XC__HIDDEN xc_result_t xc__build_bcast_binomial(xc_comm_t *, xc__op_t *, const x
 XC__HIDDEN xc_result_t xc__build_alltoall_pairwise(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_alltoallv_pairwise(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_barrier_dissemination(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allreduce_rhd(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allreduce_rd(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_reduce_scatter_rhalving(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_reduce_scatter_pairwise(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allgather_rd(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allgather_bruck(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_bcast_scatter_ag(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_bcast_chain(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_reduce_rs_gather(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_alltoall_bruck(xc_comm_t *, xc__op_t *, const xc__args_t *);
 
 /* Binomial trees (binomial.c).  reduce_tree: accumulate `count` elements
  * into `acc` (receiving children's partial sums into `tmp`) and send them
@@ -92,6 +112,39 @@ static inline void xc__block(size_t count, int n, int i, size_t *off, size_t *cn
 }
 
 static inline int xc__mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* Element offset of block i of xc__block's split (i == n gives count), so
+ * blocks [i, j) span [xc__block_off(i), xc__block_off(j)). */
+static inline size_t xc__block_off(size_t count, int n, int i)
+{
+    size_t q = count / (size_t)n, r = count % (size_t)n, ui = (size_t)i;
+    return ui * q + (ui < r ? ui : r);
+}
+
+/* Largest power of two <= n (n >= 1). */
+static inline int xc__pow2_floor(int n)
+{
+    int p = 1;
+    while (p <= n / 2) p <<= 1;
+    return p;
+}
+
+/* The usual fold of N ranks onto p = xc__pow2_floor(N) for the recursive
+ * doubling/halving algorithms: of the first 2*(N-p) ranks, each odd rank
+ * hands its data to the even rank below it and sits out (fold rank -1);
+ * the even ones take fold rank r/2, the ranks from 2*(N-p) on r-(N-p).
+ * xc__unfold maps a fold rank back to its rank. */
+static inline int xc__fold(int r, int n)
+{
+    int rem = n - xc__pow2_floor(n);
+    if (r < 2 * rem) return r % 2 ? -1 : r / 2;
+    return r - rem;
+}
+static inline int xc__unfold(int fr, int n)
+{
+    int rem = n - xc__pow2_floor(n);
+    return fr < rem ? 2 * fr : fr + rem;
+}
 
 /* Binomial tree helpers on ranks relative to a root. */
 static inline int xc__rel(int rank, int root, int n) { return xc__mod(rank - root, n); }

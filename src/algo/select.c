@@ -5,7 +5,11 @@
  * tree all-reduce (log N rounds) for messages up to 16 KiB or fewer elements
  * than ranks, the ring (bandwidth-optimal) above.  XCOLL_ALGO forces an
  * algorithm per collective, e.g. XCOLL_ALGO=allreduce.ring; it must be the
- * same on every rank (a difference is detected as XC_ERR_MISMATCH).
+ * same on every rank (a difference is detected as XC_ERR_MISMATCH).  The
+ * rest of the portfolio (allreduce.rhd/.rd, reduce_scatter.rhalving/
+ * .pairwise, allgather.rd/.bruck, bcast.scatter_ag/.chain,
+ * reduce.rs_gather, alltoall.bruck; costs in docs/algorithms.md) runs only
+ * when forced until the cost model chooses among them.
  */
 #include "shm_coll.h"
 
@@ -34,6 +38,21 @@ static const xc__algo_t g_algos[] = {
     {XC__ALGO_SHM_REDUCE, XC_COLL_REDUCE, "reduce.shm", xc__build_shm_reduce, 1},
     {XC__ALGO_SHM_ALLTOALL, XC_COLL_ALLTOALL, "alltoall.shm", xc__build_shm_alltoall, 1},
     {XC__ALGO_SHM_BARRIER, XC_COLL_BARRIER, "barrier.shm", xc__build_shm_barrier, 1},
+    {XC__ALGO_ALLREDUCE_RHD, XC_COLL_ALLREDUCE, "allreduce.rhd", xc__build_allreduce_rhd, 0},
+    {XC__ALGO_ALLREDUCE_RD, XC_COLL_ALLREDUCE, "allreduce.rd", xc__build_allreduce_rd, 0},
+    {XC__ALGO_REDUCE_SCATTER_RHALVING, XC_COLL_REDUCE_SCATTER, "reduce_scatter.rhalving",
+     xc__build_reduce_scatter_rhalving, 0},
+    {XC__ALGO_REDUCE_SCATTER_PAIRWISE, XC_COLL_REDUCE_SCATTER, "reduce_scatter.pairwise",
+     xc__build_reduce_scatter_pairwise, 0},
+    {XC__ALGO_ALLGATHER_RD, XC_COLL_ALLGATHER, "allgather.rd", xc__build_allgather_rd, 0},
+    {XC__ALGO_ALLGATHER_BRUCK, XC_COLL_ALLGATHER, "allgather.bruck", xc__build_allgather_bruck,
+     0},
+    {XC__ALGO_BCAST_SCATTER_AG, XC_COLL_BCAST, "bcast.scatter_ag", xc__build_bcast_scatter_ag,
+     0},
+    {XC__ALGO_BCAST_CHAIN, XC_COLL_BCAST, "bcast.chain", xc__build_bcast_chain, 0},
+    {XC__ALGO_REDUCE_RS_GATHER, XC_COLL_REDUCE, "reduce.rs_gather", xc__build_reduce_rs_gather,
+     0},
+    {XC__ALGO_ALLTOALL_BRUCK, XC_COLL_ALLTOALL, "alltoall.bruck", xc__build_alltoall_bruck, 0},
 };
 #define NALGOS (sizeof g_algos / sizeof g_algos[0])
 
