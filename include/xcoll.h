@@ -405,7 +405,7 @@ typedef enum xc_transport_kind {
     XC_TRANSPORT_COUNT
 } xc_transport_kind_t;
 
-#define XC_STATS_MAX_ALGOS 32
+#define XC_STATS_MAX_ALGOS 64
 
 typedef struct xc_stats {
     size_t size; /* set to sizeof(xc_stats_t) before the call */

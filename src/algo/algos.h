@@ -54,6 +54,8 @@ enum xc__algo_id {
     XC__ALGO_ALLTOALL_BRUCK,
     XC__ALGO_COUNT
 };
+_Static_assert(XC__ALGO_COUNT <= XC_STATS_MAX_ALGOS, "algorithm ids must fit xc_stats_t");
+
 
 typedef xc_result_t (*xc__build_fn)(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a);
 
