@@ -85,6 +85,26 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
     return 0;
 }
 
+/* Statistics of a completed operation: bytes_sent counts the payload this
+ * rank published to its peers (its input), bytes_recv what it took in (its
+ * output), whether it moved through staging slots or single-copy reads. */
+static void account(xc_comm_t *comm, const xc__shm_op_t *o)
+{
+    uint64_t n = o->a.count * o->es, L = (uint64_t)o->L, in = 0, out = 0;
+    int root = o->me == o->a.root;
+    switch (o->a.coll) {
+    case XC_COLL_ALLREDUCE: in = out = n; break;
+    case XC_COLL_REDUCE_SCATTER: in = L * n, out = n; break;
+    case XC_COLL_ALLGATHER: in = n, out = L * n; break;
+    case XC_COLL_BCAST: in = root ? n : 0, out = root ? 0 : n; break;
+    case XC_COLL_REDUCE: in = n, out = root ? n : 0; break;
+    case XC_COLL_ALLTOALL: in = out = L * n; break;
+    default: break;
+    }
+    comm->stats.bytes_sent[XC_TRANSPORT_SHM] += in;
+    comm->stats.bytes_recv[XC_TRANSPORT_SHM] += out;
+}
+
 static int shm_advance(xc_comm_t *comm, xc__op_t *op)
 {
     xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
@@ -193,6 +213,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
             break;
         }
     }
+    account(comm, o);
     return 1;
 }
 

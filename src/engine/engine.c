@@ -222,10 +222,18 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
     request_release(req);
 }
 
+/* Does pending work need frames on the shared-memory channels?  (Shared-
+ * memory collectives do not; their spin loop then skips the channels, which
+ * are still drained on every poll so that a peer's send never stalls.) */
+static int chans_needed(const xc_comm_t *comm)
+{
+    return comm->p2p_ops || comm->rndv_wait || (comm->coll_head && !comm->coll_head->advance);
+}
+
 void xc__comm_advance(xc_comm_t *comm)
 {
     xc__op_t *head;
-    if (comm->chans) xc__chan_service(comm);
+    if (comm->chans && chans_needed(comm)) xc__chan_service(comm);
     while ((head = comm->coll_head) && xc__comm_status(comm) == XC_OK) {
         if (!(head->advance ? head->advance(comm, head) : xc__sched_advance(comm, head)))
             break;
@@ -443,6 +451,7 @@ void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
     pthread_mutex_unlock(&comm->mu);
     int r = poll(pfd, (nfds_t)n, timeout_ms);
     pthread_mutex_lock(&comm->mu);
+    if (comm->chans) xc__chan_service(comm);
     if (r > 0) {
         if (pfd[0].revents) drain_efd(comm);
         for (int i = 1; i < n; i++) {

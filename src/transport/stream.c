@@ -45,7 +45,8 @@ void xc__stream_write(xc_comm_t *comm, xc__conn_t *c, xc__io_fn put)
         c->sq_head = tx->next;
         if (!c->sq_head) c->sq_tail = NULL;
         tx->next = NULL;
-        comm->stats.bytes_sent[c->tp->kind] += tx->hdr.len;
+        /* A rendezvous frame's data is counted when it has been read. */
+        if (!(tx->hdr.flags & XC__FL_RNDV)) comm->stats.bytes_sent[c->tp->kind] += tx->hdr.len;
         comm->stats.msgs_sent[c->tp->kind]++;
         xc__tx_done(comm, tx);
     }
@@ -106,7 +107,7 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
             c->roff += (size_t)r;
             if (c->roff < c->rhdr.len) continue;
         }
-        comm->stats.bytes_recv[c->tp->kind] += c->rhdr.len;
+        if (!(c->rhdr.flags & XC__FL_RNDV)) comm->stats.bytes_recv[c->tp->kind] += c->rhdr.len;
         xc__match_done(comm, c);
         reset_rx(c);
     }
