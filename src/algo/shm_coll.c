@@ -313,14 +313,24 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     if (comm->size < 2 || comm->size > XC__SHM_MAX_RANKS || comm->nnodes != 1 || !comm->cfg.shm)
         return XC_OK;
     char name[64];
-    snprintf(name, sizeof name, "/xcoll-%016" PRIx64, comm->uid);
     xc__shm_t *s = NULL;
     size_t slot = (size_t)comm->cfg.shm_slot_kb * 1024;
     xc_result_t rc = XC_OK;
-    if (comm->rank == 0) rc = xc__shm_create(name, comm->size, 0, slot, chan_bytes(comm), &s);
-    if (rc != XC_OK) XC_WARN("no shared memory: %s", xc__tls_error());
-    XC_CHECK(xc_barrier(comm)); /* the segment exists (or creation failed) */
-    if (comm->rank != 0) {
+    /* The creator's pid is part of the name, so that a later creator can
+     * remove what a job that died inside the set-up window left behind
+     * (xc__shm_create); it reaches the others with the news that the
+     * segment exists (-1: creation failed). */
+    int64_t creator = (int64_t)getpid();
+    if (comm->rank == 0) {
+        snprintf(name, sizeof name, "/xcoll-%d-%016" PRIx64, (int)creator, comm->uid);
+        rc = xc__shm_create(name, comm->size, 0, slot, chan_bytes(comm), &s);
+        if (rc != XC_OK) XC_WARN("no shared memory: %s", xc__tls_error());
+        if (rc != XC_OK) creator = -1;
+    }
+    XC_CHECK(xc_bcast(&creator, 1, XC_INT64, 0, comm));
+    snprintf(name, sizeof name, "/xcoll-%d-%016" PRIx64, (int)creator, comm->uid);
+    if (comm->rank != 0 && creator < 0) rc = xc__err(XC_ERR_SYSTEM, "rank 0 could not create it");
+    else if (comm->rank != 0) {
         rc = xc__shm_open(name, comm->size, comm->rank, &s);
         if (rc != XC_OK) XC_WARN("no shared memory: %s", xc__tls_error());
     }

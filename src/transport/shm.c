@@ -4,7 +4,9 @@
  */
 #include "shm.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -77,9 +79,31 @@ static xc_result_t locate(xc__shm_t *s)
     return XC_OK;
 }
 
+/* Segments are unlinked as soon as every rank has mapped them; only a job
+ * killed inside that window (milliseconds at set-up) leaves one behind.
+ * Their names carry the creator's pid: remove those whose creator is gone. */
+static void sweep_stale(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = 0, used = 0;
+        if (sscanf(e->d_name, "xcoll-%d-%*16[0-9a-f]%n", &pid, &used) != 1 || pid <= 0 ||
+            e->d_name[used] != 0)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char name[300];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    closedir(d);
+}
+
 xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_bytes,
                            size_t chan_bytes, xc__shm_t **out)
 {
+    sweep_stale();
     size_t bytes = layout(nranks, slot_bytes, chan_bytes).total;
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return xc__err(XC_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
