@@ -48,7 +48,8 @@
 
 /* The variables xcoll-run sets for each rank, in build_env's order. */
 static const char *const k_vars[] = {"XCOLL_RANK", "XCOLL_SIZE",
-    "XCOLL_LOCAL_RANK", "XCOLL_LOCAL_SIZE", "XCOLL_ADDR", "XCOLL_STORE_EXTERNAL"};
+    "XCOLL_LOCAL_RANK", "XCOLL_LOCAL_SIZE", "XCOLL_ADDR", "XCOLL_STORE_EXTERNAL",
+    "XCOLL_NODE_ID"}; /* the last one with --nodes only */
 #define NVARS (sizeof k_vars / sizeof *k_vars)
 
 extern char **environ;
@@ -73,6 +74,7 @@ typedef struct rank {
 typedef struct job {
     /* options */
     int n, rank_offset, world, host_store, prefix, grace_ms;
+    int nodes;               /* --nodes: emulated nodes (0: the real one) */
     double timeout_s;
     const char *addr, *host;
     char store_host[256];    /* from --addr/--host; 127.0.0.1 by default */
@@ -137,6 +139,10 @@ static void usage(FILE *f)
           "      --no-prefix      do not prefix output lines with \"[rank] \"\n"
           "      --grace-ms MS    SIGTERM to SIGKILL delay (default 3000)\n"
           "      --timeout SEC    stop the job after SEC seconds, exit 124\n"
+          "      --nodes K        emulate K nodes: consecutive blocks of ranks get\n"
+          "                       their own XCOLL_NODE_ID (shared memory within a\n"
+          "                       block, TCP between blocks), for tests and\n"
+          "                       benchmarks of multi-node paths on one machine\n"
           "  -h, --help           show this help\n"
           "\n"
           "Each rank gets XCOLL_RANK, XCOLL_SIZE, XCOLL_LOCAL_RANK,\n"
@@ -178,7 +184,7 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 static int parse_args(job_t *job, int argc, char **argv)
 {
     enum { O_ADDR = 256, O_HOST, O_OFFSET, O_WORLD, O_HOST_STORE, O_NO_PREFIX,
-           O_GRACE, O_TIMEOUT };
+           O_GRACE, O_TIMEOUT, O_NODES };
     static const struct option longopts[] = {
         {"nproc", required_argument, NULL, 'n'},
         {"addr", required_argument, NULL, O_ADDR},
@@ -189,6 +195,7 @@ static int parse_args(job_t *job, int argc, char **argv)
         {"no-prefix", no_argument, NULL, O_NO_PREFIX},
         {"grace-ms", required_argument, NULL, O_GRACE},
         {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"nodes", required_argument, NULL, O_NODES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     job->n = -1;
@@ -232,6 +239,10 @@ static int parse_args(job_t *job, int argc, char **argv)
                 return bad_usage("--timeout: '%s' is not a number of seconds",
                                  optarg);
             break;
+        case O_NODES:
+            if (parse_int(optarg, 1, MAX_RANKS, &job->nodes))
+                return bad_usage("--nodes: '%s' is not a number of nodes in 1..1024", optarg);
+            break;
         case ':': return bad_usage("%s needs an argument", argv[optind - 1]);
         default:
             if (optopt) return bad_usage("unknown option '-%c'", optopt);
@@ -241,6 +252,9 @@ static int parse_args(job_t *job, int argc, char **argv)
     if (optind >= argc) return bad_usage("%s", "no program to run");
     if (job->n < 0) return bad_usage("%s", "-n N (the number of ranks) is required");
     if (job->world < 0) job->world = job->rank_offset + job->n;
+    if (job->nodes > job->n)
+        return bad_usage("--nodes %d: more nodes than the %d ranks started here", job->nodes,
+                         job->n);
     if (job->rank_offset + job->n > job->world)
         return bad_usage("%s", "--rank-offset + -n exceeds --world-size");
     if (job->addr && job->host)
@@ -322,6 +336,9 @@ static int start_store(job_t *job)
 
 /* The launcher's environment without our variables, plus ours for rank
  * `local` of this invocation.  NULL on allocation failure. */
+/* How many of k_vars this job sets. */
+static size_t nvars(const job_t *job) { return job->nodes ? NVARS : NVARS - 1; }
+
 static char **build_env(const job_t *job, int local)
 {
     size_t n = 0;
@@ -331,32 +348,41 @@ static char **build_env(const job_t *job, int local)
     size_t k = 0;
     for (size_t i = 0; i < n; ++i) {
         int skip = 0;
-        for (size_t j = 0; j < NVARS && !skip; ++j) {
+        for (size_t j = 0; j < nvars(job) && !skip; ++j) {
             size_t len = strlen(k_vars[j]);
             skip = !strncmp(environ[i], k_vars[j], len) && environ[i][len] == '=';
         }
         if (!skip) env[k++] = environ[i]; /* borrowed, not freed */
     }
     char val[NVARS][320];
+    int lrank = local, lsize = job->n;
+    if (job->nodes) { /* consecutive blocks of ranks, as on real nodes */
+        int node = (int)((long)local * job->nodes / job->n);
+        int first = (int)(((long)node * job->n + job->nodes - 1) / job->nodes);
+        int next = (int)(((long)(node + 1) * job->n + job->nodes - 1) / job->nodes);
+        lrank = local - first;
+        lsize = next - first;
+        snprintf(val[6], sizeof val[6], "xcoll-run-%d-node%d", (int)getpid(), node);
+    }
     snprintf(val[0], sizeof val[0], "%d", job->rank_offset + local);
     snprintf(val[1], sizeof val[1], "%d", job->world);
-    snprintf(val[2], sizeof val[2], "%d", local);
-    snprintf(val[3], sizeof val[3], "%d", job->n);
+    snprintf(val[2], sizeof val[2], "%d", lrank);
+    snprintf(val[3], sizeof val[3], "%d", lsize);
     snprintf(val[4], sizeof val[4], "%s", job->child_addr);
     snprintf(val[5], sizeof val[5], "1");
-    for (size_t j = 0; j < NVARS; ++j)
+    for (size_t j = 0; j < nvars(job); ++j)
         if (asprintf(&env[k++], "%s=%s", k_vars[j], val[j]) < 0)
             return NULL; /* the launcher then exits: nothing to reclaim */
     return env;
 }
 
 /* Free what build_env allocated: our variables are the last ones. */
-static void free_env(char **env)
+static void free_env(const job_t *job, char **env)
 {
     if (!env) return;
     size_t n = 0;
     while (env[n]) ++n;
-    for (size_t i = n - NVARS; i < n; ++i) free(env[i]);
+    for (size_t i = n - nvars(job); i < n; ++i) free(env[i]);
     free(env);
 }
 
@@ -733,7 +759,7 @@ int main(int argc, char **argv)
 out:
     xc__store_server_stop(job.srv);
     if (devnull >= 0) close(devnull);
-    for (int i = 0; job.ranks && i < job.n; ++i) free_env(job.ranks[i].envp);
+    for (int i = 0; job.ranks && i < job.n; ++i) free_env(&job, job.ranks[i].envp);
     free(job.ranks);
     free(job.pfd);
     free(job.pstream);

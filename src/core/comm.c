@@ -47,13 +47,17 @@ xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_
     c->conns = calloc((size_t)size, sizeof *c->conns);
     c->pq = calloc((size_t)size, sizeof *c->pq);
     c->node_of = calloc((size_t)size, sizeof *c->node_of);
+    c->local_of = calloc((size_t)size, sizeof *c->local_of);
+    c->node_start = calloc((size_t)size + 1, sizeof *c->node_start);
+    c->node_ranks = calloc((size_t)size, sizeof *c->node_ranks);
     c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&c->mu, NULL);
     c->stats.size = sizeof c->stats;
     c->spin_ns = (uint64_t)cfg->spin_us * 1000ull;
     c->local_size = 1;
     c->nnodes = 1;
-    if (!c->conns || !c->pq || !c->node_of || c->efd < 0) {
+    if (!c->conns || !c->pq || !c->node_of || !c->local_of || !c->node_start ||
+        !c->node_ranks || c->efd < 0) {
         xc__comm_free(c);
         return xc__err(XC_ERR_NOMEM, "out of memory (or eventfd) creating a communicator");
     }
@@ -72,7 +76,11 @@ void xc__comm_free(xc_comm_t *c)
     free(c->conns);
     free(c->pq);
     free(c->node_of);
+    free(c->local_of);
+    free(c->node_start);
+    free(c->node_ranks);
     if (c->efd >= 0) close(c->efd);
+    if (c->node_shm != c->shm) xc__shm_close(c->node_shm);
     xc__shm_close(c->shm);
     free(c->cma_tmp);
     xc__store_server_stop(c->store_srv);
@@ -92,13 +100,20 @@ void xc__comm_set_nodes(xc_comm_t *c, char (*ids)[XC__NODEID_LEN])
     }
     c->nnodes = nn;
     c->node = c->node_of[c->rank];
-    c->local_rank = 0;
-    c->local_size = 0;
+    /* Members of each node in rank order (counting sort). */
+    memset(c->node_start, 0, ((size_t)nn + 1) * sizeof *c->node_start);
+    for (int r = 0; r < c->size; r++) c->node_start[c->node_of[r] + 1]++;
+    for (int n = 0; n < nn; n++) c->node_start[n + 1] += c->node_start[n];
+    for (int n = 0; n < nn; n++) c->local_of[n] = 0; /* members placed so far, per node */
     for (int r = 0; r < c->size; r++) {
-        if (c->node_of[r] != c->node) continue;
-        if (r < c->rank) c->local_rank++;
-        c->local_size++;
+        int n = c->node_of[r];
+        c->node_ranks[c->node_start[n] + c->local_of[n]++] = r;
     }
+    for (int n = 0; n < nn; n++)
+        for (int i = c->node_start[n]; i < c->node_start[n + 1]; i++)
+            c->local_of[c->node_ranks[i]] = i - c->node_start[n];
+    c->local_rank = c->local_of[c->rank];
+    c->local_size = c->node_start[c->node + 1] - c->node_start[c->node];
 }
 
 xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc)

@@ -62,14 +62,20 @@ struct xc_comm {
     int local_rank, local_size;
     int node, nnodes;
     int *node_of;            /* node index of every rank */
+    int *local_of;           /* every rank's index among its node's ranks */
+    int *node_start;         /* [nnodes+1]: node n's ranks are            */
+    int *node_ranks;         /* node_ranks[node_start[n] .. node_start[n+1]) */
     uint64_t uid;
     xc__config_t cfg;
     struct sockaddr_storage my_addr;  /* advertised address (port 0) */
     xc__store_server_t *store_srv;    /* rank 0 hosting the store */
     int efd;                 /* eventfd: wakes the progress thread/waiters */
     int forced_algo[XC_COLL_COUNT]; /* XCOLL_ALGO, parsed once (0 = choose) */
-    struct xc__shm *shm;     /* node-local segment (all ranks on one node) */
-    int cma;                 /* every rank can read every rank's memory (CMA) */
+    struct xc__shm *shm;     /* segment of the shared-memory collectives
+                              * (all ranks on one node), or NULL */
+    struct xc__shm *node_shm; /* segment of this node's ranks (channels,
+                              * single copy): == shm on one node */
+    int cma;                 /* every rank can read its node peers' memory (CMA) */
     char *cma_tmp;           /* scratch of single-copy reductions (lazy) */
 
     pthread_mutex_t mu;

@@ -36,7 +36,7 @@ void xc__comm_kick(xc_comm_t *comm)
     ssize_t w = write(comm->efd, &one, sizeof one);
     (void)w;
     /* Sleepers of a shared-memory communicator wait on the doorbell. */
-    if (comm->shm) xc__shm_ring(comm->shm);
+    if (comm->node_shm) xc__shm_ring(comm->node_shm);
 }
 
 static void drain_efd(xc_comm_t *comm)
@@ -465,11 +465,13 @@ void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
     if (peer != stack_peer) free(peer);
 }
 
-/* Is a shared-memory operation queued (it makes progress without any
- * descriptor becoming ready)? */
+/* Is work queued that makes progress without any descriptor becoming
+ * ready (a shared-memory collective, or frames on the channels of a
+ * communicator spanning several nodes)? */
 static int shm_pending(const xc_comm_t *comm)
 {
-    return comm->shm && comm->coll_head && comm->coll_head->advance;
+    return (comm->shm && comm->coll_head && comm->coll_head->advance) ||
+           (comm->chans && chans_needed(comm));
 }
 
 /* Is all pending work moved through shared memory (so that the engine

@@ -131,7 +131,7 @@ static void unexp_free(xc__unexp_t *u)
 /* The connection data frames to `peer` take (see transport.h). */
 static xc__conn_t *data_conn(xc_comm_t *comm, int peer)
 {
-    return comm->chans ? comm->chans[peer] : comm->conns[peer];
+    return comm->chans && comm->chans[peer] ? comm->chans[peer] : comm->conns[peer];
 }
 
 void xc__send_control(xc_comm_t *comm, int peer, int kind, uint64_t seq)
@@ -169,7 +169,7 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
     }
     char *d = rx->buf;
     uintptr_t r = (uintptr_t)pay[0];
-    pid_t pid = (pid_t)comm->shm->ctl[peer].pid;
+    pid_t pid = (pid_t)comm->node_shm->ctl[comm->local_of[peer]].pid;
     while (len > 0) {
         struct iovec li = {d, len}, ri = {(void *)r, len};
         ssize_t n = process_vm_readv(pid, &li, 1, &ri, 1, 0);
@@ -457,7 +457,8 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
     }
     if (!peer_usable(comm, peer, "send to")) return;
     xc__conn_t *c = data_conn(comm, peer);
-    if (comm->cma && len >= (size_t)comm->cfg.shm_cma_min_kb * 1024 && len) {
+    if (comm->cma && c->tp == &xc__chan_transport && len >= (size_t)comm->cfg.shm_cma_min_kb * 1024 &&
+        len) {
         /* Same node, large: send the address and let the receiver read. */
         tx->rndv[0] = (uint64_t)(uintptr_t)buf;
         tx->rndv[1] = (uint64_t)len;

@@ -123,6 +123,10 @@ XC__HIDDEN xc_result_t xc__shm_create(const char *name, int nranks, int me,
 XC__HIDDEN xc_result_t xc__shm_open(const char *name, int nranks, int me,
                                     xc__shm_t **out);
 XC__HIDDEN void xc__shm_unlink(const char *name);
+/* Set up a new communicator's shared memory (shm_setup.c): a segment per
+ * node with two or more ranks, its channels, and on a single node the
+ * segment of the shared-memory collectives.  Collective over `comm`. */
+XC__HIDDEN xc_result_t xc__shm_attach(xc_comm_t *comm);
 /* Unmap (NULL ok). */
 XC__HIDDEN void xc__shm_close(xc__shm_t *s);
 /* Mark the segment poisoned (first caller wins) so that every local rank

@@ -3,8 +3,8 @@
  * ranks of one node (point-to-point messages, schedule-based collectives,
  * rendezvous acknowledgements).
  *
- * Every ordered pair of local ranks has a single-producer single-consumer
- * byte ring in the communicator's segment (shm.h): the sender copies frames
+ * Every ordered pair of ranks on one node has a single-producer single-
+ * consumer byte ring in the node's segment (shm.h, shm_setup.c): the sender copies frames
  * (stream.c's framing, the same as on a socket) in at `head`, the receiver
  * copies them out at `tail`; each counter has one writer, on its own cache
  * line, published with release (and a doorbell ring if anybody sleeps), read
@@ -16,8 +16,10 @@
  * the frame carries their address and the receiver reads them in one copy
  * (match.c's rendezvous).
  *
- * Channels have no descriptor: the engine services them on every turn
- * (xc__comm_advance), so progress needs no system call.  A dead peer is
+ * Channels have no descriptor: the engine services them on its turns
+ * (xc__comm_advance, xc__comm_poll), so progress needs no system call.
+ * Peers on other nodes have no channel (chans[p] == NULL): their frames
+ * take the socket.  A dead peer is
  * noticed on its socket (end of file), which stays open beside the channel
  * and carries error and goodbye frames.
  */
@@ -52,7 +54,7 @@ static ssize_t chan_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
     }
     if (!total) return 0;
     c->chead += total;
-    xc__shm_publish(comm->shm, &c->ctx->head, c->chead);
+    xc__shm_publish(comm->node_shm, &c->ctx->head, c->chead);
     return (ssize_t)total;
 }
 
@@ -64,7 +66,7 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
     if (!len) return 0;
     ring_copy(c->crxd, c->cbytes, c->ctail, iov->iov_base, len, 0);
     c->ctail += len;
-    xc__shm_publish(comm->shm, &c->crx->tail, c->ctail);
+    xc__shm_publish(comm->node_shm, &c->crx->tail, c->ctail);
     return (ssize_t)len;
 }
 
@@ -94,12 +96,13 @@ const xc__transport_t xc__chan_transport = {
 
 xc_result_t xc__chan_open_all(xc_comm_t *comm)
 {
-    xc__shm_t *s = comm->shm;
+    xc__shm_t *s = comm->node_shm;
     if (!s || !s->chan_bytes) return XC_OK;
+    int me = comm->local_rank;
     xc__conn_t **chans = calloc((size_t)comm->size, sizeof *chans);
     if (!chans) return xc__err(XC_ERR_NOMEM, "out of memory (shared-memory channels)");
     for (int p = 0; p < comm->size; p++) {
-        if (p == comm->rank) continue;
+        if (p == comm->rank || comm->node_of[p] != comm->node) continue;
         xc__conn_t *c = calloc(1, sizeof *c);
         if (!c) {
             for (int q = 0; q < p; q++) free(chans[q]);
@@ -110,10 +113,11 @@ xc_result_t xc__chan_open_all(xc_comm_t *comm)
         c->fd = -1;
         c->peer = p;
         if (comm->conns[p]) memcpy(c->addr, comm->conns[p]->addr, sizeof c->addr);
-        c->ctx = xc__shm_chan_ctl(s, comm->rank, p);
-        c->ctxd = xc__shm_chan_data(s, comm->rank, p);
-        c->crx = xc__shm_chan_ctl(s, p, comm->rank);
-        c->crxd = xc__shm_chan_data(s, p, comm->rank);
+        int lp = comm->local_of[p];
+        c->ctx = xc__shm_chan_ctl(s, me, lp);
+        c->ctxd = xc__shm_chan_data(s, me, lp);
+        c->crx = xc__shm_chan_ctl(s, lp, me);
+        c->crxd = xc__shm_chan_data(s, lp, me);
         c->cbytes = s->chan_bytes;
         chans[p] = c;
     }

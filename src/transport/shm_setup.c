@@ -1,0 +1,120 @@
+/*
+ * shm_setup.c -- a communicator's shared memory, set up at creation.
+ *
+ * Every node with two or more of the communicator's ranks gets one segment
+ * for them (shm.h): its leader (the node's lowest rank) creates it, the
+ * others map it, everyone publishes its pid for single-copy reads and tests
+ * that it can read its node neighbour (process_vm_readv), and the name is
+ * unlinked as soon as every rank has mapped it, so nothing survives in
+ * /dev/shm whatever happens later.  All ranks agree, by one all-reduce, on
+ * whether shared memory (and single copy) is used at all; if any rank
+ * cannot map its node's segment, everybody runs over TCP.
+ *
+ * When all ranks share one node, the segment also carries the shared-memory
+ * collectives (comm->shm); on several nodes it carries the channels between
+ * node peers (comm->node_shm), so that the intra-node steps of hierarchical
+ * algorithms and point-to-point messages between node peers never touch a
+ * socket.  The collectives used here run over TCP (comm->shm is not yet
+ * set), and every rank calls them, whatever its node looks like.
+ */
+#include "../core/comm.h"
+#include "shm.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* Ring size of the channels (a power of two): as configured for up to 16
+ * ranks on the node, at most 16 KiB up to 64 (L*L rings; only the pages of
+ * pairs that talk are ever touched), none beyond. */
+static size_t chan_bytes(const xc_comm_t *comm)
+{
+    size_t want = (size_t)comm->cfg.shm_chan_kb * 1024, b = 4096;
+    if (comm->local_size > 64 || want < 4096) return 0;
+    if (comm->local_size > 16 && want > 16384) want = 16384;
+    while (b * 2 <= want) b *= 2;
+    return b;
+}
+
+/* The segment's name: the creator's pid (so that a later creator can remove
+ * what a job killed inside the set-up window left behind: xc__shm_create),
+ * and an id unique to the communicator and node. */
+static void seg_name(char *buf, size_t cap, int64_t creator, const xc_comm_t *comm)
+{
+    uint64_t id = comm->uid ^ ((uint64_t)comm->node * 0x9e3779b97f4a7c15ull);
+    snprintf(buf, cap, "/xcoll-%d-%016" PRIx64, (int)creator, id);
+}
+
+xc_result_t xc__shm_attach(xc_comm_t *comm)
+{
+    /* Global conditions only: every rank must take the same branch. */
+    if (comm->size < 2 || comm->nnodes == comm->size || !comm->cfg.shm) return XC_OK;
+    int single = comm->nnodes == 1;
+    int mine = comm->local_size >= 2 && comm->local_size <= XC__SHM_MAX_RANKS;
+    int leader = comm->local_rank == 0;
+    /* Slots carry the shared-memory collectives: one node only. */
+    size_t slot = single ? (size_t)comm->cfg.shm_slot_kb * 1024 : 4096;
+    char name[64] = "";
+    xc__shm_t *s = NULL;
+    int64_t *creators = malloc((size_t)comm->size * sizeof *creators);
+    if (!creators) return xc__err(XC_ERR_NOMEM, "out of memory setting up shared memory");
+    int64_t me = 0; /* leaders: pid, or -1 when creation failed */
+    if (mine && leader) {
+        me = (int64_t)getpid();
+        seg_name(name, sizeof name, me, comm);
+        if (xc__shm_create(name, comm->local_size, 0, slot, chan_bytes(comm), &s) != XC_OK) {
+            XC_WARN("no shared memory: %s", xc__tls_error());
+            me = -1;
+        }
+    }
+    xc_result_t rc = xc_allgather(&me, creators, 1, XC_INT64, comm);
+    int64_t creator = creators[comm->node_ranks[comm->node_start[comm->node]]];
+    free(creators);
+    XC_CHECK(rc);
+    if (mine && !leader && creator > 0) {
+        seg_name(name, sizeof name, creator, comm);
+        if (xc__shm_open(name, comm->local_size, comm->local_rank, &s) != XC_OK)
+            XC_WARN("no shared memory: %s", xc__tls_error());
+    }
+    if (s) {
+        /* Single-copy reads: let peers read us even under Yama's ptrace
+         * restrictions, and publish a value they can test-read. */
+        prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+        s->ctl[comm->local_rank].pid = (uint32_t)getpid();
+        s->ctl[comm->local_rank].probe = (uint64_t)(uintptr_t)&comm->uid;
+    }
+    XC_CHECK(xc_barrier(comm)); /* every rank's pid and probe are published */
+    int32_t ok[2] = {!mine || s != NULL, !mine};
+    if (s) {
+        int right = (comm->local_rank + 1) % comm->local_size;
+        uint64_t v = 0;
+        struct iovec li = {&v, sizeof v},
+                     ri = {(void *)(uintptr_t)s->ctl[right].probe, sizeof v};
+        ok[1] = process_vm_readv((pid_t)s->ctl[right].pid, &li, 1, &ri, 1, 0) == sizeof v &&
+                v == comm->uid;
+    }
+    /* Everybody must agree to use it (and single copy). */
+    XC_CHECK(xc_allreduce(ok, ok, 2, XC_INT32, XC_MIN, comm));
+    /* Every rank has mapped it (or given up): unlink now, by anyone. */
+    if (name[0]) xc__shm_unlink(name);
+    if (!ok[0]) {
+        xc__shm_close(s);
+        XC_WARN("shared memory unavailable on some rank: using TCP");
+        return XC_OK;
+    }
+    if (!ok[1]) XC_INFO("single-copy reads (process_vm_readv) unavailable: staging only");
+    if (!s) return XC_OK; /* alone on this node */
+    pthread_mutex_lock(&comm->mu);
+    comm->node_shm = s;
+    if (single) comm->shm = s;
+    comm->cma = ok[1];
+    /* Channels exist iff the creator sized them (so a node agrees); a peer
+     * may write to ours before we open them: the bytes wait there. */
+    rc = xc__chan_open_all(comm);
+    pthread_mutex_unlock(&comm->mu);
+    return rc;
+}
