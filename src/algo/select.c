@@ -53,6 +53,8 @@ static const xc__algo_t g_algos[] = {
     {XC__ALGO_REDUCE_RS_GATHER, XC_COLL_REDUCE, "reduce.rs_gather", xc__build_reduce_rs_gather,
      0},
     {XC__ALGO_ALLTOALL_BRUCK, XC_COLL_ALLTOALL, "alltoall.bruck", xc__build_alltoall_bruck, 0},
+    {XC__ALGO_ALLREDUCE_HIER, XC_COLL_ALLREDUCE, "allreduce.hier", xc__build_allreduce_hier, 0},
+    {XC__ALGO_ALLTOALL_HIER, XC_COLL_ALLTOALL, "alltoall.hier", xc__build_alltoall_hier, 0},
 };
 #define NALGOS (sizeof g_algos / sizeof g_algos[0])
 
