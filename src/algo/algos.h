@@ -54,6 +54,9 @@ enum xc__algo_id {
     XC__ALGO_ALLTOALL_BRUCK,
     XC__ALGO_ALLREDUCE_HIER,
     XC__ALGO_ALLTOALL_HIER,
+    XC__ALGO_ALLREDUCE_DET,
+    XC__ALGO_REDUCE_SCATTER_DET,
+    XC__ALGO_REDUCE_DET,
     XC__ALGO_COUNT
 };
 _Static_assert(XC__ALGO_COUNT <= XC_STATS_MAX_ALGOS, "algorithm ids must fit xc_stats_t");
@@ -98,6 +101,9 @@ XC__HIDDEN xc_result_t xc__build_reduce_rs_gather(xc_comm_t *, xc__op_t *, const
 XC__HIDDEN xc_result_t xc__build_alltoall_bruck(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_allreduce_hier(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_alltoall_hier(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allreduce_det(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_reduce_scatter_det(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_reduce_det(xc_comm_t *, xc__op_t *, const xc__args_t *);
 
 /* Binomial trees (binomial.c).  reduce_tree: accumulate `count` elements
  * into `acc` (receiving children's partial sums into `tmp`) and send them

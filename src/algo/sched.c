@@ -90,6 +90,13 @@ void xc__sched_reduce(xc__sched_t *s, void *dst, const void *a, const void *b,
     if (st) st->dst = dst, st->src = a, st->src2 = b, st->count = count;
 }
 
+void xc__sched_reduce_n(xc__sched_t *s, void *dst, const void *const *srcs, int k, size_t count)
+{
+    if (count == 0) return;
+    xc__step_t *st = add_step(s, XC__S_REDUCE_N);
+    if (st) st->dst = dst, st->src = srcs, st->bytes = (size_t)k, st->count = count;
+}
+
 void xc__sched_finalize(xc__sched_t *s, void *buf, size_t count)
 {
     if (count == 0) return;
@@ -129,6 +136,10 @@ int xc__sched_advance(xc_comm_t *comm, xc__op_t *op)
             case XC__S_REDUCE:
                 xc__reduce2(st->dst, st->src, st->src2, st->count,
                             (xc_dtype_t)op->desc.dtype, (xc_op_t)op->desc.op);
+                break;
+            case XC__S_REDUCE_N:
+                xc__reduce_many(st->dst, st->src, (int)st->bytes, st->count,
+                                (xc_dtype_t)op->desc.dtype, (xc_op_t)op->desc.op);
                 break;
             case XC__S_FINALIZE:
                 xc__reduce_finalize(st->dst, st->count, (xc_dtype_t)op->desc.dtype,

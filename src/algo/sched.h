@@ -22,6 +22,7 @@ enum xc__step_type {
     XC__S_RECV,
     XC__S_COPY,     /* dst <- src, `bytes` bytes                    */
     XC__S_REDUCE,   /* dst <- src op src2, `count` elements          */
+    XC__S_REDUCE_N, /* dst <- srcs[0] op ... op srcs[k-1], in order  */
     XC__S_FINALIZE  /* dst <- dst / nranks if op is avg              */
 };
 
@@ -64,6 +65,10 @@ XC__HIDDEN void xc__sched_copy(xc__sched_t *s, void *dst, const void *src,
 XC__HIDDEN void xc__sched_reduce(xc__sched_t *s, void *dst, const void *a,
                                  const void *b, size_t count);
 XC__HIDDEN void xc__sched_finalize(xc__sched_t *s, void *buf, size_t count);
+/* dst <- srcs[0] op srcs[1] op ... op srcs[k-1] left to right
+ * (xc__reduce_many); `srcs` must live as long as the schedule (scratch). */
+XC__HIDDEN void xc__sched_reduce_n(xc__sched_t *s, void *dst, const void *const *srcs, int k,
+                                   size_t count);
 /* Close the current round (no-op if it is empty). */
 XC__HIDDEN void xc__sched_round(xc__sched_t *s);
 

@@ -55,6 +55,10 @@ static const xc__algo_t g_algos[] = {
     {XC__ALGO_ALLTOALL_BRUCK, XC_COLL_ALLTOALL, "alltoall.bruck", xc__build_alltoall_bruck, 0},
     {XC__ALGO_ALLREDUCE_HIER, XC_COLL_ALLREDUCE, "allreduce.hier", xc__build_allreduce_hier, 0},
     {XC__ALGO_ALLTOALL_HIER, XC_COLL_ALLTOALL, "alltoall.hier", xc__build_alltoall_hier, 0},
+    {XC__ALGO_ALLREDUCE_DET, XC_COLL_ALLREDUCE, "allreduce.det", xc__build_allreduce_det, 0},
+    {XC__ALGO_REDUCE_SCATTER_DET, XC_COLL_REDUCE_SCATTER, "reduce_scatter.det",
+     xc__build_reduce_scatter_det, 0},
+    {XC__ALGO_REDUCE_DET, XC_COLL_REDUCE, "reduce.det", xc__build_reduce_det, 0},
 };
 #define NALGOS (sizeof g_algos / sizeof g_algos[0])
 
@@ -94,8 +98,54 @@ xc_result_t xc__algo_parse_env(xc_comm_t *comm)
     return XC_OK;
 }
 
+/* Does the result of this call depend on the order of reduction?  (Floating
+ * point sum, product, average: yes; integers wrap, min/max are exact.) */
+static int order_sensitive(const xc__args_t *a)
+{
+    if (a->coll != XC_COLL_ALLREDUCE && a->coll != XC_COLL_REDUCE_SCATTER &&
+        a->coll != XC_COLL_REDUCE)
+        return 0;
+    int fp = a->dtype == XC_FLOAT16 || a->dtype == XC_BFLOAT16 || a->dtype == XC_FLOAT32 ||
+             a->dtype == XC_FLOAT64;
+    return fp && (a->op == XC_SUM || a->op == XC_PROD || a->op == XC_AVG);
+}
+
+/* Algorithms that reduce every element in rank order (det.c). */
+static int rank_ordered(int id)
+{
+    return id == XC__ALGO_SHM_ALLREDUCE || id == XC__ALGO_SHM_REDUCE_SCATTER ||
+           id == XC__ALGO_SHM_REDUCE || id == XC__ALGO_ALLREDUCE_DET ||
+           id == XC__ALGO_REDUCE_SCATTER_DET || id == XC__ALGO_REDUCE_DET;
+}
+
+/* XCOLL_DETERMINISTIC=1: the shared-memory collectives on one node, the
+ * rank-ordered exchange elsewhere -- both compute the same bits. */
+static xc_result_t select_deterministic(const xc_comm_t *comm, const xc__args_t *a,
+                                        const xc__algo_t **out)
+{
+    const xc__algo_t *forced = comm->forced_algo[a->coll] ? by_id(comm->forced_algo[a->coll]) : NULL;
+    if (forced && !rank_ordered(forced->id))
+        return xc__err(XC_ERR_INVALID,
+                       "XCOLL_ALGO forces %s, which does not reduce in rank order, but "
+                       "XCOLL_DETERMINISTIC=1 (use the %s.shm or %s.det algorithm)",
+                       forced->name, xc_coll_name(a->coll), xc_coll_name(a->coll));
+    if (forced && forced->needs_shm && !comm->shm)
+        return xc__err(XC_ERR_INVALID, "XCOLL_ALGO forces %s, but this communicator has no "
+                                       "shared memory", forced->name);
+    if (forced) {
+        *out = forced;
+        return XC_OK;
+    }
+    int id = a->coll == XC_COLL_ALLREDUCE        ? (comm->shm ? XC__ALGO_SHM_ALLREDUCE : XC__ALGO_ALLREDUCE_DET)
+             : a->coll == XC_COLL_REDUCE_SCATTER ? (comm->shm ? XC__ALGO_SHM_REDUCE_SCATTER : XC__ALGO_REDUCE_SCATTER_DET)
+                                                 : (comm->shm ? XC__ALGO_SHM_REDUCE : XC__ALGO_REDUCE_DET);
+    *out = by_id(id);
+    return XC_OK;
+}
+
 xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a, const xc__algo_t **out)
 {
+    if (comm->cfg.deterministic && order_sensitive(a)) return select_deterministic(comm, a, out);
     *out = comm->forced_algo[a->coll] ? by_id(comm->forced_algo[a->coll]) : NULL;
     if (*out) {
         if ((*out)->needs_shm && !comm->shm)

@@ -85,6 +85,9 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = 64;
     XC_CHECK(xc__env_int("XCOLL_SHM_CHAN_KB", 0, 1 << 16, &v));
     c->shm_chan_kb = (int)v;
+    v = 0;
+    XC_CHECK(xc__env_int("XCOLL_DETERMINISTIC", 0, 1, &v));
+    c->deterministic = (int)v;
     const char *s = getenv("XCOLL_SOCKET_IFNAME");
     if (s) copy_str(c->ifname, sizeof c->ifname, s);
     s = getenv("XCOLL_NODE_ID");

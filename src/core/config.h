@@ -21,6 +21,7 @@ typedef struct xc__config {
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
+    int deterministic;    /* 1: floating-point reductions in rank order  */
     char ifname[XC__IFNAME_LEN];   /* interface selector, "" = default  */
     char node_id[XC__NODEID_LEN];  /* "" = derive from host/boot/netns  */
 } xc__config_t;

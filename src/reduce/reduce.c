@@ -184,3 +184,17 @@ void xc__reduce_finalize(void *buf, size_t count, xc_dtype_t dtype,
     if (op != XC_AVG || nranks <= 1 || !dtype_valid(dtype)) return;
     dividers[dtype](buf, count, nranks);
 }
+
+void xc__reduce_many(void *dst, const void *const *srcs, int k, size_t count, xc_dtype_t dtype,
+                     xc_op_t op)
+{
+    int first = k < XC__REDUCE_MAX_K ? k : XC__REDUCE_MAX_K;
+    xc__reduce_n(dst, srcs, first, count, dtype, op);
+    for (int i = first; i < k; i += XC__REDUCE_MAX_K - 1) {
+        const void *more[XC__REDUCE_MAX_K];
+        int m = k - i < XC__REDUCE_MAX_K - 1 ? k - i : XC__REDUCE_MAX_K - 1;
+        more[0] = dst;
+        memcpy(more + 1, srcs + i, (size_t)m * sizeof *srcs);
+        xc__reduce_n(dst, more, m + 1, count, dtype, op);
+    }
+}

@@ -49,6 +49,11 @@ XC__HIDDEN xc_result_t xc__reduce_check(xc_dtype_t dtype, xc_op_t op);
 XC__HIDDEN void xc__reduce_n(void *dst, const void *const *srcs, int k,
                              size_t count, xc_dtype_t dtype, xc_op_t op);
 
+/* The same for any k >= 1: groups of XC__REDUCE_MAX_K, left to right
+ * (dst = reduce_n(first 64), then dst = reduce_n(dst, next 63), ...). */
+XC__HIDDEN void xc__reduce_many(void *dst, const void *const *srcs, int k, size_t count,
+                                xc_dtype_t dtype, xc_op_t op);
+
 /* dst[i] = a[i] op b[i] for i < count: xc__reduce_n with k = 2. */
 XC__HIDDEN void xc__reduce2(void *dst, const void *a, const void *b,
                             size_t count, xc_dtype_t dtype, xc_op_t op);
