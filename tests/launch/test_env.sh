@@ -46,6 +46,17 @@ for r in 2 3 4; do
     expect_grep "split job: rank $r in B" "^\[$r\] rank=$r size=5 local_rank=$((r - 2)) local_size=3 addr=127\.0\.0\.1:$port external=1 store=ok " "$TMP/b"
 done
 
+# --nodes 2 on 5 ranks: blocks {0,1,2} and {3,4}, each its own node id and
+# local numbering.
+"$XRUN" -n 5 --nodes 2 "$CTL" env >"$TMP/out" 2>&1
+expect_eq "--nodes 2: exit code" 0 $?
+for r in 0 1 2; do
+    expect_grep "--nodes 2: rank $r" "^\[$r\] rank=$r size=5 local_rank=$r local_size=3 " "$TMP/out"
+done
+for r in 3 4; do
+    expect_grep "--nodes 2: rank $r" "^\[$r\] rank=$r size=5 local_rank=$((r - 3)) local_size=2 " "$TMP/out"
+done
+
 # --addr alone for a whole job: the launcher hosts there.
 port=$("$CTL" port)
 "$XRUN" -n 2 --addr 127.0.0.1:$port "$CTL" env >"$TMP/out" 2>&1
