@@ -188,9 +188,9 @@ xc_result_t xc_comm_destroy(xc_comm_t *c)
     c->waiters++;
     while (c->npending > 0 && xc__comm_status(c) == XC_OK) {
         uint64_t nearest = UINT64_MAX;
-        if (c->coll_head) nearest = c->coll_head->deadline_ns;
+        if (c->coll_head) nearest = xc__op_deadline(c, c->coll_head);
         for (xc__op_t *op = c->p2p_ops; op; op = op->next)
-            if (op->deadline_ns < nearest) nearest = op->deadline_ns;
+            if (xc__op_deadline(c, op) < nearest) nearest = op->deadline_ns;
         if (xc__now_ns() >= nearest) {
             /* Local only: peers learn from the goodbye that this rank left
              * and fail with XC_ERR_PEER_LOST when they need it. */

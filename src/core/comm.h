@@ -30,18 +30,19 @@ typedef struct xc__op {
     int is_p2p;
     xc__desc_t desc;
     uint64_t seq;            /* collectives: 1, 2, ... in issue order */
-    uint64_t deadline_ns;
+    uint64_t deadline_ns;    /* 0 until xc__op_deadline sets it */
     int pending;             /* sends/receives of the current round in flight */
     xc__sched_t sched;       /* collectives */
     int peer;                /* p2p */
-    xc__tx_t ptx;            /* p2p send */
-    xc__rx_t prx;            /* p2p receive */
     /* Operations that are not schedules (shared-memory collectives):
      * advance returns 1 when complete; priv is freed with the op. */
     int (*advance)(xc_comm_t *comm, struct xc__op *op);
     void (*waiting)(const struct xc__op *op, char *buf, size_t cap);
     void *priv;              /* heap state, freed with the op (or NULL)   */
     uint8_t on_stack;        /* a blocking caller's frame owns it         */
+    /* Not zeroed by set-up (every field is set before use): */
+    xc__tx_t ptx;            /* p2p send */
+    xc__rx_t prx;            /* p2p receive */
     /* Inline state of non-schedule operations (no allocation per call). */
     _Alignas(16) unsigned char privbuf[XC__OP_PRIVBUF];
 } xc__op_t;
@@ -176,6 +177,12 @@ XC__HIDDEN xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wai
 /* Blocking form for an operation in the caller's frame: submit and wait
  * under one lock; returns its result (the op is gone afterwards). */
 XC__HIDDEN xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op);
+/* An operation's deadline: its timeout counts from the first time the
+ * engine looks at it waiting (the head of the collective queue, or a
+ * point-to-point operation), not from its submission, so a collective queued
+ * behind others does not spend its time in the queue; set lazily, so an
+ * operation that completes at once never reads the clock. */
+XC__HIDDEN uint64_t xc__op_deadline(const xc_comm_t *comm, xc__op_t *op);
 /* Complete an operation with rc (unlink it, complete its request). */
 XC__HIDDEN void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc);
 /* Run the engine: service connections reported ready and advance

@@ -57,8 +57,9 @@ static void request_release(xc_request_t *req)
 
 static void op_setup(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t *req)
 {
-    /* Everything but the inline state buffer, which its user initialises. */
-    memset(op, 0, offsetof(xc__op_t, privbuf));
+    /* Everything but the point-to-point descriptors (set by xc__post_send /
+     * xc__post_recv) and the inline state buffer, which their users set. */
+    memset(op, 0, offsetof(xc__op_t, ptx));
     memset(req, 0, sizeof *req);
     req->comm = comm;
     req->refs = 2;
@@ -113,7 +114,7 @@ static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
         return xc__err(st, "communicator is unusable after an earlier error: %s",
                        comm->errmsg);
     }
-    op->deadline_ns = xc__deadline_ns(comm->cfg.timeout_ms);
+    op->deadline_ns = 0; /* set when first looked at: xc__op_deadline */
     comm->npending++;
     if (op->is_p2p) {
         op->next = comm->p2p_ops;
@@ -401,19 +402,25 @@ static void op_timed_out(xc_comm_t *comm, xc__op_t *op)
                     comm->cfg.timeout_ms, w);
 }
 
+uint64_t xc__op_deadline(const xc_comm_t *comm, xc__op_t *op)
+{
+    if (!op->deadline_ns) op->deadline_ns = xc__deadline_ns(comm->cfg.timeout_ms);
+    return op->deadline_ns;
+}
+
 /* Fail the first operation past its deadline; return the nearest deadline. */
 static uint64_t check_deadlines(xc_comm_t *comm)
 {
     uint64_t now = xc__now_ns(), nearest = UINT64_MAX;
     if (comm->coll_head) {
-        if (now >= comm->coll_head->deadline_ns) {
+        if (now >= xc__op_deadline(comm, comm->coll_head)) {
             op_timed_out(comm, comm->coll_head);
             return UINT64_MAX;
         }
         nearest = comm->coll_head->deadline_ns;
     }
     for (xc__op_t *op = comm->p2p_ops; op; op = op->next) {
-        if (now >= op->deadline_ns) {
+        if (now >= xc__op_deadline(comm, op)) {
             op_timed_out(comm, op);
             return UINT64_MAX;
         }
@@ -520,10 +527,18 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     comm->waiters++;
     xc_comm_t *saved = tls_waiting;
     tls_waiting = comm;
-    uint64_t spin_until = xc__now_ns() + comm->spin_ns;
-    uint64_t yield_until = spin_until + (uint64_t)comm->cfg.yield_us * 1000ull;
+    /* The clock is first read after 64 turns: a wait that ends sooner (the
+     * common case on shared memory) never reads it. */
+    uint64_t spin_until = 0, yield_until = 0;
     unsigned polls = 0;
     int spinning = comm->spin_ns > 0;
+#define XC__WAIT_CLOCK()                                                       \
+    do {                                                                       \
+        if (!spin_until) {                                                     \
+            spin_until = xc__now_ns() + comm->spin_ns;                         \
+            yield_until = spin_until + (uint64_t)comm->cfg.yield_us * 1000ull; \
+        }                                                                      \
+    } while (0)
     while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         if (shm_only(comm)) {
             /* Spin on the engine alone (a peer's cache line arrives in
@@ -535,6 +550,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
                 __builtin_ia32_pause();
                 continue;
             }
+            XC__WAIT_CLOCK();
             uint64_t nearest = check_deadlines(comm);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
             if ((polls & 1023) == 0) xc__comm_poll(comm, 0);
@@ -543,6 +559,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
             if (!spinning) shm_wait_step(comm, now, yield_until, nearest);
             continue;
         }
+        XC__WAIT_CLOCK();
         uint64_t nearest = check_deadlines(comm);
         if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
         int ms = 0;
@@ -564,8 +581,10 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
      * and arrive within it; when they do not (oversubscribed cores, ranks
      * far apart), every microsecond spun is taken from a rank that needs
      * the core, so fall back to yielding sooner. */
+#undef XC__WAIT_CLOCK
     uint64_t max = (uint64_t)comm->cfg.spin_us * 1000ull;
-    if (xc__now_ns() < spin_until) comm->spin_ns = XC__MIN(max, comm->spin_ns * 2 + 500);
+    if (!spin_until || xc__now_ns() < spin_until)
+        comm->spin_ns = XC__MIN(max, comm->spin_ns * 2 + 500);
     else comm->spin_ns = comm->spin_ns / 2 > 500 ? comm->spin_ns / 2 : XC__MIN(500, max);
 }
 

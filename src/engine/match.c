@@ -402,7 +402,7 @@ static void fill_hdr(xc_comm_t *comm, const xc__op_t *op, xc__hdr_t *h, size_t l
     h->comm_tag = (uint32_t)comm->uid;
     h->root = op->desc.root;
     h->algo = op->desc.algo;
-    h->tag = op->ptx.hdr.tag; /* p2p tag; 0 for collectives */
+    h->tag = 0; /* the caller sets a point-to-point tag */
     h->seq = op->seq;
     h->count = op->desc.count;
     h->len = len;
