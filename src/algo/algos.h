@@ -57,6 +57,7 @@ enum xc__algo_id {
     XC__ALGO_ALLREDUCE_DET,
     XC__ALGO_REDUCE_SCATTER_DET,
     XC__ALGO_REDUCE_DET,
+    XC__ALGO_ALLREDUCE_DBTREE,
     XC__ALGO_COUNT
 };
 _Static_assert(XC__ALGO_COUNT <= XC_STATS_MAX_ALGOS, "algorithm ids must fit xc_stats_t");
@@ -104,6 +105,7 @@ XC__HIDDEN xc_result_t xc__build_alltoall_hier(xc_comm_t *, xc__op_t *, const xc
 XC__HIDDEN xc_result_t xc__build_allreduce_det(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_reduce_scatter_det(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_reduce_det(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN xc_result_t xc__build_allreduce_dbtree(xc_comm_t *, xc__op_t *, const xc__args_t *);
 
 /* Binomial trees (binomial.c).  reduce_tree: accumulate `count` elements
  * into `acc` (receiving children's partial sums into `tmp`) and send them

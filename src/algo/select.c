@@ -59,6 +59,8 @@ static const xc__algo_t g_algos[] = {
     {XC__ALGO_REDUCE_SCATTER_DET, XC_COLL_REDUCE_SCATTER, "reduce_scatter.det",
      xc__build_reduce_scatter_det, 0},
     {XC__ALGO_REDUCE_DET, XC_COLL_REDUCE, "reduce.det", xc__build_reduce_det, 0},
+    {XC__ALGO_ALLREDUCE_DBTREE, XC_COLL_ALLREDUCE, "allreduce.dbtree", xc__build_allreduce_dbtree,
+     0},
 };
 #define NALGOS (sizeof g_algos / sizeof g_algos[0])
 
