@@ -46,28 +46,54 @@ static inline void xc__shm_stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
     xc__shm_put_addr(slot, o->a.sbuf);
 }
 
+/* Single-copy reductions (all-reduce, reduce-scatter, reduce) of `bytes`
+ * in all: from XC__SHM_CMA_REDUCE_MIN (below, the staged pipeline's
+ * cache-resident chunks win) and XCOLL_SHM_CMA_MIN_KB, or at every size
+ * when XCOLL_SHM_CMA_MIN_KB=0 (so that tests meet every count); only when
+ * the communicator's scratch can be had. */
+static inline int xc__shm_use_cma_reduce(xc_comm_t *comm, size_t bytes)
+{
+    size_t min = comm->cfg.shm_cma_min_kb ? XC__SHM_CMA_REDUCE_MIN : 0;
+    return bytes >= min && xc__shm_use_cma(comm, bytes) && xc__shm_cma_scratch(comm);
+}
+
+/* One piece of a single-copy reduction: op over ranks of the n (at most
+ * XC__SHM_CMA_PIECE bytes) elements at element offset `eoff` of every
+ * rank's input -- the own one read in place, the others pulled with
+ * process_vm_readv into the scratch -- in rank order, finalised, into dst;
+ * dst NULL: into the scratch's first piece.  dst may be exactly the own
+ * input piece (the kernels allow exact aliasing: every element is read
+ * before it is written).  Returns where the result is, NULL if a read
+ * failed (o->err). */
+static inline char *xc__shm_cma_reduce_piece(xc__shm_op_t *o, char *dst, size_t eoff, size_t n)
+{
+    const void *srcs[XC__SHM_MAX_RANKS];
+    for (int j = 0, t = 0; j < o->L; j++) {
+        if (j == o->me) {
+            srcs[j] = (const char *)o->a.sbuf + eoff * o->es;
+            continue;
+        }
+        char *tmp = o->tmp + (size_t)t++ * XC__SHM_CMA_PIECE;
+        xc__shm_cma_read(o, j, 0, eoff * o->es, tmp, n * o->es);
+        srcs[j] = tmp;
+    }
+    if (o->err) return NULL;
+    if (!dst) dst = o->tmp; /* exactly the first peer's piece */
+    xc__shm_reduce(o, dst, srcs, o->L, n);
+    xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);
+    return dst;
+}
+
 /* Single-copy reduction: dst[0..count) = op over ranks of the `count`
- * elements at element offset `eoff` of every rank's input (the own one read
- * in place, the others pulled with process_vm_readv piece by piece into the
- * scratch), in rank order, then finalised.  dst may be the own input. */
+ * elements at element offset `eoff` of every rank's input, piece by piece
+ * (see above).  dst may be the own input at eoff (in place): piece p of it
+ * is written only after it has been read. */
 static inline void xc__shm_cma_reduce(xc__shm_op_t *o, char *dst, size_t eoff, size_t count)
 {
     size_t piece = XC__SHM_CMA_PIECE / o->es;
-    const void *srcs[XC__SHM_MAX_RANKS];
     for (size_t p = 0; p < count && !o->err; p += piece) {
         size_t n = count - p < piece ? count - p : piece;
-        for (int j = 0, t = 0; j < o->L; j++) {
-            if (j == o->me) {
-                srcs[j] = (const char *)o->a.sbuf + (eoff + p) * o->es;
-                continue;
-            }
-            char *tmp = o->tmp + (size_t)t++ * XC__SHM_CMA_PIECE;
-            xc__shm_cma_read(o, j, 0, (eoff + p) * o->es, tmp, n * o->es);
-            srcs[j] = tmp;
-        }
-        if (o->err) return;
-        xc__shm_reduce(o, dst + p * o->es, srcs, o->L, n);
-        xc__reduce_finalize(dst + p * o->es, n, o->a.dtype, o->a.op, o->L);
+        xc__shm_cma_reduce_piece(o, dst + p * o->es, eoff + p, n);
     }
 }
 

@@ -1,12 +1,30 @@
 /*
- * shm_reduce.c -- reduction to a root through shared memory.  Small: every
- * rank stages its input and the root reduces them all.  Large: as the
- * chunked all-reduce, every rank reduces its share into the result slot,
- * and only the root copies it out.
+ * shm_reduce.c -- reduction to a root through shared memory.
+ *
+ * Small: every rank stages its input and the root reduces them all.
+ * Chunked: as the chunked all-reduce, every rank reduces its share into the
+ * result slot, and only the root copies it out.
+ * Single copy (large, when ranks may read each other's memory): every rank
+ * publishes its input's address and the root also its output's.  Rank r
+ * reduces block r (xc__block) of every rank's input, pulled in pieces with
+ * process_vm_readv: the root straight into its output, the others into
+ * their scratch, each piece then pushed into the root's output with
+ * process_vm_writev.  So the reduction work is spread over all ranks as in
+ * the all-reduce, each block is reduced (and finalised) by exactly one
+ * rank, and every byte of the result is written into the root's buffer
+ * once.  Every rank then waits for every rank's `out` (wait_out): the root
+ * so that it returns only once every writer is done with its output, and
+ * everyone so that no input is given back while a peer still reads it.
+ * In place on the root is safe: block r of the root's buffer is only read
+ * and written by rank r, each piece read before it is written.
  */
 #include "shm_common.h"
 
+#include <errno.h>
+#include <sys/uio.h>
+
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
+static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_small(const xc__shm_op_t *o, int j) { (void)j; return o->me == o->a.root; }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 
@@ -20,16 +38,73 @@ static void out_large(xc__shm_op_t *o, uint64_t k)
     if (o->me == o->a.root) xc__shm_copy_result(o, k);
 }
 
+static void stage_addrs(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    (void)k;
+    xc__shm_put_addr(slot, o->a.sbuf);
+    xc__shm_put_addr(slot + 8, o->a.rbuf);
+}
+
+/* Write `len` bytes of `src` at `off` of the second address rank j
+ * published (its output).  A failure is reported as a failed read is:
+ * o->err (an errno) and o->err_peer. */
+static void cma_write(xc__shm_op_t *o, int j, size_t off, const char *src, size_t len)
+{
+    if (o->err || len == 0) return;
+    uint64_t base;
+    memcpy(&base, o->shm->ctl[j].inl[xc__shm_g(o, o->k) % 2] + 8, sizeof base);
+    pid_t pid = (pid_t)o->shm->ctl[j].pid;
+    uintptr_t r = (uintptr_t)base + off;
+    while (len > 0) {
+        struct iovec li = {(void *)(uintptr_t)src, len}, ri = {(void *)r, len};
+        ssize_t n = process_vm_writev(pid, &li, 1, &ri, 1, 0);
+        if (n <= 0) {
+            o->err = n < 0 ? errno : EIO;
+            o->err_peer = j;
+            return;
+        }
+        src += n;
+        r += (size_t)n;
+        len -= (size_t)n;
+    }
+}
+
+/* Block `me` of the result: reduced into the root's output. */
+static void out_direct(xc__shm_op_t *o, uint64_t k)
+{
+    (void)k;
+    size_t bo, bc;
+    xc__block(o->a.count, o->L, o->me, &bo, &bc);
+    if (o->me == o->a.root) {
+        xc__shm_cma_reduce(o, (char *)o->a.rbuf + bo * o->es, bo, bc);
+        return;
+    }
+    size_t piece = XC__SHM_CMA_PIECE / o->es;
+    for (size_t p = 0; p < bc && !o->err; p += piece) {
+        size_t n = bc - p < piece ? bc - p : piece;
+        const char *r = xc__shm_cma_reduce_piece(o, NULL, bo + p, n);
+        if (r) cma_write(o, o->a.root, (bo + p) * o->es, r, n * o->es);
+    }
+}
+
 static const xc__shm_coll_t small = {nchunks, reads_small, xc__shm_stage_input, NULL, out_small, 0};
 static const xc__shm_coll_t large = {nchunks, reads_all, xc__shm_stage_input,
                                      xc__shm_reduce_share, out_large, 0};
+static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    size_t es = xc_dtype_size(a->dtype);
+    size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
+    if (xc__shm_use_cma_reduce(comm, bytes)) {
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
+        return XC_OK;
+    }
     int tiny;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
-    if (tiny || a->count * es <= xc__shm_one_shot_max(comm->size))
+    /* Small: the whole input in one slot (XCOLL_SHM_SLOT_KB may be below
+     * the one-shot size). */
+    if (tiny || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
         return xc__shm_op_init(comm, op, a, &small, tiny ? ce : a->count ? a->count : 1, tiny);
     return xc__shm_op_init(comm, op, a, &large, ce, 0);
 }

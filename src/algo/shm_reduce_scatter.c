@@ -1,15 +1,27 @@
 /*
- * shm_reduce_scatter.c -- reduce-scatter through shared memory: for each
- * chunk every rank stages the chunk of all L blocks of its input, then
- * reduces chunk k of its own block from every rank's slot straight into its
- * receive buffer (each input read once, one store).  In place is safe: a
- * chunk of the rank's own block is staged before it is overwritten.
+ * shm_reduce_scatter.c -- reduce-scatter through shared memory.
+ *
+ * Staged: for each chunk every rank stages the chunk of all L blocks of its
+ * input, then reduces chunk k of its own block from every rank's slot
+ * straight into its receive buffer (each input read once, one store).  In
+ * place is safe: a chunk of the rank's own block is staged before it is
+ * overwritten.
+ * Single copy (large, when ranks may read each other's memory): each rank
+ * publishes its input's address; rank r pulls block r of every peer's
+ * input (process_vm_readv, in pieces into the scratch) and reduces it with
+ * its own block straight into its receive buffer, then waits until every
+ * peer has read its input.  The peers' blocks are copied once (by the
+ * kernel, into cache-resident scratch) instead of every rank staging all L
+ * blocks and reading them back.  In place
+ * (recvbuf == sendbuf + r * recvcount) is safe: the peers read only blocks
+ * j != r of our input, and each piece of block r is read by our own
+ * reduction before the same piece is written (exact aliasing).
  */
 #include "shm_common.h"
 
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
+static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
-
 
 static void out(xc__shm_op_t *o, uint64_t k)
 {
@@ -23,11 +35,25 @@ static void out(xc__shm_op_t *o, uint64_t k)
     xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);
 }
 
-static const xc__shm_coll_t vt = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
+/* Block `me` of every rank's input, reduced into the receive buffer. */
+static void out_direct(xc__shm_op_t *o, uint64_t k)
+{
+    (void)k;
+    xc__shm_cma_reduce(o, o->a.rbuf, (size_t)o->me * o->a.count, o->a.count);
+}
+
+static const xc__shm_coll_t staged = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
+static const xc__shm_coll_t direct = {one, reads_all, xc__shm_stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
+    size_t es = xc_dtype_size(a->dtype);
+    if (xc__shm_use_cma_reduce(comm, a->count * es * (size_t)comm->size)) {
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
+        return XC_OK;
+    }
     int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, xc_dtype_size(a->dtype), (size_t)comm->size, &tiny);
-    return xc__shm_op_init(comm, op, a, &vt, ce, tiny);
+    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &tiny);
+    return xc__shm_op_init(comm, op, a, &staged, ce, tiny);
 }
