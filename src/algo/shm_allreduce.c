@@ -60,15 +60,15 @@ static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, mid_direct, o
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
-    if (bytes >= XC__SHM_CMA_REDUCE_MIN && xc__shm_use_cma(comm, bytes) &&
-        xc__shm_cma_scratch(comm)) {
+    if (xc__shm_use_cma_reduce(comm, bytes)) {
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;
     }
     int tiny;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
-    if (tiny || bytes <= xc__shm_one_shot_max(comm->size))
+    /* One shot stages the whole input: it must fit a slot. */
+    if (tiny || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
         return xc__shm_op_init(comm, op, a, &one_shot, tiny ? ce : a->count ? a->count : 1, tiny);
     return xc__shm_op_init(comm, op, a, &chunked, ce, 0);
 }

@@ -119,8 +119,6 @@ XC__HIDDEN xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__
 /* Largest payload of the tiny (inline) path, and of the one-shot path. */
 XC__HIDDEN size_t xc__shm_one_shot_max(int nranks);
 
-/* Segment set-up for a communicator (all ranks on one node). */
-XC__HIDDEN xc_result_t xc__shm_attach(xc_comm_t *comm);
 
 /* The shared-memory builders, registered in select.c. */
 XC__HIDDEN xc_result_t xc__build_shm_allreduce(xc_comm_t *, xc__op_t *, const xc__args_t *);

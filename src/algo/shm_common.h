@@ -12,19 +12,12 @@
 static inline uint64_t xc__shm_g(const xc__shm_op_t *o, uint64_t k) { return o->base + k + 1; }
 
 /* dst = srcs[0] op ... op srcs[n-1] over `count` elements, any n >= 1,
- * left to right (so every rank computing it gets the same bits). */
+ * left to right (so every rank computing it gets the same bits, and the
+ * same as deterministic mode's exchange: xc__reduce_many). */
 static inline void xc__shm_reduce(const xc__shm_op_t *o, void *dst, const void **srcs, int n,
                                   size_t count)
 {
-    int first = n < XC__REDUCE_MAX_K ? n : XC__REDUCE_MAX_K;
-    xc__reduce_n(dst, srcs, first, count, o->a.dtype, o->a.op);
-    for (int i = first; i < n; i += XC__REDUCE_MAX_K - 1) {
-        const void *more[XC__REDUCE_MAX_K];
-        int m = n - i < XC__REDUCE_MAX_K - 1 ? n - i : XC__REDUCE_MAX_K - 1;
-        more[0] = dst;
-        memcpy(more + 1, srcs + i, (size_t)m * sizeof *srcs);
-        xc__reduce_n(dst, more, m + 1, count, o->a.dtype, o->a.op);
-    }
+    xc__reduce_many(dst, srcs, n, count, o->a.dtype, o->a.op);
 }
 
 /* Stage chunk k of each of the L blocks (of o->a.count elements) of the
