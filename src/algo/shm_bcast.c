@@ -48,6 +48,12 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
     size_t es = xc_dtype_size(a->dtype);
     if (xc__shm_use_cma(comm, a->count * es))
         return xc__shm_op_init(comm, op, a, &direct, a->count, 1);
+    if (a->count * es <= comm->shm->slot_bytes / XC__SHM_RING) {
+        /* One ring entry: the root may run 2 * RING operations ahead. */
+        XC_CHECK(xc__shm_op_init(comm, op, a, &staged, a->count ? a->count : 1, 0));
+        ((xc__shm_op_t *)op->privbuf)->ring = 1;
+        return XC_OK;
+    }
     int tiny;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
     return xc__shm_op_init(comm, op, a, &staged, ce, tiny);

@@ -54,6 +54,25 @@ static int poisoned(xc_comm_t *comm, xc__shm_t *s)
     return 1;
 }
 
+/* Rank j's description of operation `seq` differs from ours (`mine`):
+ * poison the communicator with both. */
+static void mismatch(xc_comm_t *comm, int j, const xc__shm_desc_t *theirs, const xc__desc_t *mine,
+                     uint64_t seq)
+{
+    char m[200], t[200];
+    xc__desc_str(mine, seq, m, sizeof m);
+    if (theirs->seq == seq) {
+        xc__desc_str(&theirs->d, theirs->seq, t, sizeof t);
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0, "rank %d called %s while this rank called %s",
+                        j, t, m);
+    } else {
+        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                        "rank %d is out of step with this rank's %s (its operations "
+                        "moved a different amount of data before)",
+                        j, m);
+    }
+}
+
 /* Does rank j run the same operation as ours (its chunk g has arrived)?
  * A rank that left (`gone`) and disagrees is lost, not mismatched. */
 static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64_t g, int gone)
@@ -70,19 +89,61 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
         xc__comm_peer_lost(comm, j, "destroyed its communicator");
         return 0;
     }
-    char mine[200], other[200];
-    xc__desc_str(&op->desc, op->seq, mine, sizeof mine);
-    if (theirs.seq == op->seq) {
-        xc__desc_str(&theirs.d, theirs.seq, other, sizeof other);
-        xc__comm_poison(comm, XC_ERR_MISMATCH, 0, "rank %d called %s while this rank called %s",
-                        j, other, mine);
-    } else {
-        xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
-                        "rank %d is out of step with this rank's %s (its operations "
-                        "moved a different amount of data before)",
-                        j, mine);
-    }
+    mismatch(comm, j, &theirs, &op->desc, op->seq);
     return 0;
+}
+
+/* The lowest `out` every other rank must have reached before this rank
+ * stages chunk g (its slot, ring entry or inline area of that parity was
+ * last read at that chunk). */
+static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t g)
+{
+    if (comm->shm_synced + XC__SHM_NSLOT > g) return 0; /* all are past g - NSLOT */
+    if (!o->ring) return g - XC__SHM_NSLOT;
+    uint64_t span = XC__SHM_NSLOT * XC__SHM_RING, full = comm->shm_full[g % XC__SHM_NSLOT];
+    uint64_t need = g > span ? g - span : 0;
+    return full > need ? full : need;
+}
+
+/*
+ * Description checks of a rank with its right neighbour when it does not
+ * read it (a bcast root, a reduce's non-roots): so that ranks which read
+ * nobody still meet a rank that disagrees.  Waiting for the neighbour's
+ * arrival would tie every such operation to it, so a check the neighbour
+ * is not ready for is queued and made at a later operation, against both
+ * ranks' description rings -- at the latest NBQ_CAP operations later,
+ * when this rank waits for it.  Returns 0 to wait (or on error).
+ */
+#define NBQ_CAP ((int)(sizeof ((xc_comm_t *)0)->shm_nbq / sizeof ((xc_comm_t *)0)->shm_nbq[0]))
+/* A check is made at most NBQ_CAP operations late, when the neighbour may
+ * be NSLOT * RING + 1 operations further: both description entries must
+ * still be there. */
+_Static_assert(XC__SHM_DESC_RING > NBQ_CAP + XC__SHM_NSLOT * XC__SHM_RING + 1,
+               "deferred checks must fit the description ring");
+static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o, uint64_t seq_now)
+{
+    xc__shm_t *s = o->shm;
+    int nb = (o->me + 1) % o->L;
+    while (comm->shm_nbq_n > 0) {
+        uint64_t seq = comm->shm_nbq[comm->shm_nbq_head][0], g = comm->shm_nbq[comm->shm_nbq_head][1];
+        if (xc__shm_load(&s->ctl[nb].in) < g) {
+            if (comm->shm_nbq_n < NBQ_CAP && seq + NBQ_CAP > seq_now) return 1; /* later */
+            if (__atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE))
+                xc__comm_peer_lost(comm, nb, "destroyed its communicator");
+            else
+                poisoned(comm, s);
+            return 0;
+        }
+        const xc__shm_desc_t *mine = &s->ctl[o->me].desc[seq % XC__SHM_DESC_RING];
+        xc__shm_desc_t theirs = s->ctl[nb].desc[seq % XC__SHM_DESC_RING];
+        if (theirs.seq != seq || !desc_eq(&theirs.d, &mine->d)) {
+            mismatch(comm, nb, &theirs, &mine->d, seq);
+            return 0;
+        }
+        comm->shm_nbq_head = (comm->shm_nbq_head + 1) % NBQ_CAP;
+        comm->shm_nbq_n--;
+    }
+    return 1;
 }
 
 /* Statistics of a completed operation: bytes_sent counts the payload this
@@ -118,17 +179,18 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
     while (o->k < o->nk) {
         uint64_t g = o->base + o->k + 1;
         switch (o->phase) {
-        case 0: /* our slot for g must be free */
-            if (comm->shm_synced + XC__SHM_NSLOT <= g) {
-                for (int j = 0; j < o->L; j++) {
-                    if (j == o->me) continue;
-                    if (xc__shm_load(&s->ctl[j].out) + XC__SHM_NSLOT < g) {
-                        poisoned(comm, s);
-                        return 0;
-                    }
+        case 0: { /* our slot (entry) for g must be free */
+            o->need = slot_need(comm, o, g);
+            for (int j = 0; o->need && j < o->L; j++) {
+                if (j == o->me) continue;
+                if (xc__shm_load(&s->ctl[j].out) < o->need) {
+                    poisoned(comm, s);
+                    return 0;
                 }
             }
+            if (!o->tiny && !o->ring) comm->shm_full[g % XC__SHM_NSLOT] = g;
             o->phase = 1;
+        }
             /* fall through */
         case 1: /* stage and publish */
             if (o->k == 0) {
@@ -142,13 +204,13 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
             comm->stats.msgs_sent[XC_TRANSPORT_SHM]++;
             o->phase = 2;
             /* fall through */
-        case 2: { /* the chunks we read (and, first, our neighbour) */
+        case 2: { /* the chunks we read (and, at the first, our neighbour) */
             int all = 1;
             for (int j = 0; j < o->L; j++) {
                 if (j == o->me) continue;
                 int reads = o->vt->reads(o, j);
                 all &= reads;
-                if (!reads && !(o->k == 0 && j == (o->me + 1) % o->L)) continue;
+                if (!reads) continue;
                 int gone = __atomic_load_n(&s->ctl[j].gone, __ATOMIC_ACQUIRE);
                 if (xc__shm_load(&s->ctl[j].in) < g) {
                     /* A rank that left may still have left what we need;
@@ -158,6 +220,21 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                     return 0;
                 }
                 if (o->k == 0 && !same_op(comm, op, o, j, g, gone)) return 0;
+            }
+            int nb = (o->me + 1) % o->L;
+            if (o->k == 0 && !o->vt->reads(o, nb)) {
+                /* Checks queued earlier first (this makes room for one). */
+                if (!nb_resolve(comm, o, op->seq)) return 0;
+                int gone = __atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE);
+                if (xc__shm_load(&s->ctl[nb].in) >= g) {
+                    if (!same_op(comm, op, o, nb, g, gone)) return 0;
+                } else {
+                    int t = (comm->shm_nbq_head + comm->shm_nbq_n++) % NBQ_CAP;
+                    comm->shm_nbq[t][0] = op->seq;
+                    comm->shm_nbq[t][1] = g;
+                }
+            } else if (o->k == 0 && comm->shm_nbq_n && !nb_resolve(comm, o, op->seq)) {
+                return 0;
             }
             if (all) comm->shm_synced = g;
             o->phase = 3;
@@ -231,7 +308,7 @@ static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)
         if ((o->phase == 2 && (o->vt->reads(o, j) || (o->k == 0 && j == (o->me + 1) % o->L)) &&
              xc__shm_load(&c->in) < g) ||
             (o->phase == 4 && xc__shm_load(&c->mid) < g) ||
-            (o->phase == 0 && xc__shm_load(&c->out) + XC__SHM_NSLOT < g) ||
+            (o->phase == 0 && xc__shm_load(&c->out) < o->need) ||
             (o->phase == 6 && xc__shm_load(&c->out) < g)) {
             snprintf(buf, cap, "waiting for rank %d in shared memory, chunk %" PRIu64 "/%" PRIu64,
                      j, o->k + 1, o->nk);

@@ -20,6 +20,11 @@
  * chunk k.  A rank that has seen every other rank's `in` reach g-1 knows
  * they all finished reading g-2 (a rank stages a chunk only after reading
  * the previous one), so step 0 costs nothing in the common case.
+ * Small rooted operations (bcast, reduce) go further: each slot is cut
+ * into XC__SHM_RING entries and their chunk g uses entry (g / 2) % RING of
+ * slot g % 2, so a rank may run 2 * RING chunks ahead of the slowest
+ * reader -- with more ranks than cores a rank then does several operations
+ * per time slice instead of handing the core over at every one.
  *
  * Each collective is a small vtable (one file each, shm_*.c) of chunk
  * geometry and the copy-in / reduce / copy-out of one chunk.
@@ -61,8 +66,10 @@ struct xc__shm_op {
     size_t es;          /* element size */
     size_t ce;          /* elements per chunk (per block, for blocked layouts) */
     int tiny;           /* payload carried inline in the control line */
+    int ring;           /* payload in a slot's ring entry (<= slot / XC__SHM_RING) */
     uint64_t base;      /* global chunk number before this operation */
     uint64_t k, nk;
+    uint64_t need;      /* phase 0: the `out` every other rank must reach */
     int phase;
     uint64_t hash;      /* of (seq, description) */
     int err, err_peer;  /* a failed single-copy read */
@@ -92,10 +99,21 @@ XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, 
 /* Smallest block worth a single-copy read (XCOLL_SHM_CMA_MIN_KB). */
 XC__HIDDEN int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes);
 
-/* Where rank j's staged chunk g is (inline area for tiny operations). */
+/* Entries per staging slot of ring operations: such an operation's
+ * chunk g may be staged once every other rank has finished chunk
+ * g - NSLOT * RING (and the last whole-slot chunk of that parity), not
+ * g - NSLOT.  Ranks may then be that many operations apart, which the
+ * description ring must cover (see shm_coll.c). */
+#define XC__SHM_RING 4
+
+/* Where rank j's staged chunk g is (inline area for tiny operations, a
+ * ring entry for ring operations). */
 static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)
 {
     if (o->tiny) return (char *)o->shm->ctl[j].inl[g % 2];
+    if (o->ring)
+        return xc__shm_slot(o->shm, j, g) +
+               (size_t)(g / XC__SHM_NSLOT % XC__SHM_RING) * (o->shm->slot_bytes / XC__SHM_RING);
     return xc__shm_slot(o->shm, j, g);
 }
 

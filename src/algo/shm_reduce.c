@@ -102,6 +102,13 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
     }
     int tiny;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
+    if (bytes <= xc__shm_one_shot_max(comm->size) &&
+        bytes <= comm->shm->slot_bytes / XC__SHM_RING) {
+        /* One ring entry: the non-roots may run 2 * RING operations ahead. */
+        XC_CHECK(xc__shm_op_init(comm, op, a, &small, a->count ? a->count : 1, 0));
+        ((xc__shm_op_t *)op->privbuf)->ring = 1;
+        return XC_OK;
+    }
     /* Small: the whole input in one slot (XCOLL_SHM_SLOT_KB may be below
      * the one-shot size). */
     if (tiny || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))

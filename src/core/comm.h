@@ -93,6 +93,9 @@ struct xc_comm {
     int stop;                /* progress thread must exit */
     int split_count;
     uint64_t shm_synced;     /* last shm chunk at which all ranks' `in` was seen */
+    uint64_t shm_full[2];    /* last chunk, by slot parity, staged over a whole slot */
+    uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (op seq, chunk) */
+    int shm_nbq_head, shm_nbq_n;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     xc__tx_t *rndv_wait;     /* rendezvous sends waiting for their ACK */
     uint64_t rndv_id;        /* last rendezvous id used */

@@ -31,7 +31,7 @@
 
 #define XC__SHM_NSLOT 2
 #define XC__SHM_INLINE 24 /* tiny payload bytes per parity, carried in the `in` line */
-#define XC__SHM_DESC_RING 4
+#define XC__SHM_DESC_RING 32 /* ops; see the static assertion in shm_coll.c */
 #define XC__SHM_MAX_RANKS 256 /* larger communicators use TCP */
 
 typedef struct xc__shm_desc {
@@ -46,7 +46,7 @@ typedef struct xc__shm_ctl {
     uint64_t in_hash;                         /* description hash of chunk `in`'s op */
     _Alignas(64) uint64_t mid;                /* chunks reduced           */
     _Alignas(64) uint64_t out;                /* chunks consumed          */
-    _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by op seq % 4 */
+    _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by op seq % RING */
     _Alignas(64) uint32_t gone;               /* destroyed its communicator */
     uint32_t pid;                             /* for single-copy reads (CMA) */
     uint64_t probe;                           /* address of a known value, to test CMA */
