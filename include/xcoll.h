@@ -423,6 +423,40 @@ XC_API const char *xc_transport_name(xc_transport_kind_t t);
 /* Name of algorithm id `algo` ("ring", "binomial", ...) or NULL. */
 XC_API const char *xc_algo_name(int algo);
 
+/* ------------------------------------------------------------------ trace
+ *
+ * XCOLL_TRACE=path.json records, per process, the engine's communication
+ * spans (every collective and message, from issue to completion, one lane
+ * per communicator) and the caller's spans (xc_trace_begin/end, one lane per
+ * thread) and writes them as a Chrome / Perfetto trace at exit ("%r" in the
+ * path is replaced by the rank, else ".r<rank>" goes before ".json").
+ * XCOLL_TRACE_SUMMARY=1 records without writing a file.  Recording costs
+ * two clock reads per operation; off, nothing.  Spans are what xc_trace_step
+ * measures overlap from.
+ */
+typedef struct xc_step_summary {
+    uint64_t step;         /* 1, 2, ... */
+    double step_ms;        /* wall time since the previous xc_trace_step     */
+    double compute_ms;     /* union of the caller's spans in that interval  */
+    double comm_ms;        /* union of communication spans                  */
+    double exposed_ms;     /* communication not overlapped by computation   */
+    double overlap_pct;    /* 100 * (comm - exposed) / comm (100 if no comm) */
+} xc_step_summary_t;
+
+/* Is recording on (XCOLL_TRACE or XCOLL_TRACE_SUMMARY)? */
+XC_API int xc_trace_enabled(void);
+/* Open / close a span of the calling thread (spans nest; `name` is copied).
+ * No-ops when recording is off. */
+XC_API void xc_trace_begin(const char *name);
+XC_API void xc_trace_end(void);
+/* End a training step: summarise the interval since the previous call (or
+ * since recording began) into *out (may be NULL) and, with XCOLL_TRACE or
+ * XCOLL_TRACE_SUMMARY set, print one line on stderr.  XC_ERR_UNSUPPORTED
+ * when recording is off. */
+XC_API xc_result_t xc_trace_step(xc_step_summary_t *out);
+/* Write the trace file now (it is also written at exit). */
+XC_API xc_result_t xc_trace_flush(void);
+
 #ifdef __cplusplus
 }
 #endif

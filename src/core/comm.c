@@ -3,6 +3,7 @@
  * statistics and names.
  */
 #include "comm.h"
+#include "../trace/trace.h"
 #include "../transport/shm.h"
 
 #include <stdio.h>
@@ -53,6 +54,7 @@ xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_
     c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&c->mu, NULL);
     c->stats.size = sizeof c->stats;
+    c->trace_lane = xc__trace_comm_lane(rank);
     c->spin_ns = (uint64_t)cfg->spin_us * 1000ull;
     c->local_size = 1;
     c->nnodes = 1;

@@ -31,6 +31,7 @@ typedef struct xc__op {
     xc__desc_t desc;
     uint64_t seq;            /* collectives: 1, 2, ... in issue order */
     uint64_t deadline_ns;    /* 0 until xc__op_deadline sets it */
+    uint64_t t_issue;        /* submission time when tracing, else 0 */
     int pending;             /* sends/receives of the current round in flight */
     xc__sched_t sched;       /* collectives */
     int peer;                /* p2p */
@@ -72,6 +73,7 @@ struct xc_comm {
     xc__store_server_t *store_srv;    /* rank 0 hosting the store */
     int efd;                 /* eventfd: wakes the progress thread/waiters */
     int forced_algo[XC_COLL_COUNT]; /* XCOLL_ALGO, parsed once (0 = choose) */
+    int trace_lane;          /* lane of its spans in the trace (0: off) */
     struct xc__shm *shm;     /* segment of the shared-memory collectives
                               * (all ranks on one node), or NULL */
     struct xc__shm *node_shm; /* segment of this node's ranks (channels,

@@ -15,6 +15,7 @@
  * talking to the failed one.
  */
 #include "../core/comm.h"
+#include "../trace/trace.h"
 #include "../transport/shm.h"
 
 #include <errno.h>
@@ -115,6 +116,7 @@ static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
                        comm->errmsg);
     }
     op->deadline_ns = 0; /* set when first looked at: xc__op_deadline */
+    if (comm->trace_lane) op->t_issue = xc__now_ns();
     comm->npending++;
     if (op->is_p2p) {
         op->next = comm->p2p_ops;
@@ -187,6 +189,20 @@ static int stale_frames(xc_comm_t *comm, const xc__op_t *op)
     return 0;
 }
 
+/* The operation's span in the trace: "allreduce 4.0 MiB (allreduce.ring)". */
+static void trace_op(const xc_comm_t *comm, const xc__op_t *op, xc_result_t rc)
+{
+    double b = (double)op->desc.count * (double)xc_dtype_size((xc_dtype_t)op->desc.dtype);
+    const char *unit = "B";
+    if (b >= 1024 * 1024) b /= 1024 * 1024, unit = "MiB";
+    else if (b >= 1024) b /= 1024, unit = "KiB";
+    const char *algo = xc_algo_name(op->desc.algo);
+    char name[56];
+    snprintf(name, sizeof name, "%s %.4g %s (%s)%s", xc_coll_name(op->desc.coll), b, unit,
+             algo ? algo : "?", rc == XC_OK ? "" : " FAILED");
+    xc__trace_comm_span(comm->trace_lane, op->t_issue, name);
+}
+
 void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
 {
     if (op->is_p2p) {
@@ -202,6 +218,7 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
         if (comm->coll_tail == op) comm->coll_tail = prev;
         if (rc == XC_OK) comm->done_seq = op->seq;
     }
+    if (op->t_issue) trace_op(comm, op, rc);
     if (rc == XC_OK) {
         comm->stats.ops[op->desc.coll]++;
         if (op->desc.algo < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[op->desc.algo]++;
