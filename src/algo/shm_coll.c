@@ -172,6 +172,9 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
     xc__shm_t *s = o->shm;
     xc__shm_ctl_t *me = &s->ctl[o->me];
     if (o->phase < 0) { /* first call: the operation starts now */
+        /* A rank arriving after the others failed fails too (its peers'
+         * error frames may still be on their way). */
+        if (poisoned(comm, s)) return 0;
         o->base = xc__shm_load(&me->in);
         o->hash = desc_hash(op->seq, &op->desc);
         o->phase = 0;

@@ -55,6 +55,7 @@ xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_
     pthread_mutex_init(&c->mu, NULL);
     c->stats.size = sizeof c->stats;
     c->trace_lane = xc__trace_comm_lane(rank);
+    xc__flight_init(c);
     c->spin_ns = (uint64_t)cfg->spin_us * 1000ull;
     c->local_size = 1;
     c->nnodes = 1;
@@ -70,6 +71,7 @@ xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_
 void xc__comm_free(xc_comm_t *c)
 {
     if (!c) return;
+    xc__flight_fini(c); /* first: a SIGUSR1 dump must not see it half freed */
     if (c->conns) {
         xc__match_clear(c);
         for (int p = 0; p < c->size; p++) xc__conn_free(c->conns[p]);

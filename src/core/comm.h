@@ -15,6 +15,7 @@
 #define XC_COMM_H
 
 #include "../algo/sched.h"
+#include "../trace/flight.h"
 #include "../transport/transport.h"
 #include "config.h"
 #include "store.h"
@@ -32,6 +33,7 @@ typedef struct xc__op {
     uint64_t seq;            /* collectives: 1, 2, ... in issue order */
     uint64_t deadline_ns;    /* 0 until xc__op_deadline sets it */
     uint64_t t_issue;        /* submission time when tracing, else 0 */
+    uint64_t flight_id;      /* its flight-recorder record (0: none) */
     int pending;             /* sends/receives of the current round in flight */
     xc__sched_t sched;       /* collectives */
     int peer;                /* p2p */
@@ -74,6 +76,7 @@ struct xc_comm {
     int efd;                 /* eventfd: wakes the progress thread/waiters */
     int forced_algo[XC_COLL_COUNT]; /* XCOLL_ALGO, parsed once (0 = choose) */
     int trace_lane;          /* lane of its spans in the trace (0: off) */
+    xc__flight_t flight;     /* last operations, for post-mortems (flight.h) */
     struct xc__shm *shm;     /* segment of the shared-memory collectives
                               * (all ranks on one node), or NULL */
     struct xc__shm *node_shm; /* segment of this node's ranks (channels,

@@ -119,6 +119,7 @@ static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
     if (comm->trace_lane) op->t_issue = xc__now_ns();
     comm->npending++;
     if (op->is_p2p) {
+        xc__flight_issue(comm, op);
         op->next = comm->p2p_ops;
         op->prev = NULL;
         if (comm->p2p_ops) comm->p2p_ops->prev = op;
@@ -129,6 +130,7 @@ static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
             xc__post_recv(comm, op, &op->prx, op->peer, op->prx.buf, op->prx.len);
     } else {
         op->seq = comm->next_seq++;
+        xc__flight_issue(comm, op);
         op->next = NULL;
         if (comm->coll_tail) comm->coll_tail->next = op;
         else comm->coll_head = op;
@@ -219,6 +221,7 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
         if (rc == XC_OK) comm->done_seq = op->seq;
     }
     if (op->t_issue) trace_op(comm, op, rc);
+    xc__flight_done(comm, op, rc);
     if (rc == XC_OK) {
         comm->stats.ops[op->desc.coll]++;
         if (op->desc.algo < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[op->desc.algo]++;
@@ -346,6 +349,7 @@ void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char 
     snprintf(comm->errmsg, sizeof comm->errmsg, "%s", msg);
     __atomic_store_n(&comm->status, rc, __ATOMIC_RELEASE);
     XC_WARN("communicator poisoned (%s): %s", xc_err_name(rc), msg);
+    xc__flight_dump(comm, msg); /* before the pending operations are failed */
 
     detach_sends(comm->conns, comm->size);
     if (comm->chans) detach_sends(comm->chans, comm->size);
