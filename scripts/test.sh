@@ -24,7 +24,9 @@ run() {
     fi
     # Test output may hold NUL bytes (a sanitizer's report): strip them so
     # the summary stays readable and greppable.
-    (cd "$dir" && ctest -L "$label" -j2 --output-on-failure --timeout 600 2>&1; echo "rc=$?") |
+    # Flight-recorder dumps of the fault tests stay in the build tree.
+    mkdir -p "$dir/flight"
+    (cd "$dir" && XCOLL_FLIGHT_DIR="$PWD/flight" ctest -L "$label" -j2 --output-on-failure --timeout 600 2>&1; echo "rc=$?") |
         tr -d '\000' >"$dir.ctest.log"
     rc=$(tail -n 1 "$dir.ctest.log" | sed 's/^rc=//')
     grep -a -E "\*\*\*|^[0-9]+% tests passed|^\s+[0-9]+ - " "$dir.ctest.log" | tail -n 40

@@ -15,7 +15,8 @@ cmake --build "$build" -j"$jobs" || exit $?
 
 log="$build/long-ctest.log"
 cd "$build" || exit 1
-ctest -L long --output-on-failure -j1 "$@" 2>&1 | tee "$log"
+mkdir -p "$build/flight"
+XCOLL_FLIGHT_DIR="$build/flight" ctest -L long --output-on-failure -j1 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
 echo
