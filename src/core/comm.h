@@ -71,6 +71,7 @@ struct xc_comm {
     struct xc__shm *shm;     /* node-local segment (all ranks on one node) */
     int cma;                 /* every rank can read every rank's memory (CMA) */
     char *cma_tmp;           /* scratch of single-copy reductions (lazy) */
+    struct xc__profile *profile; /* cost model profile + selector state (model.h); NULL while created */
 
     pthread_mutex_t mu;
     /* --- protected by mu --- */
