@@ -457,6 +457,24 @@ XC_API xc_result_t xc_trace_step(xc_step_summary_t *out);
 /* Write the trace file now (it is also written at exit). */
 XC_API xc_result_t xc_trace_flush(void);
 
+/* ------------------------------------------------------------------ */
+/* Cost model calibration                                              */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Measure this machine for the cost model that chooses algorithms -- alpha
+ * and beta of every link class the ranks of `comm` can use (shared memory,
+ * loopback TCP, TCP across nodes), the shared-memory synchronisation cost,
+ * memcpy bandwidth, and the reduction cost per dtype x op -- and write the
+ * profile as JSON to `path` (used on rank 0 only; docs/cost-model.md).
+ * Communicators created with XCOLL_PROFILE=path use it instead of measuring
+ * a quick profile at creation.  This is what `xcoll-perf --calibrate` runs.
+ * Collective and blocking; takes a few seconds; nothing else may be in
+ * flight on `comm` meanwhile (it exchanges point-to-point messages and
+ * creates sub-communicators).  Every rank returns rank 0's result.
+ */
+XC_API xc_result_t xc_profile_calibrate(xc_comm_t *comm, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

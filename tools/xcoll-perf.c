@@ -138,6 +138,7 @@ typedef struct opts {
     const char *algo;   /* --algo as given */
     char *algo_env;     /* what XCOLL_ALGO was set to (malloc'd) or NULL */
     const char *csv_path, *json_path; /* "-" = stdout; NULL = off */
+    const char *calibrate_path;         /* --calibrate: write a profile, no sweep */
 } opts_t;
 
 /* This process's rank as its launcher set it (the variables of
@@ -178,6 +179,9 @@ static void usage(FILE *f)
         "                           every selected collective that has it\n"
         "      --csv[=FILE]         CSV records to FILE, or to stdout instead of the table\n"
         "      --json[=FILE]        a JSON array of the same records, likewise\n"
+        "      --calibrate[=FILE]   measure alpha, beta, gamma for the cost model and write\n"
+        "                           the profile (default xcoll-profile.json) instead of a\n"
+        "                           sweep; use it with XCOLL_PROFILE=FILE\n"
         "  -h, --help               this text\n");
 }
 
@@ -325,7 +329,7 @@ static void resolve_algo(opts_t *o)
 
 static void parse_args(opts_t *o, int argc, char **argv)
 {
-    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE };
+    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE };
     static const struct option longopts[] = {
         {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'},
@@ -341,6 +345,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"algo", required_argument, NULL, OPT_ALGO},
         {"csv", optional_argument, NULL, OPT_CSV},
         {"json", optional_argument, NULL, OPT_JSON},
+        {"calibrate", optional_argument, NULL, OPT_CALIBRATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -392,6 +397,9 @@ static void parse_args(opts_t *o, int argc, char **argv)
         case OPT_ALGO: o->algo = optarg; break;
         case OPT_CSV: o->csv_path = optarg ? optarg : "-"; break;
         case OPT_JSON: o->json_path = optarg ? optarg : "-"; break;
+        case OPT_CALIBRATE:
+            o->calibrate_path = optarg && *optarg ? optarg : "xcoll-profile.json";
+            break;
         case 'h':
             if (launcher_rank_is_zero()) usage(stdout);
             exit(0);
@@ -413,6 +421,9 @@ static void parse_args(opts_t *o, int argc, char **argv)
             usage_error("-o %s is defined for integer types only, not %s",
                         k_ops[o->op_index].name, o->dtype->name);
     }
+    if (o->calibrate_path && (o->algo || o->csv_path || o->json_path))
+        usage_error("--calibrate measures the machine, not a sweep: it takes no --algo, "
+                    "--csv or --json");
     if (o->csv_path && o->json_path && !strcmp(o->csv_path, "-") && !strcmp(o->json_path, "-"))
         usage_error("--csv and --json cannot both go to stdout; give one a file (--csv=FILE)");
     if (o->algo) resolve_algo(o);
@@ -1057,6 +1068,29 @@ static size_t count_for(const bench_t *b, size_t size, size_t *bytes)
     return count;
 }
 
+/* --calibrate: the library measures (xc_profile_calibrate) and rank 0
+ * writes the profile; no sweep. */
+static int calibrate(const char *path, int lead)
+{
+    if (lead) {
+        printf("# xcoll-perf --calibrate: %d ranks on %d node(s), writing %s\n",
+               xc_comm_size(g_comm), xc_comm_node_count(g_comm), path);
+        fflush(stdout);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    XC(xc_profile_calibrate(g_comm, path));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (lead) {
+        printf("# done in %.1f s; use it with XCOLL_PROFILE=%s\n",
+               (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9, path);
+        fflush(stdout);
+    }
+    XC(xc_comm_destroy(g_comm));
+    g_comm = NULL;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -1076,6 +1110,7 @@ int main(int argc, char **argv)
         xc_comm_destroy(g_comm);
         return 2;
     }
+    if (o.calibrate_path) return calibrate(o.calibrate_path, lead);
 
     out_t O = {0};
     if (lead) {

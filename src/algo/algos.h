@@ -10,6 +10,7 @@
 #define XC_ALGOS_H
 
 #include "../core/comm.h"
+#include "../model/model.h"
 
 typedef struct xc__args {
     xc_coll_t coll;
@@ -71,11 +72,70 @@ typedef struct xc__algo {
     const char *name;      /* "allreduce.ring" */
     xc__build_fn build;
     int needs_shm;         /* runs only on a communicator with shared memory */
+    xc__cost_fn cost;      /* predicted time (src/model/cost_*.c) */
+    int explicit_only;     /* never chosen by the model: forced, or by
+                            * deterministic mode (its cost is still there
+                            * for xc__model_predict) */
 } xc__algo_t;
+
+/* The registry (select.c): every algorithm, in a fixed order; *n entries.
+ * The cost model walks it to choose (xc__model_choose). */
+XC__HIDDEN const xc__algo_t *xc__algo_table(size_t *n);
+
+/* Cost functions, one per registered algorithm (src/model/cost_*.c). */
+#define XC__COST_DECL(name)                                                    \
+    XC__HIDDEN double xc__cost_##name(const xc__profile_t *, const xc__model_topo_t *, \
+                                      const xc__model_call_t *)
+XC__COST_DECL(allreduce_ring);
+XC__COST_DECL(allreduce_tree);
+XC__COST_DECL(allreduce_rhd);
+XC__COST_DECL(allreduce_rd);
+XC__COST_DECL(reduce_scatter_ring);
+XC__COST_DECL(reduce_scatter_rhalving);
+XC__COST_DECL(reduce_scatter_pairwise);
+XC__COST_DECL(allgather_ring);
+XC__COST_DECL(allgather_rd);
+XC__COST_DECL(allgather_bruck);
+XC__COST_DECL(bcast_binomial);
+XC__COST_DECL(bcast_scatter_ag);
+XC__COST_DECL(bcast_chain);
+XC__COST_DECL(reduce_binomial);
+XC__COST_DECL(reduce_rs_gather);
+XC__COST_DECL(alltoall_pairwise);
+XC__COST_DECL(alltoallv_pairwise);
+XC__COST_DECL(alltoall_bruck);
+XC__COST_DECL(barrier_dissemination);
+XC__COST_DECL(shm_allreduce);
+XC__COST_DECL(shm_reduce_scatter);
+XC__COST_DECL(shm_allgather);
+XC__COST_DECL(shm_bcast);
+XC__COST_DECL(shm_reduce);
+XC__COST_DECL(shm_alltoall);
+XC__COST_DECL(shm_barrier);
+XC__COST_DECL(allreduce_hier);
+XC__COST_DECL(alltoall_hier);
+XC__COST_DECL(allreduce_det);
+XC__COST_DECL(reduce_scatter_det);
+XC__COST_DECL(reduce_det);
+XC__COST_DECL(allreduce_dbtree);
+
+/* Segments of allreduce.dbtree for a message of `bytes` on trees of depth
+ * `depth` (allreduce_dbtree.c); its cost function uses it too. */
+XC__HIDDEN int xc__dbtree_segments(size_t bytes, int depth);
+
+/* Segment of bcast.chain (bcast_chain.c); its cost function uses it too. */
+#define XC__CHAIN_SEG ((size_t)64 << 10)
 
 /* Parse XCOLL_ALGO into comm->forced_algo (XC_ERR_INVALID names an
  * unknown algorithm).  Called once at creation. */
 XC__HIDDEN xc_result_t xc__algo_parse_env(xc_comm_t *comm);
+
+/* The selector's per-communicator state (choice table, topology): its size,
+ * and its set-up in `mem` (zeroed, 8-byte aligned, allocated by
+ * xc__model_init in the same block as the profile, so comm->profile is
+ * freed with one free()). */
+XC__HIDDEN size_t xc__algo_sel_bytes(void);
+XC__HIDDEN xc_result_t xc__algo_sel_init(xc_comm_t *comm, void *mem);
 
 /* The algorithm to run for this call (honours XCOLL_ALGO). */
 XC__HIDDEN xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a,

@@ -138,7 +138,7 @@ static void dbt_role(int tree, int r, int n, dbt_role_t *ro)
 
 /* Segments for a message of `bytes` on trees of depth `depth` >= 1 (see
  * the header): floor(sqrt(2(2D-1)·M/(α/β))), clamped. */
-static int dbt_segments(size_t bytes, int depth)
+int xc__dbtree_segments(size_t bytes, int depth)
 {
     size_t most = bytes / 2 / XC__DBT_MIN_SEG;
     if (most > XC__DBT_MAX_SEGS) most = XC__DBT_MAX_SEGS;
@@ -215,7 +215,7 @@ xc_result_t xc__build_allreduce_dbtree(xc_comm_t *comm, xc__op_t *op, const xc__
     }
     int D = 0;
     for (int p = xc__pow2_floor(n); p > 1; p /= 2) D++;
-    int nseg = dbt_segments(count * es, D);
+    int nseg = xc__dbtree_segments(count * es, D);
 
     dbt_role_t ro[2];
     int slots = 0;

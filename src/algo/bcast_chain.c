@@ -20,7 +20,6 @@
  */
 #include "algos.h"
 
-#define XC__CHAIN_SEG ((size_t)64 << 10)
 
 xc_result_t xc__build_bcast_chain(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

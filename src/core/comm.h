@@ -82,7 +82,10 @@ struct xc_comm {
     struct xc__shm *node_shm; /* segment of this node's ranks (channels,
                               * single copy): == shm on one node */
     int cma;                 /* every rank can read its node peers' memory (CMA) */
+    int shm_ok;              /* all ranks agreed to use shared memory (the same
+                              * on every rank, also those alone on a node) */
     char *cma_tmp;           /* scratch of single-copy reductions (lazy) */
+    struct xc__profile *profile; /* cost model profile + selector state (model.h); NULL while created */
 
     pthread_mutex_t mu;
     /* --- protected by mu --- */

@@ -205,5 +205,5 @@ xc_result_t xc__comm_start(xc_comm_t *comm)
     if (rc != XC_OK)
         return xc__err(rc, "rank %d: shared memory set-up failed: %s", comm->rank,
                        xc__tls_error());
-    return XC_OK;
+    return xc__model_init(comm);
 }

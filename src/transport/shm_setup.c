@@ -107,6 +107,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
         return XC_OK;
     }
     if (!ok[1]) XC_INFO("single-copy reads (process_vm_readv) unavailable: staging only");
+    comm->shm_ok = 1;
     if (!s) return XC_OK; /* alone on this node */
     pthread_mutex_lock(&comm->mu);
     comm->node_shm = s;

@@ -1,0 +1,211 @@
+/*
+ * cost_shm.c -- predicted times of the shared-memory-native collectives
+ * (src/algo/shm_*.c), phase by phase: each all-ranks synchronisation costs
+ * sync(L) (measured with barrier.shm), data staged by one rank and read by
+ * another costs the shm channel's eager exchange rate per byte (the same
+ * cross-core movement, far slower than a local memcpy), local copies cost
+ * memcpy time, reductions over the slots gamma at cache speed, single-copy reads
+ * (process_vm_readv) the shm link's one-way rendezvous rate (big_beta, or
+ * mem_beta beyond the cache).  The variant (inline, one shot, chunked, single copy)
+ * is picked with the same thresholds as the builders.
+ */
+#include "../algo/shm_coll.h"
+#include "cost.h"
+
+static double sync_cost(const xc__m_t *m)
+{
+    return m->p->sync_alpha + (m->t->nranks - 1) * m->p->sync_per_rank;
+}
+
+/* Single-copy read of `bytes` of a peer's user buffer (`fresh`: written
+ * in this call, e.g. a block it just reduced). */
+static double cma_x(const xc__m_t *m, double bytes, int fresh)
+{
+    /* A read of the peer's buffer: the one-way line's rate (the exchange
+     * line carries the rendezvous handshakes of both directions, which
+     * these reads do not have). */
+    const xc__line_t *l = &m->p->link[XC__LINK_SHM].line[fresh ? XC__ONEWAY_FRESH : XC__ONEWAY];
+    double ws = m->ws > 2 * bytes ? m->ws : 2 * bytes;
+    return bytes * xc__m_blend(m, ws, l->big_beta, l->mem_beta * xc__m_tier(m->p, ws));
+}
+
+/* Moving `bytes` of one rank's staging slot into another rank's buffer
+ * (written by one core, read by another): the shm channel's eager
+ * exchange rate, which is the same movement (copy into a ring, copy out on
+ * the other core); beyond the cache plus memcpy's extra cost there. */
+static double xfer(const xc__m_t *m, double bytes)
+{
+    const xc__line_t *l = &m->p->link[XC__LINK_SHM].line[XC__EXCHANGE];
+    double extra = m->p->copy_mem * xc__m_tier(m->p, m->ws) - m->p->copy_cache;
+    if (extra < 0) extra = 0;
+    return bytes * (l->beta + xc__m_mem(m, m->ws) * extra);
+}
+
+static double cma(const xc__m_t *m, double bytes) { return cma_x(m, bytes, 0); }
+
+static int use_cma(const xc__m_t *m, double bytes)
+{
+    return m->t->cma && bytes > 0 && bytes >= (double)m->t->cma_min;
+}
+
+/* Elements per chunk of a staged layout of `blocks` blocks (xc__shm_ce). */
+static double chunk_elems(const xc__m_t *m, int blocks)
+{
+    double ce = floor((double)m->t->slot_bytes / (m->es * blocks));
+    ce = floor(ce / 16) * 16;
+    return ce >= 1 ? ce : 1;
+}
+
+/* Full chunks and the last one's elements of `count` cut in chunks of ce
+ * (an empty operation is one empty chunk). */
+static void chunks(double count, double ce, double *full, double *last)
+{
+    *full = floor(count / ce);
+    *last = count - *full * ce;
+    if (count == 0) *last = 0, *full = 0;
+}
+
+/* A k-way reduction of `bytes` from the slots. */
+static double slot_reduce(const xc__m_t *m, double bytes, int k)
+{
+    return xc__m_reduce_ws(m, bytes, k, (k + 1) * bytes);
+}
+
+static double slot_fin(const xc__m_t *m, double bytes)
+{
+    xc__m_t s = *m;
+    s.ws = 2 * bytes;
+    return xc__m_fin(&s, bytes);
+}
+
+/* One chunk of the chunked all-reduce / large reduce: copy in, sync, reduce
+ * a 1/L share from every slot (L-1 of them another rank's), sync, copy out
+ * the result slot (L-1 shares of it another rank's). */
+static double chunk_reduce(const xc__m_t *m, double bytes)
+{
+    int L = m->t->nranks;
+    double share = ceil(bytes / m->es / L) * m->es;
+    return 2 * sync_cost(m) + xfer(m, 2.0 * (L - 1) / L * bytes) + slot_reduce(m, share, L) +
+           slot_fin(m, share);
+}
+
+/* Inline / one shot: stage, sync, every rank (or the root) reduces all
+ * L inputs, L-1 of them staged by other ranks. */
+static double one_shot(const xc__m_t *m, double B)
+{
+    int L = m->t->nranks;
+    return sync_cost(m) + xfer(m, (L - 1) * B) + slot_reduce(m, B, L) + slot_fin(m, B);
+}
+
+static double chunked_reduce(const xc__m_t *m)
+{
+    double ce = chunk_elems(m, 1), full, last;
+    chunks((double)m->c->count, ce, &full, &last);
+    double T = full * chunk_reduce(m, ce * m->es);
+    if (last > 0) T += chunk_reduce(m, last * m->es);
+    return T;
+}
+
+static int one_shot_size(const xc__m_t *m, double B)
+{
+    return B <= XC__SHM_INLINE || B <= (double)xc__shm_one_shot_max(m->t->nranks);
+}
+
+XC__COST(shm_allreduce)
+{
+    XC__COST_SETUP();
+    if (!t_->shm) return -1;
+    double B = xc__m_bytes(m);
+    if (B >= XC__SHM_CMA_REDUCE_MIN && use_cma(m, B)) {
+        /* Three syncs; pull block r of every peer's input, reduce it piece
+         * by piece (cache-resident pieces, the own input from its buffer),
+         * pull the other blocks from their owners. */
+        double blk = xc__m_blk(m, n), piece = XC__SHM_CMA_PIECE;
+        double pieces = ceil(blk / piece);
+        return 3 * sync_cost(m) + (n - 1) * (cma(m, blk) + cma_x(m, blk, 1)) +
+               pieces * xc__m_reduce(m, blk / pieces, n) + xc__m_fin(m, blk);
+    }
+    if (one_shot_size(m, B)) return one_shot(m, B);
+    return chunked_reduce(m);
+}
+
+XC__COST(shm_reduce)
+{
+    XC__COST_SETUP();
+    if (!t_->shm) return -1;
+    double B = xc__m_bytes(m);
+    if (one_shot_size(m, B)) return one_shot(m, B);
+    return chunked_reduce(m);
+}
+
+/* Per chunk of c elements per block: stage L blocks, sync, reduce the own
+ * block from every slot into recvbuf. */
+XC__COST(shm_reduce_scatter)
+{
+    XC__COST_SETUP();
+    if (!t_->shm) return -1;
+    double ce = chunk_elems(m, n), full, last;
+    if (xc__m_bytes(m) * n <= XC__SHM_INLINE) ce = c_->count ? (double)c_->count : 1;
+    chunks((double)c_->count, ce, &full, &last);
+    double T = 0;
+    for (int i = 0; i < 2; i++) {
+        double cnt = i ? last : ce, times = i ? (last > 0 || c_->count == 0) : full;
+        if (times <= 0) continue;
+        double bytes = cnt * m->es;
+        T += times * (sync_cost(m) + xfer(m, (n - 1) * bytes) + slot_reduce(m, bytes, n) +
+                      slot_fin(m, bytes));
+    }
+    return T;
+}
+
+/* Single copy: two syncs, L-1 blocks read from their owners, the own one
+ * copied.  Staged: per chunk, stage it, sync, copy L chunks out. */
+XC__COST(shm_allgather)
+{
+    XC__COST_SETUP();
+    if (!t_->shm) return -1;
+    double b = xc__m_bytes(m);
+    if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
+    double ce = b <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
+    double full, last;
+    chunks((double)c_->count, ce, &full, &last);
+    double T = full * (sync_cost(m) + xfer(m, (n - 1) * ce * m->es) + xc__m_copy(m, ce * m->es));
+    if (last > 0 || c_->count == 0)
+        T += sync_cost(m) + xfer(m, (n - 1) * last * m->es) + xc__m_copy(m, last * m->es);
+    return T;
+}
+
+/* Single copy: every rank reads the root's buffer (two syncs).  Staged:
+ * the root stages chunk k+1 while the others copy chunk k out. */
+XC__COST(shm_bcast)
+{
+    XC__COST_SETUP();
+    if (!t_->shm) return -1;
+    double B = xc__m_bytes(m);
+    if (use_cma(m, B)) return 2 * sync_cost(m) + cma(m, B);
+    double ce = B <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
+    double nk = c_->count ? ceil((double)c_->count / ce) : 1;
+    double cb = (ce < (double)c_->count ? ce : (double)c_->count) * m->es;
+    return nk * (sync_cost(m) + xfer(m, cb)) + xc__m_copy(m, cb);
+}
+
+/* Single copy (not in place): two syncs, L-1 blocks read.  Staged: per
+ * chunk stage L blocks, sync, copy L blocks out. */
+XC__COST(shm_alltoall)
+{
+    XC__COST_SETUP();
+    if (!t_->shm) return -1;
+    double b = xc__m_bytes(m);
+    if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
+    double ce = b * n <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
+    double nk = c_->count ? ceil((double)c_->count / ce) : 1;
+    double cnt = ce < (double)c_->count ? ce : (double)c_->count;
+    return nk * (sync_cost(m) + xfer(m, (n - 1) * cnt * m->es) + xc__m_copy(m, cnt * m->es));
+}
+
+XC__COST(shm_barrier)
+{
+    XC__COST_SETUP();
+    if (!t_->shm) return -1;
+    return sync_cost(m);
+}

@@ -1,0 +1,589 @@
+/*
+ * measure.c -- measuring a profile: the same code runs the quick
+ * creation-time measurement (a few milliseconds) and the thorough one of
+ * xc_profile_calibrate; only the sizes and repetitions differ.
+ *
+ *  - alpha/beta of a link class, for both transfer patterns of a round: rank
+ *    0 and one peer of that class exchange m bytes (both send, both
+ *    receive, grouped: a round of a ring or of recursive doubling, over the
+ *    same channels) back to back, and ping-pong m bytes (one way = half the
+ *    round trip: a round of a tree or a chain), each with the caller's data
+ *    and with data written just before (a copy or reduction of the call:
+ *    read across cores from the writer's cache), over the sizes of
+ *    the table below; a statistic of the times per exchange (stat(): the
+ *    quick run's first quartile, the calibration's median of the slower
+ *    of the two ranks, as xcoll-perf reports); a weighted least-squares line
+ *    (weights 1/t^2, i.e. relative error, the fidelity metric) is fitted to
+ *    the sizes below big_from and another to those from big_from on
+ *    (big_from: the shm channels' rendezvous threshold; for TCP, where the
+ *    protocol does not change, the same split still separates the
+ *    per-message and the bandwidth regimes), and a third to the sizes whose
+ *    two buffers exceed the cache (the quick run has none: there the line
+ *    is the in-cache one plus memcpy's extra cost per byte beyond the cache).
+ *  - shared-memory synchronisation: the same statistic of barrier.shm times.
+ *  - memcpy and gamma (rank 0 only, local): median time per byte of memcpy
+ *    and of each reduction kernel (xc__reduce2) on cache-resident buffers
+ *    and on buffers beyond the cache.  The quick run measures the memory
+ *    regime of memcpy only and takes a reduction beyond the cache to cost
+ *    max(its cache-resident gamma, 1.5 x memcpy's: 3 streams instead of 2).
+ *    The first write to fresh memory is timed against a second one: the
+ *    page faults and zeroing that large scratch buffers pay per call.
+ *    The calibration also times memcpy at working sets up to 64 MiB (the
+ *    ladder): memory beyond the last cache level is slower again, and every
+ *    cost beyond the cache is scaled the way memcpy's grows.
+ *
+ * Only rank 0 times anything and only rank 0's profile is written; the
+ * other ranks take part in the barriers only.
+ * Nothing else may be in flight on the communicator (creation, or the
+ * caller's promise).
+ */
+#include "../algo/algos.h"
+#include "../reduce/reduce.h"
+#include "model.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Point-to-point tag of the measurement's messages. */
+#define TAG 2143354862
+/* The split between the two fitted lines of a TCP link. */
+#define TCP_SPLIT (64.0 * 1024)
+
+typedef struct plan {
+    const size_t *small, *big;   /* sizes (0-terminated) */
+    int reps_small, reps_big;
+    int sync_reps;
+    int copy_reps, gamma_reps;
+    size_t gamma_bytes;          /* cache-resident reduction size */
+    int gamma_mem;               /* measure gamma beyond the cache too */
+    size_t ladder_max;           /* memcpy ladder up to this size (0: none) */
+    int bench_stat;              /* statistic of communication times (stat()) */
+} plan_t;
+
+static const size_t k_quick_small[] = {8, 4096, 32768, 0};
+static const size_t k_quick_big[] = {65536, 262144, 0};
+static const size_t k_full_small[] = {8, 64, 512, 2048, 8192, 16384, 32768, 49152, 0};
+static const size_t k_full_big[] = {65536, 131072, 262144, 1 << 20, 4 << 20, 16 << 20, 0};
+
+static const plan_t k_quick = {k_quick_small, k_quick_big, 7, 4, 15, 5, 5, 16384, 0, 0, 0};
+/* The calibration times short series like xcoll-perf's (5 warm-up, 20-odd
+ * timed): the engine's busy-poll budget adapts over long series, and the
+ * profile should describe what the benchmark and short bursts of
+ * collectives see. */
+static const plan_t k_full = {k_full_small, k_full_big, 21, 9, 21, 31, 15, 16384, 1,
+                              (size_t)64 << 20, 1};
+
+static double now_s(void) { return (double)xc__now_ns() * 1e-9; }
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The first quartile of n times.  On a quiet machine it is the median's
+ * neighbour; on a loaded one, where a wait either ends while spinning or
+ * after the core went to another process (bimodal times), it stays on
+ * the machine's own speed, so that every quantity is taken in the same
+ * mode and comparisons between algorithms keep their quiet-machine order. */
+static double quartile(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return v[(n - 1) / 4];
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A communication time from per-iteration times: the quick plan takes the
+ * first quartile of rank 0's own (robust choices under load, see
+ * quartile()); the calibration takes the median of the per-iteration
+ * maximum over the ranks involved -- xcoll-perf's statistic, so that a
+ * calibrated profile predicts what the benchmark reports (on the machine,
+ * and in the mode, in which it was calibrated). */
+static double stat(double *own, double *max, int n, int bench)
+{
+    return bench ? median(max, n) : quartile(own, n);
+}
+
+/* Weighted least squares t = a + b m with weights 1/t^2; a, b >= 0. */
+static void fit(const double *m, const double *t, int n, double *a, double *b)
+{
+    double S = 0, Sm = 0, Smm = 0, St = 0, Smt = 0;
+    for (int i = 0; i < n; i++) {
+        double w = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+        S += w, Sm += w * m[i], Smm += w * m[i] * m[i], St += w * t[i], Smt += w * m[i] * t[i];
+    }
+    double det = S * Smm - Sm * Sm;
+    *b = det > 0 ? (S * Smt - Sm * St) / det : 0;
+    *a = S > 0 ? (St - *b * Sm) / S : 0;
+    if (*b < 0) {
+        *b = 0;
+        *a = S > 0 ? St / S : 0;
+    }
+    if (*a < 0) {
+        *a = 0;
+        *b = Smm > 0 ? Smt / Smm : 0;
+    }
+}
+
+/* Weighted (1/t^2) least-squares slope of t = a + b m for a given a. */
+static double slope(const double *m, const double *t, int n, double a)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        double w = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 1.0;
+        num += w * m[i] * (t[i] - a);
+        den += w * m[i] * m[i];
+    }
+    return den > 0 && num > 0 ? num / den : 0;
+}
+
+/* Start a series from the engine's initial busy-poll budget, as a fresh
+ * job does: the budget adapts to how long waits last (engine.c), and a
+ * series of one pattern (e.g. ping-pongs, whose waits are long) would
+ * otherwise leave the next series in the state the previous one earned. */
+static void fresh_spin(xc_comm_t *comm)
+{
+    pthread_mutex_lock(&comm->mu);
+    comm->spin_ns = (uint64_t)comm->cfg.spin_us * 1000ull;
+    pthread_mutex_unlock(&comm->mu);
+}
+
+/* Ranks a and b exchange `bytes` (both send, both receive, posted as one
+ * group: what a round of a schedule algorithm does, over the same
+ * channels).  Point-to-point, so the other ranks need not take part and
+ * the communicator's collective sequence is untouched. */
+static xc_result_t exchange(xc_comm_t *comm, int a, int b, const char *sbuf, char *rbuf,
+                            size_t bytes)
+{
+    int peer = comm->rank == a ? b : a;
+    XC_CHECK(xc_group_start());
+    xc_result_t rc = xc_send(sbuf, bytes, XC_UINT8, peer, TAG, comm);
+    if (rc == XC_OK) rc = xc_recv(rbuf, bytes, XC_UINT8, peer, TAG, comm);
+    xc_result_t rc2 = xc_group_end();
+    return rc != XC_OK ? rc : rc2;
+}
+
+/* Time on rank a of back-to-back transfers of `bytes` between ranks a and
+ * b (stat() of them).  XC__EXCHANGE: both send and receive, each waiting
+ * for the partner's previous exchange, as consecutive rounds of an
+ * algorithm do.  XC__ONEWAY: a ping-pong, half of each round trip timed on
+ * rank a (the round trip already contains b's part). */
+static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, size_t bytes,
+                               int reps, int bench, double *out)
+{
+    double *t = malloc(2 * (size_t)reps * sizeof *t), *u = t ? t + reps : NULL;
+    if (!t) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    xc_result_t rc = XC_OK;
+    fresh_spin(comm);
+    int me = comm->rank == a, peer = me ? b : a;
+    int fresh = x == XC__ONEWAY_FRESH || x == XC__EXCHANGE_FRESH;
+    int both = x == XC__EXCHANGE || x == XC__EXCHANGE_FRESH;
+    for (int i = -5; i < reps && rc == XC_OK; i++) { /* i < 0: warm-up */
+        /* Fresh: the data to send was just written, as an algorithm's
+         * copy or reduction leaves it (before the clock starts). */
+        if (fresh && (both || me)) memset(buf, 0x3c + (i & 7), bytes);
+        double t0 = now_s();
+        if (both) {
+            rc = exchange(comm, a, b, buf, buf + bytes, bytes);
+        } else if (me) {
+            rc = xc_send(buf, bytes, XC_UINT8, peer, TAG, comm);
+            if (rc == XC_OK) rc = xc_recv(buf + bytes, bytes, XC_UINT8, peer, TAG, comm);
+        } else {
+            rc = xc_recv(buf + bytes, bytes, XC_UINT8, peer, TAG, comm);
+            /* The echo sends what just arrived: fresh by construction. */
+            if (rc == XC_OK) rc = xc_send(fresh ? buf + bytes : buf, bytes, XC_UINT8, peer, TAG, comm);
+        }
+        if (i >= 0) t[i] = (now_s() - t0) * (both ? 1 : 0.5);
+    }
+    if (rc == XC_OK && bench && both) { /* the slower of the two per exchange */
+        if (me) {
+            rc = xc_recv(u, (size_t)reps, XC_FLOAT64, b, TAG, comm);
+            for (int i = 0; rc == XC_OK && i < reps; i++) u[i] = u[i] > t[i] ? u[i] : t[i];
+        } else {
+            rc = xc_send(t, (size_t)reps, XC_FLOAT64, a, TAG, comm);
+        }
+    } else if (u) {
+        memcpy(u, t, (size_t)reps * sizeof *t);
+    }
+    if (rc == XC_OK && me) *out = stat(t, u, reps, bench);
+    free(t);
+    return rc;
+}
+
+/* The calibration repeats each series and keeps the fastest statistic:
+ * the engine's busy-poll budget makes short series either all fast or all
+ * slow (waits ending in yields), and which one a series falls into is
+ * luck, not a property of the transfer. */
+#define SERIES 3
+
+static xc_result_t time_xfer(xc_comm_t *comm, int x, int a, int b, char *buf, size_t bytes,
+                             int reps, int bench, double *out)
+{
+    double best = 0;
+    for (int s = 0; s < (bench ? SERIES : 1); s++) {
+        double v = 0;
+        XC_CHECK(time_series(comm, x, a, b, buf, bytes, reps, bench, &v));
+        if (s == 0 || v < best) best = v;
+    }
+    *out = best;
+    return XC_OK;
+}
+
+static int count_sizes(const size_t *s)
+{
+    int n = 0;
+    while (s[n]) n++;
+    return n;
+}
+
+/* The working set that stays cache-resident: half the per-core L2 (the
+ * other half holds everything else the process and the library touch,
+ * and a transfer's data sits in two cores' caches). */
+static double cache_size(void)
+{
+    long c = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (c <= 0) c = sysconf(_SC_LEVEL1_DCACHE_SIZE) * 16;
+    /* Unknown cache: a conservative boundary of 512 KiB. */
+    return c > 0 ? (double)c / 2 : 524288.0;
+}
+
+/* Fit the three lines of one pattern to n points (m ascending). */
+static void fit_line(const double *m, const double *t, int n, double big_from, double cache,
+                     xc__line_t *out)
+{
+    /* A line per regime: below big_from; from there while both buffers fit
+     * the cache; beyond the cache (derived later if not measured). */
+    int k = 0, j;
+    while (k < n && m[k] < big_from) k++;
+    j = k;
+    while (j < n && 2 * m[j] <= cache) j++;
+    if (k >= 2) fit(m, t, k, &out->alpha, &out->beta);
+    if (j - k >= 2) fit(m + k, t + k, j - k, &out->big_alpha, &out->big_beta);
+    else if (n - k >= 2) fit(m + k, t + k, n - k, &out->big_alpha, &out->big_beta);
+    if (k < 2) out->alpha = out->big_alpha, out->beta = out->big_beta;
+    if (n - k < 2) out->big_alpha = out->alpha, out->big_beta = out->beta;
+    out->mem_alpha = out->big_alpha;
+    if (n - j >= 1) {
+        /* Few points far from zero: keep the in-cache intercept (the
+         * per-message cost does not depend on where the data is), fit the
+         * slope. */
+        out->mem_beta = slope(m + j, t + j, n - j, out->mem_alpha);
+        if (out->mem_beta < out->big_beta) out->mem_beta = out->big_beta;
+    } else {
+        out->mem_beta = -1; /* derived from memcpy by xc__measure */
+    }
+}
+
+/* Both patterns of the link between rank 0 and rank q (only they take
+ * part). */
+static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, const plan_t *pl,
+                                xc__link_params_t *out)
+{
+    if (comm->rank != 0 && comm->rank != q) return XC_OK;
+    int ns = count_sizes(pl->small), nb = count_sizes(pl->big);
+    size_t max = pl->big[nb - 1];
+    char *buf = malloc(2 * max);
+    double m[32], t[XC__XFER_COUNT][32];
+    if (!buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    /* Real pages: untouched memory reads as the shared zero page, which
+     * single-copy reads would find in the cache. */
+    memset(buf, 0x3c, 2 * max);
+    xc_result_t rc = XC_OK;
+    int n = 0;
+    for (int i = 0; i < ns + nb && rc == XC_OK; i++) {
+        size_t sz = i < ns ? pl->small[i] : pl->big[i - ns];
+        int reps = i < ns ? pl->reps_small : pl->reps_big;
+        m[n] = (double)sz;
+        for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--) {
+            /* Quick run: below big_from the channels copy through their
+             * rings anyway, so fresh data costs what clean data does. */
+            if (!pl->bench_stat && x >= XC__ONEWAY_FRESH && (double)sz < big_from) continue;
+            rc = time_xfer(comm, x, 0, q, buf, sz, reps, pl->bench_stat, &t[x][n]);
+        }
+        if (!pl->bench_stat && (double)sz < big_from) {
+            t[XC__ONEWAY_FRESH][n] = t[XC__ONEWAY][n];
+            t[XC__EXCHANGE_FRESH][n] = t[XC__EXCHANGE][n];
+        }
+        n++;
+    }
+    free(buf);
+    if (rc != XC_OK || comm->rank != 0) return rc;
+    for (int i = 0; i < n; i++)
+        XC_TRACE("cost model: %.0f B with rank %d: one way %.2f us, exchange %.2f us, "
+                 "fresh: %.2f us, %.2f us", m[i], q, t[XC__ONEWAY][i] * 1e6,
+                 t[XC__EXCHANGE][i] * 1e6, t[XC__ONEWAY_FRESH][i] * 1e6,
+                 t[XC__EXCHANGE_FRESH][i] * 1e6);
+    double cache = cache_size();
+    for (int x = 0; x < XC__XFER_COUNT; x++) fit_line(m, t[x], n, big_from, cache, &out->line[x]);
+    out->big_from = big_from;
+    return XC_OK;
+}
+
+/* Beyond the cache without measurements: the in-cache line plus what one
+ * more pass over memory costs per byte (memcpy beyond vs within the cache). */
+static void derive_mem(xc__profile_t *p)
+{
+    double extra = p->copy_mem - p->copy_cache;
+    for (int l = 0; l < XC__LINK_COUNT; l++)
+        for (int x = 0; x < XC__XFER_COUNT; x++) {
+            xc__line_t *ln = &p->link[l].line[x];
+            if (ln->mem_beta < 0) ln->mem_beta = ln->big_beta + (extra > 0 ? extra : 0);
+        }
+}
+
+/* Time of a barrier by algorithm `algo` (forced on every rank: nothing
+ * else runs on the communicator meanwhile); stat(), the fastest of SERIES
+ * series for the calibration. */
+static xc_result_t time_barrier(xc_comm_t *comm, int algo, int reps, int bench, double *out)
+{
+    double *t = malloc(2 * (size_t)reps * sizeof *t), *u = t ? t + reps : NULL;
+    if (!t) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    int saved = comm->forced_algo[XC_COLL_BARRIER];
+    comm->forced_algo[XC_COLL_BARRIER] = algo;
+    xc_result_t rc = XC_OK;
+    for (int s = 0; s < (bench ? SERIES : 1) && rc == XC_OK; s++) {
+        fresh_spin(comm);
+        rc = xc_barrier(comm);
+        for (int i = 0; i < reps && rc == XC_OK; i++) {
+            double t0 = now_s();
+            rc = xc_barrier(comm);
+            t[i] = now_s() - t0;
+        }
+        if (rc == XC_OK && bench)
+            rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
+        if (rc == XC_OK) {
+            double v = stat(t, u, reps, bench);
+            if (s == 0 || v < *out) *out = v;
+        }
+    }
+    comm->forced_algo[XC_COLL_BARRIER] = saved;
+    free(t);
+    return rc;
+}
+
+/* A 1-element int32 allreduce.rd (forced on every rank), timed as the
+ * barriers are (an integer sum: allowed in deterministic mode too). */
+static xc_result_t time_call(xc_comm_t *comm, int reps, int bench, double *out)
+{
+    double *t = malloc(2 * (size_t)reps * sizeof *t), *u = t ? t + reps : NULL;
+    if (!t) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
+    comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_ALLREDUCE_RD;
+    xc_result_t rc = XC_OK;
+    int32_t x = 1, y;
+    for (int s = 0; s < (bench ? SERIES : 1) && rc == XC_OK; s++) {
+        fresh_spin(comm);
+        for (int i = -5; i < reps && rc == XC_OK; i++) {
+            double t0 = now_s();
+            rc = xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm);
+            if (i >= 0) t[i] = now_s() - t0;
+        }
+        comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
+        if (rc == XC_OK && bench)
+            rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
+        comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_ALLREDUCE_RD;
+        if (rc == XC_OK) {
+            double v = stat(t, u, reps, bench);
+            if (s == 0 || v < *out) *out = v;
+        }
+    }
+    comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
+    free(t);
+    return rc;
+}
+
+/* The shared-memory synchronisation: a barrier.shm. */
+static xc_result_t measure_sync(xc_comm_t *comm, int reps, int bench, double *out)
+{
+    return time_barrier(comm, XC__ALGO_SHM_BARRIER, reps, bench, out);
+}
+
+/* Median seconds per byte of memcpy of `bytes` (src and dst touched first). */
+static double time_copy(char *dst, const char *src, size_t bytes, int reps)
+{
+    double t[64];
+    if (reps > 64) reps = 64;
+    memcpy(dst, src, bytes);
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        memcpy(dst, src, bytes);
+        t[i] = now_s() - t0;
+    }
+    return median(t, reps) / (double)bytes;
+}
+
+static double time_reduce(char *dst, const char *a, const char *b, size_t bytes, xc_dtype_t d,
+                          xc_op_t op, int reps)
+{
+    double t[64];
+    size_t count = bytes / xc_dtype_size(d);
+    if (reps > 64) reps = 64;
+    xc__reduce2(dst, a, b, count, d, op);
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        xc__reduce2(dst, a, b, count, d, op);
+        t[i] = now_s() - t0;
+    }
+    return median(t, reps) / (double)(count * xc_dtype_size(d));
+}
+
+/* memcpy and gamma, on this rank. */
+static xc_result_t measure_host(const plan_t *pl, xc__profile_t *p)
+{
+    static const xc_op_t rep_op[XC__GOP_COUNT] = {XC_SUM, XC_PROD, XC_MAX};
+    p->cache_bytes = cache_size();
+    /* Beyond the cache: buffers of twice the cache-resident working set
+     * (src + dst four times it: fully out of the cache, xc__m_mem). */
+    size_t big = 2 * (size_t)p->cache_bytes, small = pl->gamma_bytes;
+    size_t nbig = pl->gamma_mem ? 3 : 2;
+    char *mem = malloc(nbig * big), *sm = malloc(3 * small);
+    if (!mem || !sm) {
+        free(mem);
+        free(sm);
+        return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    }
+    /* 0x3c bytes are normal numbers near 1 or 0.01 in every float type:
+     * no NaN, infinity or denormal takes a slow path. */
+    memset(sm, 0x3c, 3 * small);
+    /* The sources; a destination is faulted in by the untimed first copy
+     * (half the page faults of the quick run's few milliseconds). */
+    double f0 = now_s();
+    memset(mem, 0x3c, small * 32); /* fresh pages: faults and zeroing */
+    double f1 = now_s();
+    memset(mem, 0x3c, small * 32); /* the same pages again */
+    double f2 = now_s();
+    p->fault = ((f1 - f0) - (f2 - f1)) / (double)(small * 32);
+    if (p->fault < 0) p->fault = 0;
+    memset(mem, 0x3c, big);
+    if (nbig > 2) memset(mem + big, 0x3c, (nbig - 1) * big);
+    uint64_t t0 = xc__now_ns();
+    p->copy_cache = time_copy(sm + small, sm, small, pl->copy_reps);
+    p->copy_mem = time_copy(mem + big, mem, big, pl->gamma_mem ? pl->copy_reps : 3);
+    p->ladder[0][0] = 2 * (double)big;
+    p->ladder[0][1] = p->copy_mem;
+    p->nladder = 1;
+    /* Larger working sets, while the plan asks: memory beyond the last
+     * cache level may be much slower than just beyond the per-core one. */
+    for (size_t sz = 4 * big; sz <= pl->ladder_max && p->nladder < XC__LADDER_MAX; sz *= 4) {
+        char *x = malloc(2 * sz);
+        if (!x) break;
+        memset(x, 0x3c, 2 * sz);
+        p->ladder[p->nladder][0] = 2 * (double)sz;
+        p->ladder[p->nladder][1] = time_copy(x + sz, x, sz, 5);
+        p->nladder++;
+        free(x);
+    }
+    uint64_t t1 = xc__now_ns();
+    for (int d = 0; d < XC_DTYPE_COUNT; d++) {
+        for (int g = 0; g < XC__GOP_COUNT; g++) {
+            double *gm = p->gamma[d][g];
+            gm[0] = time_reduce(sm + 2 * small, sm, sm + small, small, (xc_dtype_t)d, rep_op[g],
+                                pl->gamma_reps);
+            if (pl->gamma_mem)
+                gm[1] = time_reduce(mem + 2 * big, mem, mem + big, big, (xc_dtype_t)d,
+                                    rep_op[g], 3);
+            else
+                gm[1] = gm[0] > 1.5 * p->copy_mem ? gm[0] : 1.5 * p->copy_mem;
+        }
+    }
+    XC_TRACE("cost model: memcpy %.2f ms, reductions %.2f ms", (double)(t1 - t0) * 1e-6,
+             (double)(xc__now_ns() - t1) * 1e-6);
+    free(mem);
+    free(sm);
+    return XC_OK;
+}
+
+/* First rank on rank 0's node (same_node) or off it, other than 0; -1. */
+static int peer_of(const xc_comm_t *comm, int same_node)
+{
+    for (int r = 1; r < comm->size; r++)
+        if ((comm->node_of[r] == comm->node_of[0]) == same_node) return r;
+    return -1;
+}
+
+xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profile_t *p)
+{
+    const plan_t *pl = thorough ? &k_full : &k_quick;
+    xc__profile_t tmp;
+    xc__profile_t *out = comm->rank == 0 ? p : &tmp;
+    uint64_t t0 = xc__now_ns();
+    int shm_link_from_copy = 0;
+    if ((what & XC__HAVE_SHM) && !comm->shm) {
+        /* Several nodes: the channels between node peers, priced from
+         * memcpy (no shared-memory collectives, no sync to measure). */
+        shm_link_from_copy = 1;
+        out->sync_alpha = 0;
+        out->sync_per_rank = 0;
+    } else if (what & XC__HAVE_SHM) {
+        if (comm->chans) {
+            double big_from = comm->cma ? (double)comm->cfg.shm_cma_min_kb * 1024 : 0;
+            XC_CHECK(measure_link(comm, 1, big_from, pl, &out->link[XC__LINK_SHM]));
+        } else {
+            /* No channels (frames go over loopback TCP): the class only
+             * prices the shm collectives' single-copy reads; take memcpy's. */
+            shm_link_from_copy = 1;
+        }
+        double s = 0;
+        XC_CHECK(measure_sync(comm, pl->sync_reps, pl->bench_stat, &s));
+        out->sync_alpha = 0;
+        out->sync_per_rank = s / (comm->size - 1);
+        XC_TRACE("cost model: shm link and sync measured in %.2f ms",
+                 (double)(xc__now_ns() - t0) * 1e-6);
+    }
+    if (what & XC__HAVE_TCP_NET) {
+        int q = peer_of(comm, 0);
+        if (q < 0) return xc__err(XC_ERR_INTERNAL, "cost model: no pair across nodes to measure");
+        XC_CHECK(measure_link(comm, q, TCP_SPLIT, pl, &out->link[XC__LINK_TCP_NET]));
+    }
+    if (what & XC__HAVE_TCP_LOCAL) {
+        int q = peer_of(comm, 1);
+        if (q >= 0)
+            XC_CHECK(measure_link(comm, q, TCP_SPLIT, pl, &out->link[XC__LINK_TCP_LOCAL]));
+        else if (what & XC__HAVE_TCP_NET) /* rank 0 alone on its node: loopback ~ network */
+            out->link[XC__LINK_TCP_LOCAL] = out->link[XC__LINK_TCP_NET];
+        else
+            return xc__err(XC_ERR_INTERNAL, "cost model: no same-node TCP pair to measure");
+    }
+    /* A schedule algorithm's own call cost (select, build with its scratch,
+     * queue, complete): a 1-element allreduce.rd less what the model
+     * predicts for its transfers (one node: one link class). */
+    uint32_t links = what & (XC__HAVE_SHM | XC__HAVE_TCP_LOCAL);
+    if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
+                                                            : (links & XC__HAVE_TCP_LOCAL))) {
+        double tc = 0;
+        XC_CHECK(time_call(comm, pl->sync_reps, pl->bench_stat, &tc));
+        if (comm->rank == 0) {
+            xc__model_topo_t topo;
+            xc__model_topo_of(comm, &topo);
+            xc__model_call_t one = {XC_COLL_ALLREDUCE, 1, XC_FLOAT32, XC_SUM};
+            double save = out->sched_call;
+            out->sched_call = 0;
+            double rounds = xc__model_predict(out, &topo, XC__ALGO_ALLREDUCE_RD, &one);
+            out->sched_call = rounds >= 0 && tc > rounds ? tc - rounds : save > 0 ? save : 0;
+        }
+    }
+    if ((what & XC__HAVE_HOST) && comm->rank == 0) {
+        uint64_t t1 = xc__now_ns();
+        XC_CHECK(measure_host(pl, out));
+        XC_TRACE("cost model: memcpy and gamma measured in %.2f ms",
+                 (double)(xc__now_ns() - t1) * 1e-6);
+    }
+    if (comm->rank == 0) {
+        p->have |= what;
+        if (shm_link_from_copy) {
+            xc__link_params_t *l = &p->link[XC__LINK_SHM];
+            l->big_from = (double)comm->cfg.shm_cma_min_kb * 1024;
+            for (int x = 0; x < XC__XFER_COUNT; x++)
+                l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem};
+        }
+        derive_mem(p);
+    }
+    return XC_OK;
+}

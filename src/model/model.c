@@ -1,0 +1,135 @@
+/*
+ * model.c -- prediction and choice over the algorithm registry, and the
+ * topology a communicator (or a tool, without one) presents to the model.
+ *
+ * xc__model_choose walks select.c's registry in its fixed order and keeps
+ * the strictly cheapest valid algorithm, so equal inputs give the same
+ * answer on every rank.
+ */
+#include "../algo/algos.h"
+#include "../algo/shm_coll.h"
+#include "../core/comm.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static const xc__algo_t *find(int id)
+{
+    size_t n;
+    const xc__algo_t *tab = xc__algo_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (tab[i].id == id) return &tab[i];
+    return NULL;
+}
+
+static double cost_of(const xc__algo_t *a, const xc__profile_t *p, const xc__model_topo_t *t,
+                      const xc__model_call_t *c)
+{
+    if (a->coll != c->coll || !a->cost) return -1;
+    if (a->needs_shm && !t->shm) return -1;
+    double v = a->cost(p, t, c);
+    if (!a->needs_shm) v += p->sched_call; /* shm syncs already hold theirs */
+    return v == v ? v : -1; /* NaN: not usable */
+}
+
+/* Oversubscription: ranks beyond the cores wait for a turn. */
+static double crowding(const xc__model_topo_t *t)
+{
+    return t->cores > 0 && t->ppn > t->cores ? (double)t->ppn / t->cores : 1;
+}
+
+double xc__model_predict(const xc__profile_t *p, const xc__model_topo_t *t, int algo_id,
+                         const xc__model_call_t *c)
+{
+    const xc__algo_t *a = find(algo_id);
+    double v = a ? cost_of(a, p, t, c) : -1;
+    return v < 0 ? v : v * crowding(t);
+}
+
+int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
+                     const xc__model_call_t *c, double *pred, int *second, double *second_pred)
+{
+    size_t n;
+    const xc__algo_t *tab = xc__algo_table(&n);
+    int best = XC__ALGO_NONE, next = XC__ALGO_NONE;
+    double bt = -1, nt = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (tab[i].explicit_only) continue;
+        double v = cost_of(&tab[i], p, t, c);
+        if (v < 0) continue;
+        if (best == XC__ALGO_NONE || v < bt) {
+            next = best, nt = bt;
+            best = tab[i].id, bt = v;
+        } else if (next == XC__ALGO_NONE || v < nt) {
+            next = tab[i].id, nt = v;
+        }
+    }
+    if (pred) *pred = bt < 0 ? bt : bt * crowding(t);
+    if (second) *second = next;
+    if (second_pred) *second_pred = nt < 0 ? nt : nt * crowding(t);
+    return best;
+}
+
+xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, xc__model_topo_t *t)
+{
+    if (nranks < 1 || nnodes < 1 || ppn < 1 || nnodes > nranks || (long)nnodes * ppn < nranks)
+        return xc__err(XC_ERR_INVALID,
+                       "cost model: %d ranks cannot sit on %d nodes of at most %d ranks",
+                       nranks, nnodes, ppn);
+    xc__config_t cfg;
+    XC_CHECK(xc__config_resolve(NULL, &cfg));
+    t->nranks = nranks;
+    t->nnodes = nnodes;
+    t->ppn = ppn;
+    t->blocked = 1;
+    t->shm = nnodes == 1 && nranks > 1 && nranks <= XC__SHM_MAX_RANKS && cfg.shm;
+    t->chans = t->shm && cfg.shm_chan_kb > 0 && nranks <= 64;
+    t->cma = t->shm;
+    t->slot_bytes = (size_t)cfg.shm_slot_kb * 1024;
+    t->cma_min = (size_t)cfg.shm_cma_min_kb * 1024;
+    t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return XC_OK;
+}
+
+void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
+{
+    int *per = calloc((size_t)comm->nnodes, sizeof *per);
+    t->nranks = comm->size;
+    t->nnodes = comm->nnodes;
+    t->ppn = 1;
+    t->blocked = 1;
+    for (int r = 0; r < comm->size; r++) {
+        if (per && comm->node_of[r] < comm->nnodes) {
+            int k = ++per[comm->node_of[r]];
+            if (k > t->ppn) t->ppn = k;
+        }
+        /* Node indices number nodes by first appearance, so a block layout
+         * never steps back. */
+        if (r > 0 && comm->node_of[r] < comm->node_of[r - 1]) t->blocked = 0;
+    }
+    if (!per) t->ppn = comm->local_size; /* out of memory: this node's count */
+    free(per);
+    t->shm = comm->shm != NULL;
+    /* The same on every rank (a rank alone on its node has no channel of
+     * its own): shared memory agreed, channels configured, node not too
+     * large (shm_setup.c's rule). */
+    t->chans = comm->shm_ok && comm->cfg.shm_chan_kb >= 4 && t->ppn <= 64;
+    t->cma = comm->cma;
+    t->slot_bytes = comm->shm ? comm->shm->slot_bytes : (size_t)comm->cfg.shm_slot_kb * 1024;
+    t->cma_min = (size_t)comm->cfg.shm_cma_min_kb * 1024;
+    t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+uint32_t xc__model_needs(const xc_comm_t *comm)
+{
+    uint32_t need = XC__HAVE_HOST;
+    if (comm->size < 2) return need;
+    xc__model_topo_t t;
+    xc__model_topo_of(comm, &t);
+    /* On several nodes, same-node pairs use the channels (their class is
+     * priced from memcpy: measure.c) or else loopback TCP. */
+    if (comm->shm || (t.chans && t.ppn > 1)) need |= XC__HAVE_SHM;
+    if (comm->nnodes > 1) need |= XC__HAVE_TCP_NET;
+    if (!t.chans && t.ppn > 1) need |= XC__HAVE_TCP_LOCAL;
+    return need;
+}

@@ -1,0 +1,213 @@
+/*
+ * model.h -- the alpha-beta-gamma cost model: the one place that predicts how
+ * long an algorithm takes, used by the runtime selector (select.c) and, being
+ * pure functions of (profile, topology, call), by tools that have no
+ * communicator (the planner).  docs/cost-model.md has the formulas.
+ *
+ * Pieces:
+ *  - a profile (xc__profile_t): the measured machine -- alpha/beta per link
+ *    class, the shared-memory collectives' synchronisation cost, memcpy
+ *    bandwidth and gamma per dtype x op class.  Filled by measurement
+ *    (measure.c), read from / written to JSON (profile_io.c).  Never built
+ *    from constants in the code.
+ *  - a topology (xc__model_topo_t): ranks, nodes, ranks per node, whether
+ *    shared memory and single-copy reads are available, the shm geometry.
+ *  - cost functions, one per registered algorithm (cost_*.c), registered
+ *    beside the builders in select.c's table (algos.h: xc__algo_t.cost).
+ *  - xc__model_predict / xc__model_choose: one algorithm's predicted time,
+ *    and the argmin over the algorithms valid for a call.
+ *  - xc__model_init: a communicator's profile, agreed by all its ranks
+ *    (rank 0's is broadcast), from XCOLL_PROFILE, the process's earlier
+ *    profile, or a quick collective measurement (model_init.c).
+ *
+ * Invariants: every function here except xc__model_init and the measure.c
+ * functions is pure (no communicator, no I/O besides the explicit file
+ * functions, no global state), so all ranks holding the same profile and
+ * topology choose the same algorithm.  Times are seconds, sizes bytes.
+ */
+#ifndef XC_MODEL_H
+#define XC_MODEL_H
+
+#include "../core/common.h"
+
+/* Link classes: how a frame travels between two ranks. */
+enum xc__link_class {
+    XC__LINK_SHM = 0,    /* same node, shared-memory channel (shm_chan.c) */
+    XC__LINK_TCP_LOCAL,  /* same node, TCP over loopback (no shared memory) */
+    XC__LINK_TCP_NET,    /* different nodes, TCP */
+    XC__LINK_COUNT
+};
+
+/* Reduction classes whose kernels cost alike (bitwise ops and avg cost as
+ * sum; min and max alike). */
+enum xc__gop { XC__GOP_SUM = 0, XC__GOP_PROD, XC__GOP_MINMAX, XC__GOP_COUNT };
+
+#define XC__LADDER_MAX 8
+
+/* What a profile holds (bits of xc__profile_t.have). */
+enum {
+    XC__HAVE_SHM = 1 << XC__LINK_SHM,             /* link + shm sync */
+    XC__HAVE_TCP_LOCAL = 1 << XC__LINK_TCP_LOCAL,
+    XC__HAVE_TCP_NET = 1 << XC__LINK_TCP_NET,
+    XC__HAVE_HOST = 1 << 3                         /* memcpy + gamma */
+};
+
+/* One transfer pattern on a link class: m bytes cost alpha + m*beta; from
+ * big_from bytes on (the rendezvous protocol of shared-memory channels; for
+ * TCP simply where the bandwidth regime starts) big_alpha + m*big_beta, and
+ * once the call's buffers no longer fit the cache mem_alpha + m*mem_beta. */
+typedef struct xc__line {
+    double alpha, beta;
+    double big_alpha, big_beta;
+    double mem_alpha, mem_beta;
+} xc__line_t;
+
+/* Transfer patterns of a round, as seen by one rank: whether it only sends
+ * or only receives (trees, chains) or does both (rings, recursive
+ * doubling), and whether what it sends was written during the call (a
+ * copy, a reduction, a block just received: still dirty in the writer's
+ * cache, which a reader on another core pays for) or is the caller's
+ * input. */
+enum xc__xfer {
+    XC__ONEWAY = 0,       /* only sends or only receives, the caller's data */
+    XC__EXCHANGE,         /* sends and receives, the caller's data */
+    XC__ONEWAY_FRESH,     /* only sends or receives, data written in the call */
+    XC__EXCHANGE_FRESH,   /* sends and receives, data written in the call */
+    XC__XFER_COUNT
+};
+
+typedef struct xc__link_params {
+    double big_from;
+    xc__line_t line[XC__XFER_COUNT];
+} xc__link_params_t;
+
+typedef struct xc__profile {
+    uint32_t have;                       /* XC__HAVE_* */
+    xc__link_params_t link[XC__LINK_COUNT];
+    /* Shared-memory collectives: one all-ranks synchronisation of L ranks
+     * costs sync_alpha + (L-1)*sync_per_rank. */
+    double sync_alpha, sync_per_rank;
+    /* A schedule algorithm's call (select, build, queue, complete) beyond
+     * its rounds' transfers. */
+    double sched_call;
+    /* memcpy, seconds per byte copied, for working sets within cache_bytes
+     * and beyond (measured at twice the cache). */
+    double copy_cache, copy_mem;
+    double cache_bytes;
+    /* memcpy per byte at larger working sets (bytes, seconds per byte),
+     * ascending; nladder 0 or 1: no tier beyond copy_mem's.  Every cost
+     * beyond the cache grows with the working set as this does. */
+    double ladder[XC__LADDER_MAX][2];
+    int nladder;
+    /* Seconds per byte of touching fresh memory (page fault + zeroing):
+     * paid by scratch buffers big enough to be a fresh mapping per call. */
+    double fault;
+    /* Reduction: seconds per byte of output of dst = a op b, [0] operands
+     * cache-resident, [1] beyond the cache. */
+    double gamma[XC_DTYPE_COUNT][XC__GOP_COUNT][2];
+    char source[48];                     /* "measured at creation", a path */
+    /* --- not measured data: per-communicator selector state (select.c),
+     * NULL in a standalone profile; everything above is broadcast. --- */
+    struct xc__sel_state *sel;
+} xc__profile_t;
+
+/* Bytes of a profile that ranks exchange (everything before `sel`). */
+#define XC__PROFILE_DATA_BYTES offsetof(xc__profile_t, sel)
+
+typedef struct xc__model_topo {
+    int nranks, nnodes;
+    int ppn;              /* most ranks on one node */
+    int blocked;          /* each node's ranks are consecutive */
+    int shm;              /* shared-memory collectives (all ranks on one node) */
+    int chans;            /* same-node frames via shm channels, else TCP loopback */
+    int cma;              /* single-copy reads (process_vm_readv) between local ranks */
+    size_t slot_bytes;    /* shm staging slot (XCOLL_SHM_SLOT_KB) */
+    size_t cma_min;       /* single copy from this block size (XCOLL_SHM_CMA_MIN_KB) */
+    int cores;            /* cores of a node (0: unknown); more ranks than
+                           * cores scale predictions, never choices */
+} xc__model_topo_t;
+
+/* One call, as every rank sees it: `count` is the count argument of the
+ * public call (all-reduce: elements; reduce-scatter: recvcount;
+ * all-gather: sendcount; all-to-all: elements per block). */
+typedef struct xc__model_call {
+    xc_coll_t coll;
+    size_t count;
+    xc_dtype_t dtype;
+    xc_op_t op;
+} xc__model_call_t;
+
+/* Predicted seconds of one algorithm for a call, or a negative value if it
+ * cannot run there (e.g. needs shared memory the topology lacks). */
+typedef double (*xc__cost_fn)(const xc__profile_t *p, const xc__model_topo_t *t,
+                              const xc__model_call_t *c);
+
+/* Predicted seconds of algorithm `algo_id` (algos.h) for `c`, or < 0 if the
+ * algorithm is unknown, of another collective, or not valid here.  With
+ * more ranks per node than cores every prediction is multiplied by
+ * ppn/cores (the ranks take turns on the cores); the choice below compares
+ * unscaled times, so ranks that count cores differently still agree. */
+XC__HIDDEN double xc__model_predict(const xc__profile_t *p, const xc__model_topo_t *t,
+                                    int algo_id, const xc__model_call_t *c);
+
+/* The algorithm with the least predicted time for `c` (ties: registry
+ * order); its id, or XC__ALGO_NONE (0) if no algorithm is valid.  *pred
+ * (may be NULL) receives its time; *second / *second_pred (may be NULL) the
+ * runner-up (0 / -1 if none). */
+XC__HIDDEN int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
+                                const xc__model_call_t *c, double *pred, int *second,
+                                double *second_pred);
+
+/* A topology for nranks on nnodes nodes with ppn ranks each (block layout),
+ * with the shared-memory settings of the environment (XCOLL_SHM_*), for
+ * tools that have no communicator. */
+XC__HIDDEN xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn,
+                                           xc__model_topo_t *t);
+
+/* Link class of a pair on the same node / different nodes under t. */
+static inline int xc__model_intra(const xc__model_topo_t *t)
+{
+    return t->chans ? XC__LINK_SHM : XC__LINK_TCP_LOCAL;
+}
+
+static inline int xc__gop(xc_op_t op)
+{
+    return op == XC_PROD ? XC__GOP_PROD : op == XC_MIN || op == XC_MAX ? XC__GOP_MINMAX
+                                                                       : XC__GOP_SUM;
+}
+
+/* ------------------------------------------------------- profile files */
+/* Write `p` as JSON to `path` (XC_ERR_SYSTEM naming the path on failure). */
+XC__HIDDEN xc_result_t xc__profile_write(const xc__profile_t *p, const char *path);
+/* Read a profile from `path`: XC_ERR_INVALID naming the file and the
+ * problem (line and column of a syntax error, or the key at fault). */
+XC__HIDDEN xc_result_t xc__profile_read(const char *path, xc__profile_t *p);
+/* The same from a string (`name` names it in messages). */
+XC__HIDDEN xc_result_t xc__profile_parse(const char *text, size_t len, const char *name,
+                                         xc__profile_t *p);
+/* Free a heap profile (a communicator's holds its selector state in the
+ * same block; NULL: no-op). */
+XC__HIDDEN void xc__profile_free(xc__profile_t *p);
+
+/* ------------------------------------------------------- measurement */
+/* Fill the parts of rank 0's `p` named by `what` (XC__HAVE_* bits) by
+ * measuring on `comm`; collective (every rank calls it with the same
+ * `what`; only rank 0's `p` is written).  thorough: the calibration's
+ * sizes and repetitions, else the few-millisecond creation-time run. */
+struct xc_comm;
+XC__HIDDEN xc_result_t xc__measure(struct xc_comm *comm, uint32_t what, int thorough,
+                                   xc__profile_t *p);
+/* The link classes (XC__HAVE_* bits) a communicator's traffic uses, and
+ * its topology. */
+XC__HIDDEN uint32_t xc__model_needs(const struct xc_comm *comm);
+XC__HIDDEN void xc__model_topo_of(const struct xc_comm *comm, xc__model_topo_t *t);
+
+/* ------------------------------------------------------- communicator */
+/* Give a new communicator its profile (comm->profile), agreed by all ranks:
+ * XCOLL_PROFILE if set (rank 0 reads it), else the profile this process
+ * already uses (a child of xc_comm_split inherits its parent's), else a
+ * quick measurement; parts missing for this communicator's link classes
+ * are measured.  Collective. */
+XC__HIDDEN xc_result_t xc__model_init(struct xc_comm *comm);
+
+#endif

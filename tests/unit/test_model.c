@@ -1,0 +1,778 @@
+/*
+ * test_model.c -- the cost model and the selector built on it:
+ *  - given alpha, beta, gamma, the predictions equal hand-computed formulas
+ *    and the selector picks their argmin: tiny messages -> the
+ *    latency-optimal algorithm, huge ones -> the bandwidth-optimal one,
+ *    non-power-of-two rank counts, shared-memory vs TCP link classes, the
+ *    rendezvous line, the shm-native collectives against schedules;
+ *  - over a grid, xc__model_choose is the argmin of xc__model_predict and
+ *    never returns an algorithm the topology cannot run;
+ *  - xc__algo_select (a communicator with a profile, no processes) follows
+ *    the model through its choice table, and XCOLL_ALGO forcing, also
+ *    spelt "allreduce:ring", overrides it;
+ *  - the profile JSON round-trips, and malformed files give XC_ERR_INVALID
+ *    naming the file and the problem;
+ *  - end to end: two ranks (threads) created with XCOLL_PROFILE pointing to
+ *    a malformed file both fail with XC_ERR_INVALID naming it, and with a
+ *    good file both use it.
+ * Standalone: exit 0 = pass, 1 = a check failed (each printed with both
+ * values).
+ */
+#include "algo/algos.h"
+#include "core/comm.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int g_failures;
+
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fputc('\n', stderr);                                                   \
+        __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED);                  \
+    } while (0)
+
+#define EXPECT_TRUE(c)                                                         \
+    do {                                                                       \
+        if (!(c)) FAIL("expected %s", #c);                                     \
+    } while (0)
+
+#define EXPECT_ALGO(got, want)                                                 \
+    do {                                                                       \
+        int g_ = (got), w_ = (want);                                           \
+        if (g_ != w_)                                                          \
+            FAIL("%s: got %s, want %s", #got, xc_algo_name(g_) ? xc_algo_name(g_) : "none", \
+                 xc_algo_name(w_) ? xc_algo_name(w_) : "none");                \
+    } while (0)
+
+/* Relative closeness (times are positive). */
+#define EXPECT_NEAR(got, want)                                                 \
+    do {                                                                       \
+        double g_ = (got), w_ = (want);                                        \
+        if (!(fabs(g_ - w_) <= 1e-9 * fabs(w_) + 1e-18))                       \
+            FAIL("%s = %.9g, want %s = %.9g", #got, g_, #want, w_);            \
+    } while (0)
+
+#define EXPECT_RC(call, want)                                                  \
+    do {                                                                       \
+        xc_result_t rc_ = (call);                                              \
+        if (rc_ != (want))                                                     \
+            FAIL("%s returned %s, want %s (%s)", #call, xc_err_name(rc_), xc_err_name(want), \
+                 xc_last_error());                                             \
+    } while (0)
+
+#define EXPECT_CONTAINS(hay, needle)                                           \
+    do {                                                                       \
+        const char *h_ = (hay);                                                \
+        if (!strstr(h_, (needle))) FAIL("\"%s\" does not contain \"%s\"", h_, (needle)); \
+    } while (0)
+
+/* ------------------------------------------------------------ fixtures */
+
+/* A link class whose transfer patterns all cost the same, without a
+ * separate memory line. */
+static xc__link_params_t lk(double a, double b, double ba, double bb, double from)
+{
+    xc__line_t l = {a, b, ba, bb, ba, bb};
+    return (xc__link_params_t){from, {l, l, l, l}};
+}
+
+/* Every link class (alpha a, beta b, no rendezvous line), memcpy c per
+ * byte, gamma g per byte, everything cache-resident, sync s. */
+static xc__profile_t flat_profile(double a, double b, double c, double g, double s)
+{
+    xc__profile_t p;
+    memset(&p, 0, sizeof p);
+    p.have = XC__HAVE_SHM | XC__HAVE_TCP_LOCAL | XC__HAVE_TCP_NET | XC__HAVE_HOST;
+    for (int l = 0; l < XC__LINK_COUNT; l++)
+        p.link[l] = lk(a, b, a, b, 1e18);
+    p.sync_alpha = 0;
+    p.sync_per_rank = s;
+    p.copy_cache = p.copy_mem = c;
+    p.cache_bytes = 1e15;
+    for (int d = 0; d < XC_DTYPE_COUNT; d++)
+        for (int k = 0; k < XC__GOP_COUNT; k++) p.gamma[d][k][0] = p.gamma[d][k][1] = g;
+    snprintf(p.source, sizeof p.source, "test");
+    return p;
+}
+
+/* N ranks on one node over TCP (no shared memory). */
+static xc__model_topo_t tcp_topo(int n)
+{
+    xc__model_topo_t t = {.nranks = n, .nnodes = 1, .ppn = n, .blocked = 1, .shm = 0,
+                          .chans = 0, .cma = 0, .slot_bytes = 256 << 10, .cma_min = 64 << 10,
+                          .cores = 0};
+    return t;
+}
+
+static xc__model_topo_t shm_topo(int n)
+{
+    xc__model_topo_t t = tcp_topo(n);
+    t.shm = t.chans = t.cma = 1;
+    return t;
+}
+
+static xc__model_call_t ar(size_t count)
+{
+    return (xc__model_call_t){XC_COLL_ALLREDUCE, count, XC_FLOAT32, XC_SUM};
+}
+
+/* ------------------------------------------------- hand-computed cases */
+
+static void test_tcp_allreduce(void)
+{
+    const double a = 10e-6, b = 1e-9, c = 5e-11, g = 1e-10;
+    xc__profile_t p = flat_profile(a, b, c, g, 1e-6);
+    xc__model_topo_t t8 = tcp_topo(8);
+
+    /* 8 bytes on 8 ranks: recursive doubling, 3 rounds of whole vectors. */
+    xc__model_call_t tiny = ar(2);
+    double B = 8, rd = 3 * (a + B * b + B * g);
+    double tree = c * B + 3 * (2 * (a + B * b) + B * g);
+    double ring = c * B + 7 * (2 * (a + 4 * b) + 4 * g); /* blocks of ceil(2/8) = 1 float */
+    double rhd = 3 * (2 * (a + 4 * b) + 4 * g);          /* every part is 1 float */
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLREDUCE_RD, &tiny), rd);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLREDUCE_TREE, &tiny), tree);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLREDUCE_RING, &tiny), ring);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLREDUCE_RHD, &tiny), rhd);
+    double pred;
+    EXPECT_ALGO(xc__model_choose(&p, &t8, &tiny, &pred, NULL, NULL), XC__ALGO_ALLREDUCE_RD);
+    EXPECT_NEAR(pred, rd);
+
+    /* 64 MiB on 8 ranks: Rabenseifner (ring bandwidth, log2 N latency, no
+     * copy) beats the ring, which beats whole-vector algorithms. */
+    xc__model_call_t huge = ar((size_t)16 << 20);
+    B = 64.0 * 1024 * 1024;
+    ring = c * B + 7 * (2 * (a + B / 8 * b) + B / 8 * g);
+    rhd = 0;
+    for (int d = 4; d >= 1; d /= 2) rhd += 2 * (a + B * d / 8 * b) + B * d / 8 * g;
+    rd = 3 * (a + B * b + B * g);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLREDUCE_RING, &huge), ring);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLREDUCE_RHD, &huge), rhd);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLREDUCE_RD, &huge), rd);
+    EXPECT_ALGO(xc__model_choose(&p, &t8, &huge, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_RHD);
+    /* Scratch from 32 MiB on is a fresh mapping per call: recursive
+     * doubling's whole-vector scratch pays its faults, the ring's 8 MiB
+     * blocks do not. */
+    {
+        xc__profile_t q = p;
+        q.fault = 2e-10;
+        EXPECT_NEAR(xc__model_predict(&q, &t8, XC__ALGO_ALLREDUCE_RD, &huge), rd + B * 2e-10);
+        EXPECT_NEAR(xc__model_predict(&q, &t8, XC__ALGO_ALLREDUCE_RING, &huge), ring);
+    }
+
+    /* 6 ranks (not a power of two): the fold costs Rabenseifner two whole
+     * vectors, so the ring wins huge messages; tiny ones still go to
+     * recursive doubling (fold + 2 rounds = 4 alphas, against 6 for the
+     * tree and rhd, 10 for the ring). */
+    xc__model_topo_t t6 = tcp_topo(6);
+    double fold = 2 * (a + B * b) + B * g;
+    rhd = fold + (2 * (a + B / 2 * b) + B / 2 * g) + (2 * (a + B / 4 * b) + B / 4 * g);
+    double blk6 = ceil((16.0 * 1024 * 1024) / 6) * 4;
+    ring = c * B + 5 * (2 * (a + blk6 * b) + blk6 * g);
+    EXPECT_NEAR(xc__model_predict(&p, &t6, XC__ALGO_ALLREDUCE_RHD, &huge), rhd);
+    EXPECT_NEAR(xc__model_predict(&p, &t6, XC__ALGO_ALLREDUCE_RING, &huge), ring);
+    EXPECT_ALGO(xc__model_choose(&p, &t6, &huge, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_RING);
+    B = 8;
+    rd = 2 * (a + B * b) + B * g + 2 * (a + B * b + B * g);
+    EXPECT_NEAR(xc__model_predict(&p, &t6, XC__ALGO_ALLREDUCE_RD, &tiny), rd);
+    EXPECT_ALGO(xc__model_choose(&p, &t6, &tiny, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_RD);
+
+    /* Without shared memory the shm-native algorithms are invalid. */
+    EXPECT_TRUE(xc__model_predict(&p, &t8, XC__ALGO_SHM_ALLREDUCE, &tiny) < 0);
+    /* An algorithm of another collective is no answer. */
+    EXPECT_TRUE(xc__model_predict(&p, &t8, XC__ALGO_BCAST_CHAIN, &tiny) < 0);
+}
+
+static void test_other_collectives(void)
+{
+    const double a = 20e-6, b = 2e-9, c = 1e-10, g = 3e-10;
+    xc__profile_t p = flat_profile(a, b, c, g, 1e-6);
+    xc__model_topo_t t8 = tcp_topo(8);
+
+    /* Broadcast: binomial for 8 bytes (3 hops), scatter + all-gather for
+     * 64 MiB (about 2 B beta instead of 3 B beta). */
+    xc__model_call_t bc = {XC_COLL_BCAST, 8, XC_UINT8, XC_SUM};
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BCAST_BINOMIAL, &bc), 3 * (a + 8 * b));
+    EXPECT_ALGO(xc__model_choose(&p, &t8, &bc, NULL, NULL, NULL), XC__ALGO_BCAST_BINOMIAL);
+    bc.count = (size_t)64 << 20;
+    double B = 64.0 * 1024 * 1024, sag = 0;
+    for (int d = 1; d < 8; d *= 2) sag += a + B * d / 8 * b;
+    sag += 7 * (a + B / 8 * b);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BCAST_SCATTER_AG, &bc), sag);
+    /* The chain: N-2+k rounds of 64 KiB segments, k = 1024. */
+    double chain = (8 - 2 + 1024) * (a + 65536 * b);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BCAST_CHAIN, &bc), chain);
+    int want = sag < chain ? XC__ALGO_BCAST_SCATTER_AG : XC__ALGO_BCAST_CHAIN;
+    EXPECT_ALGO(xc__model_choose(&p, &t8, &bc, NULL, NULL, NULL), want);
+
+    /* All-gather of 4-byte blocks on 8 ranks: recursive doubling (3
+     * rounds) over the ring (7). */
+    xc__model_call_t ag = {XC_COLL_ALLGATHER, 1, XC_FLOAT32, XC_SUM};
+    double agrd = c * 4 + (a + 4 * b) + (a + 8 * b) + (a + 16 * b);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLGATHER_RD, &ag), agrd);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLGATHER_RING, &ag), c * 4 + 7 * (a + 4 * b));
+    EXPECT_ALGO(xc__model_choose(&p, &t8, &ag, NULL, NULL, NULL), XC__ALGO_ALLGATHER_RD);
+
+    /* Reduce-scatter, 1 MiB blocks on 8 ranks: ring and pairwise cost the
+     * same here (one link class), the registry order breaks the tie. */
+    xc__model_call_t rs = {XC_COLL_REDUCE_SCATTER, 256 << 10, XC_FLOAT32, XC_SUM};
+    double bb = 1024.0 * 1024, rsr = 7 * (a + bb * b + bb * g);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_REDUCE_SCATTER_RING, &rs), rsr);
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_REDUCE_SCATTER_PAIRWISE, &rs), rsr);
+    double rsh = c * bb;
+    for (int d = 4; d >= 1; d /= 2) rsh += a + 8 * bb * d / 8 * b + 8 * bb * d / 8 * g;
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_REDUCE_SCATTER_RHALVING, &rs), rsh);
+    int best = rsh < rsr ? XC__ALGO_REDUCE_SCATTER_RHALVING : XC__ALGO_REDUCE_SCATTER_RING;
+    EXPECT_ALGO(xc__model_choose(&p, &t8, &rs, NULL, NULL, NULL), best);
+
+    /* Barrier: ceil(log2 N) zero-byte rounds. */
+    xc__model_call_t bar = {XC_COLL_BARRIER, 0, XC_UINT8, XC_SUM};
+    EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BARRIER_DISSEMINATION, &bar), 3 * a);
+    EXPECT_ALGO(xc__model_choose(&p, &t8, &bar, NULL, NULL, NULL),
+                XC__ALGO_BARRIER_DISSEMINATION);
+}
+
+static void test_link_classes(void)
+{
+    xc__profile_t p = flat_profile(1e-6, 1e-10, 1e-11, 1e-11, 0.2e-6);
+    p.link[XC__LINK_TCP_NET] = lk(50e-6, 1e-9, 50e-6, 1e-9, 1e18);
+    p.link[XC__LINK_TCP_LOCAL] = lk(15e-6, 3e-10, 15e-6, 3e-10, 1e18);
+    xc__model_call_t tiny = ar(2);
+    double g = 1e-11;
+
+    /* Over TCP a one-way round can cost much less than an exchange (the
+     * kernel copies one direction, not two): the tree's two one-way hops
+     * then beat recursive doubling's one exchange for 8 bytes. */
+    {
+        xc__profile_t q = p;
+        xc__line_t ow = {6e-6, 3e-10, 6e-6, 3e-10, 6e-6, 3e-10};
+        q.link[XC__LINK_TCP_LOCAL].line[XC__ONEWAY] = ow;
+        q.link[XC__LINK_TCP_LOCAL].line[XC__ONEWAY_FRESH] = ow;
+        xc__model_topo_t lo2 = tcp_topo(2);
+        double tree = 1e-11 * 8 + 2 * (6e-6 + 8 * 3e-10) + 8 * g;
+        EXPECT_NEAR(xc__model_predict(&q, &lo2, XC__ALGO_ALLREDUCE_TREE, &tiny), tree);
+        EXPECT_NEAR(xc__model_predict(&q, &lo2, XC__ALGO_ALLREDUCE_RD, &tiny),
+                    15e-6 + 8 * 3e-10 + 8 * g);
+        EXPECT_ALGO(xc__model_choose(&q, &lo2, &tiny, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_TREE);
+        /* A broadcast tree's first round also exchanges the operation's
+         * description with the neighbours: an exchange, then one-way hops
+         * (4 ranks: the second hop forwards what arrived, one way). */
+        xc__model_call_t bc = {XC_COLL_BCAST, 100, XC_UINT8, XC_SUM};
+        EXPECT_NEAR(xc__model_predict(&q, &lo2, XC__ALGO_BCAST_BINOMIAL, &bc), 15e-6 + 100 * 3e-10);
+        xc__model_topo_t lo4 = tcp_topo(4);
+        EXPECT_NEAR(xc__model_predict(&q, &lo4, XC__ALGO_BCAST_BINOMIAL, &bc),
+                    15e-6 + 100 * 3e-10 + 6e-6 + 100 * 3e-10);
+    }
+    /* Data written during the call costs a reader on another core more: the
+     * all-gather ring sends the block it has just copied (fresh), recursive
+     * doubling on 2 ranks the caller's input (clean). */
+    {
+        xc__profile_t q = p;
+        xc__line_t slow = {1e-6, 1e-9, 1e-6, 1e-9, 1e-6, 1e-9};
+        q.link[XC__LINK_SHM].line[XC__EXCHANGE_FRESH] = slow;
+        xc__model_topo_t t2 = shm_topo(2);
+        xc__model_call_t ag = {XC_COLL_ALLGATHER, 4096, XC_UINT8, XC_SUM};
+        double c = 1e-11;
+        EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLGATHER_RING, &ag),
+                    c * 4096 + 1e-6 + 4096 * 1e-9);
+        EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLGATHER_RD, &ag),
+                    c * 4096 + 1e-6 + 4096 * 1e-10);
+        EXPECT_TRUE(xc__model_choose(&q, &t2, &ag, NULL, NULL, NULL) != XC__ALGO_ALLGATHER_RING);
+    }
+    /* Two ranks sharing memory: frames through shm channels. */
+    xc__model_topo_t shm = shm_topo(2);
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLREDUCE_RD, &tiny), 1e-6 + 8e-10 + 8 * g);
+    /* Same node without shared memory: loopback TCP. */
+    xc__model_topo_t lo = tcp_topo(2);
+    EXPECT_NEAR(xc__model_predict(&p, &lo, XC__ALGO_ALLREDUCE_RD, &tiny), 15e-6 + 8 * 3e-10 + 8 * g);
+    /* Two nodes: TCP across. */
+    xc__model_topo_t net;
+    EXPECT_RC(xc__model_topo_make(2, 2, 1, &net), XC_OK);
+    EXPECT_TRUE(!net.shm && net.nnodes == 2);
+    EXPECT_NEAR(xc__model_predict(&p, &net, XC__ALGO_ALLREDUCE_RD, &tiny), 50e-6 + 8e-9 + 8 * g);
+
+    /* Shared memory: the native one-shot all-reduce costs one sync (0.2
+     * us), moving the peer's 8 bytes across (the shm exchange rate, 1e-10
+     * per byte) and one reduction: cheaper than any schedule here. */
+    double one_shot = 0.2e-6 + 8 * 1e-10 + 8 * g;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_SHM_ALLREDUCE, &tiny), one_shot);
+    EXPECT_ALGO(xc__model_choose(&p, &shm, &tiny, NULL, NULL, NULL), XC__ALGO_SHM_ALLREDUCE);
+    /* A schedule algorithm's call cost is added to schedules only. */
+    {
+        xc__profile_t q = p;
+        q.sched_call = 0.5e-6;
+        EXPECT_NEAR(xc__model_predict(&q, &shm, XC__ALGO_ALLREDUCE_RD, &tiny),
+                    0.5e-6 + 1e-6 + 8e-10 + 8 * g);
+        EXPECT_NEAR(xc__model_predict(&q, &shm, XC__ALGO_SHM_ALLREDUCE, &tiny), one_shot);
+    }
+    /* A slow synchronisation makes the schedule win instead. */
+    p.sync_per_rank = 100e-6;
+    EXPECT_ALGO(xc__model_choose(&p, &shm, &tiny, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_RD);
+
+    /* The rendezvous line from big_from on. */
+    p.link[XC__LINK_SHM] = lk(1e-6, 1e-10, 3e-6, 5e-11, 65536);
+    xc__model_call_t ag = {XC_COLL_ALLGATHER, 65535, XC_UINT8, XC_SUM};
+    double c = 1e-11;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                c * 65535 + 1e-6 + 65535 * 1e-10);
+    ag.count = 65536;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                c * 65536 + 3e-6 + 65536 * 5e-11);
+    /* Beyond the cache: the call's buffers (all-gather on 2 ranks: its
+     * block in, 2 blocks out) no longer fit, so the copy runs at memory
+     * speed and the message takes the memory line; up to half the cache
+     * everything runs at cache speed, in between the two blend (half and
+     * half at exactly the cache size). */
+    p.cache_bytes = 3 << 20;
+    p.copy_mem = 4e-11;
+    for (int x = 0; x < XC__XFER_COUNT; x++) {
+        p.link[XC__LINK_SHM].line[x].mem_alpha = 9e-6;
+        p.link[XC__LINK_SHM].line[x].mem_beta = 2e-10;
+    }
+    ag.count = 512 << 10; /* working set 1.5 MiB */
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                c * 524288 + 3e-6 + 524288 * 5e-11);
+    ag.count = 2 << 20; /* 6 MiB */
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                4e-11 * 2097152 + 9e-6 + 2097152 * 2e-10);
+    ag.count = 1 << 20; /* 3 MiB */
+    double bb = 1048576;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                bb * (c + 4e-11) / 2 + (3e-6 + bb * 5e-11 + 9e-6 + bb * 2e-10) / 2);
+    /* A memcpy ladder slows memory-bound passes further at larger sizes:
+     * at a 64 MiB working set and beyond, 3x the per-byte time at 8 MiB. */
+    p.nladder = 2;
+    p.ladder[0][0] = 8 << 20, p.ladder[0][1] = 4e-11;
+    p.ladder[1][0] = 64 << 20, p.ladder[1][1] = 12e-11;
+    ag.count = 32 << 20; /* working set 96 MiB */
+    double b = (double)ag.count;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                12e-11 * b + 9e-6 + b * 2e-10 * 3);
+}
+
+/* More ranks than cores: predictions scale by ranks/cores, choices do not
+ * move. */
+static void test_crowding(void)
+{
+    xc__profile_t p = flat_profile(3e-6, 2e-10, 5e-11, 8e-11, 0.5e-6);
+    for (size_t count = 1; count <= ((size_t)1 << 24); count *= 16) {
+        xc__model_call_t call = ar(count);
+        xc__model_topo_t a = shm_topo(8), b = a;
+        b.cores = 2;
+        double pa, pb;
+        EXPECT_ALGO(xc__model_choose(&p, &b, &call, &pb, NULL, NULL),
+                    xc__model_choose(&p, &a, &call, &pa, NULL, NULL));
+        EXPECT_NEAR(pb, 4 * pa);
+        EXPECT_NEAR(xc__model_predict(&p, &b, XC__ALGO_ALLREDUCE_RING, &call),
+                    4 * xc__model_predict(&p, &a, XC__ALGO_ALLREDUCE_RING, &call));
+    }
+}
+
+/* --------------------------------------------------- argmin property */
+
+static void test_argmin_grid(void)
+{
+    xc__profile_t p = flat_profile(3e-6, 2e-10, 5e-11, 8e-11, 0.5e-6);
+    p.link[XC__LINK_SHM] = lk(0.8e-6, 1.5e-10, 4e-6, 9e-11, 65536);
+    p.link[XC__LINK_TCP_NET] = lk(40e-6, 1e-9, 60e-6, 8e-10, 65536);
+    static const xc_coll_t colls[] = {XC_COLL_ALLREDUCE, XC_COLL_REDUCE_SCATTER,
+                                      XC_COLL_ALLGATHER, XC_COLL_REDUCE,
+                                      XC_COLL_BCAST,     XC_COLL_ALLTOALL, XC_COLL_BARRIER};
+    int checked = 0;
+    for (int topo = 0; topo < 3; topo++) {
+        for (int n = 2; n <= 9; n++) {
+            xc__model_topo_t t = topo == 0 ? shm_topo(n) : tcp_topo(n);
+            if (topo == 2 && xc__model_topo_make(n, 2, (n + 1) / 2, &t) != XC_OK) continue;
+            for (size_t ci = 0; ci < sizeof colls / sizeof *colls; ci++) {
+                for (size_t count = 1; count <= ((size_t)1 << 26); count *= 8) {
+                    xc__model_call_t call = {colls[ci], count, XC_BFLOAT16, XC_MAX};
+                    double pred;
+                    int id = xc__model_choose(&p, &t, &call, &pred, NULL, NULL);
+                    int best = XC__ALGO_NONE;
+                    double bt = 0;
+                    size_t ntab;
+                    const xc__algo_t *tab = xc__algo_table(&ntab);
+                    for (int a = 1; a < XC__ALGO_COUNT; a++) {
+                        if (tab[a].explicit_only) continue; /* deterministic mode's */
+                        double v = xc__model_predict(&p, &t, a, &call);
+                        if (v >= 0 && (best == XC__ALGO_NONE || v < bt)) best = a, bt = v;
+                    }
+                    if (id != best || pred != bt)
+                        FAIL("%s n=%d topo=%d count=%zu: chose %s (%g), argmin %s (%g)",
+                             xc_coll_name(colls[ci]), n, topo, count, xc_algo_name(id), pred,
+                             xc_algo_name(best), bt);
+                    if (id > 0 && tab[id].needs_shm && !t.shm)
+                        FAIL("chose %s without shared memory", xc_algo_name(id));
+                    if (id <= 0) FAIL("no algorithm for %s", xc_coll_name(colls[ci]));
+                    checked++;
+                }
+            }
+        }
+    }
+    EXPECT_TRUE(checked > 1000);
+}
+
+/* ------------------------------------------------------------ selector */
+
+static xc_comm_t *fake_comm(int size, const xc__profile_t *prof)
+{
+    xc__config_t cfg;
+    if (xc__config_resolve(NULL, &cfg) != XC_OK) return NULL;
+    xc_comm_t *c = NULL;
+    if (xc__comm_alloc(0, size, &cfg, &c) != XC_OK) return NULL;
+    if (xc__algo_parse_env(c) != XC_OK) {
+        xc__comm_free(c);
+        return NULL;
+    }
+    xc__profile_t *p = calloc(1, sizeof *p + xc__algo_sel_bytes());
+    *p = *prof;
+    c->profile = p;
+    if (xc__algo_sel_init(c, p + 1) != XC_OK) {
+        xc__comm_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void test_selector(void)
+{
+    xc__profile_t p = flat_profile(10e-6, 1e-9, 5e-11, 1e-10, 1e-6);
+    unsetenv("XCOLL_ALGO");
+    xc_comm_t *c = fake_comm(8, &p);
+    if (!c) {
+        FAIL("fake communicator: %s", xc_last_error());
+        return;
+    }
+    xc__model_topo_t t = tcp_topo(8);
+    /* Sizes far from any crossover: the table's choice is the model's. */
+    static const size_t counts[] = {2, 3, 5, 16, (size_t)1 << 20, (size_t)16 << 20, 0};
+    for (int i = 0; counts[i]; i++) {
+        for (int rep = 0; rep < 2; rep++) { /* the second time from the table */
+            xc__args_t a = {.coll = XC_COLL_ALLREDUCE, .count = counts[i], .dtype = XC_FLOAT32,
+                            .op = XC_SUM, .root = -1};
+            const xc__algo_t *al = NULL;
+            EXPECT_RC(xc__algo_select(c, &a, &al), XC_OK);
+            xc__model_call_t call = ar(counts[i]);
+            int want = xc__model_choose(&p, &t, &call, NULL, NULL, NULL);
+            if (al) EXPECT_ALGO(al->id, want);
+        }
+    }
+    /* Every collective gets an algorithm of its own. */
+    for (int k = 0; k < XC_COLL_COUNT; k++) {
+        if (k == XC_COLL_SEND || k == XC_COLL_RECV) continue;
+        xc__args_t a = {.coll = (xc_coll_t)k, .count = 100, .dtype = XC_INT32, .op = XC_SUM,
+                        .root = 0};
+        const xc__algo_t *al = NULL;
+        EXPECT_RC(xc__algo_select(c, &a, &al), XC_OK);
+        EXPECT_TRUE(al && al->coll == (xc_coll_t)k && !al->needs_shm);
+    }
+    xc__comm_free(c);
+
+    /* XCOLL_ALGO overrides the model, in both spellings. */
+    setenv("XCOLL_ALGO", "allreduce:ring,bcast.chain", 1);
+    c = fake_comm(8, &p);
+    EXPECT_TRUE(c != NULL);
+    if (c) {
+        xc__args_t a = {.coll = XC_COLL_ALLREDUCE, .count = 2, .dtype = XC_FLOAT32,
+                        .op = XC_SUM, .root = -1};
+        const xc__algo_t *al = NULL;
+        EXPECT_RC(xc__algo_select(c, &a, &al), XC_OK);
+        if (al) EXPECT_ALGO(al->id, XC__ALGO_ALLREDUCE_RING);
+        a.coll = XC_COLL_BCAST;
+        EXPECT_RC(xc__algo_select(c, &a, &al), XC_OK);
+        if (al) EXPECT_ALGO(al->id, XC__ALGO_BCAST_CHAIN);
+        xc__comm_free(c);
+    }
+    /* A forced shared-memory algorithm on a communicator without it fails
+     * the call, as before the cost model. */
+    setenv("XCOLL_ALGO", "allreduce.shm", 1);
+    c = fake_comm(8, &p);
+    EXPECT_TRUE(c != NULL);
+    if (c) {
+        xc__args_t a = {.coll = XC_COLL_ALLREDUCE, .count = 2, .dtype = XC_FLOAT32,
+                        .op = XC_SUM, .root = -1};
+        const xc__algo_t *al = NULL;
+        EXPECT_RC(xc__algo_select(c, &a, &al), XC_ERR_INVALID);
+        EXPECT_CONTAINS(xc_last_error(), "no shared memory");
+        xc__comm_free(c);
+    }
+    setenv("XCOLL_ALGO", "allreduce:nonesuch", 1);
+    xc__config_t cfg;
+    xc_comm_t *bad = NULL;
+    EXPECT_RC(xc__config_resolve(NULL, &cfg), XC_OK);
+    EXPECT_RC(xc__comm_alloc(0, 2, &cfg, &bad), XC_OK);
+    if (bad) {
+        EXPECT_RC(xc__algo_parse_env(bad), XC_ERR_INVALID);
+        EXPECT_CONTAINS(xc_last_error(), "allreduce:nonesuch");
+        xc__comm_free(bad);
+    }
+    unsetenv("XCOLL_ALGO");
+}
+
+/* ------------------------------------------------------------ files */
+
+static char g_dir[64];
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        FAIL("cannot write %s", path);
+        return;
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_roundtrip(void)
+{
+    xc__profile_t p;
+    memset(&p, 0, sizeof p);
+    p.have = XC__HAVE_SHM | XC__HAVE_TCP_NET | XC__HAVE_HOST;
+    p.link[XC__LINK_SHM] = (xc__link_params_t){
+        65536, {{1.25e-6, 100.5e-12, 3.5e-6, 60.25e-12, 7.75e-6, 90.125e-12},
+                {1.5e-6, 110.5e-12, 4.5e-6, 70.25e-12, 8.75e-6, 95.125e-12},
+                {1.75e-6, 120.5e-12, 5.5e-6, 80.25e-12, 9.75e-6, 99.125e-12},
+                {2.5e-6, 130.5e-12, 6.5e-6, 90.25e-12, 10.75e-6, 199.125e-12}}};
+    p.link[XC__LINK_TCP_NET] = (xc__link_params_t){
+        65536, {{40.125e-6, 800e-12, 55e-6, 750.5e-12, 60e-6, 900.5e-12},
+                {45.125e-6, 850e-12, 65e-6, 780.5e-12, 70e-6, 990.5e-12},
+                {46.125e-6, 860e-12, 66e-6, 790.5e-12, 71e-6, 991.5e-12},
+                {47.125e-6, 870e-12, 67e-6, 791.5e-12, 72e-6, 992.5e-12}}};
+    p.sync_alpha = 0.125e-6;
+    p.sync_per_rank = 0.375e-6;
+    p.sched_call = 0.3125e-6;
+    p.copy_cache = 6.5e-12;
+    p.copy_mem = 75.25e-12;
+    p.cache_bytes = 2097152;
+    p.fault = 250.5e-12;
+    p.nladder = 2;
+    p.ladder[0][0] = 4194304, p.ladder[0][1] = 75.25e-12;
+    p.ladder[1][0] = 67108864, p.ladder[1][1] = 180.5e-12;
+    for (int d = 0; d < XC_DTYPE_COUNT; d++)
+        for (int k = 0; k < XC__GOP_COUNT; k++) {
+            p.gamma[d][k][0] = (10 + d + 0.5 * k) * 1e-12;
+            p.gamma[d][k][1] = (100 + 2 * d + 0.25 * k) * 1e-12;
+        }
+    snprintf(p.source, sizeof p.source, "round \"trip\"");
+    char path[128];
+    snprintf(path, sizeof path, "%s/good.json", g_dir);
+    EXPECT_RC(xc__profile_write(&p, path), XC_OK);
+    xc__profile_t q;
+    EXPECT_RC(xc__profile_read(path, &q), XC_OK);
+    EXPECT_TRUE(q.have == p.have);
+    for (int l = 0; l < XC__LINK_COUNT; l++) {
+        if (!(p.have & (1u << l))) continue;
+        EXPECT_NEAR(q.link[l].big_from, p.link[l].big_from);
+        for (int x = 0; x < XC__XFER_COUNT; x++) {
+            const xc__line_t *a = &q.link[l].line[x], *b = &p.link[l].line[x];
+            EXPECT_NEAR(a->alpha, b->alpha);
+            EXPECT_NEAR(a->beta, b->beta);
+            EXPECT_NEAR(a->big_alpha, b->big_alpha);
+            EXPECT_NEAR(a->big_beta, b->big_beta);
+            EXPECT_NEAR(a->mem_alpha, b->mem_alpha);
+            EXPECT_NEAR(a->mem_beta, b->mem_beta);
+        }
+    }
+    EXPECT_NEAR(q.sync_alpha, p.sync_alpha);
+    EXPECT_NEAR(q.sync_per_rank, p.sync_per_rank);
+    EXPECT_NEAR(q.sched_call, p.sched_call);
+    EXPECT_NEAR(q.copy_cache, p.copy_cache);
+    EXPECT_NEAR(q.copy_mem, p.copy_mem);
+    EXPECT_NEAR(q.cache_bytes, p.cache_bytes);
+    EXPECT_NEAR(q.fault, p.fault);
+    EXPECT_TRUE(q.nladder == p.nladder);
+    for (int i = 0; i < p.nladder && i < q.nladder; i++) {
+        EXPECT_NEAR(q.ladder[i][0], p.ladder[i][0]);
+        EXPECT_NEAR(q.ladder[i][1], p.ladder[i][1]);
+    }
+    for (int d = 0; d < XC_DTYPE_COUNT; d++)
+        for (int k = 0; k < XC__GOP_COUNT; k++) {
+            EXPECT_NEAR(q.gamma[d][k][0], p.gamma[d][k][0]);
+            EXPECT_NEAR(q.gamma[d][k][1], p.gamma[d][k][1]);
+        }
+    /* Same numbers, same choices. */
+    xc__model_topo_t t = shm_topo(4);
+    for (size_t n = 1; n < ((size_t)1 << 24); n *= 4) {
+        xc__model_call_t call = ar(n);
+        EXPECT_ALGO(xc__model_choose(&q, &t, &call, NULL, NULL, NULL),
+                    xc__model_choose(&p, &t, &call, NULL, NULL, NULL));
+    }
+}
+
+/* A good file with one substitution, which must fail naming `what`. */
+static void bad_case(const char *good, const char *from, const char *to, const char *what)
+{
+    char path[128], text[16384];
+    snprintf(path, sizeof path, "%s/bad.json", g_dir);
+    const char *at = strstr(good, from);
+    if (!at) {
+        FAIL("fixture lacks \"%s\"", from);
+        return;
+    }
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - good), good, to, at + strlen(from));
+    write_file(path, text);
+    xc__profile_t p;
+    xc_result_t rc = xc__profile_read(path, &p);
+    if (rc != XC_ERR_INVALID) {
+        FAIL("%s -> %s: got %s, want XC_ERR_INVALID", from, to, xc_err_name(rc));
+        return;
+    }
+    EXPECT_CONTAINS(xc_last_error(), path);
+    EXPECT_CONTAINS(xc_last_error(), what);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *buf = calloc(1, 16384);
+    if (buf && fread(buf, 1, 16383, f) == 0) buf[0] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void test_malformed(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/good.json", g_dir);
+    char *good = slurp(path);
+    if (!good) {
+        FAIL("no good.json");
+        return;
+    }
+    /* Syntax: the missing comma is noticed at the next member. */
+    bad_case(good, "\"version\": 1,", "\"version\": 1", "line 4, column 3: expected ','");
+    bad_case(good, "\"alpha_us\": 1.2500", "\"alpha_us\": -1.25", "links.shm.oneway.alpha_us");
+    bad_case(good, "\"alpha_us\": 1.2500", "\"alpha_us\": \"fast\"", "expected a number");
+    bad_case(good, "\"beta_ps\": 100.500, ", "", "links.shm.oneway.beta_ps: missing");
+    bad_case(good, "xcoll-profile", "something-else", "format");
+    bad_case(good, "\"version\": 1", "\"version\": 2", "version");
+    bad_case(good, "\"shm_sync\"", "\"shm_sink\"", "shm_sync: missing");
+    bad_case(good, "\"fp16\": {", "\"half\": {", "gamma_ps.fp16: missing");
+    bad_case(good, "\"prod\": [10.500, 100.250]", "\"prod\": [10.5]", "[cache, mem]");
+    bad_case(good, "\"host\"", "\"hots\"", "host: missing");
+    bad_case(good, "[67108864, 180.500]", "[1024, 180.500]", "ladder");
+    bad_case(good, "}\n", "}}\n", "after the end");
+    bad_case(good, "{", "[", "line 2, column 11");
+    free(good);
+    /* Not there at all. */
+    snprintf(path, sizeof path, "%s/absent.json", g_dir);
+    xc__profile_t p;
+    EXPECT_RC(xc__profile_read(path, &p), XC_ERR_INVALID);
+    EXPECT_CONTAINS(xc_last_error(), path);
+    EXPECT_CONTAINS(xc_last_error(), "cannot open");
+    /* Valid JSON, but not an object. */
+    snprintf(path, sizeof path, "%s/array.json", g_dir);
+    write_file(path, "[1, 2]\n");
+    EXPECT_RC(xc__profile_read(path, &p), XC_ERR_INVALID);
+    EXPECT_CONTAINS(xc_last_error(), "top level: expected an object");
+    /* Empty. */
+    snprintf(path, sizeof path, "%s/empty.json", g_dir);
+    write_file(path, "");
+    EXPECT_RC(xc__profile_read(path, &p), XC_ERR_INVALID);
+    EXPECT_CONTAINS(xc_last_error(), "end of file");
+}
+
+/* -------------------------------------------------------- end to end */
+
+typedef struct rank_arg {
+    int rank;
+    xc_result_t rc;
+    char msg[XC__ERRMSG_LEN];
+    char source[64];
+    char store[96];
+} rank_arg_t;
+
+static void *rank_main(void *arg)
+{
+    rank_arg_t *r = arg;
+    char addr[128];
+    snprintf(addr, sizeof addr, "file:%s", r->store);
+    xc_config_t cfg = XC_CONFIG_INIT;
+    cfg.timeout_ms = 20000;
+    xc_comm_t *c = NULL;
+    r->rc = xc_comm_init(&c, r->rank, 2, addr, &cfg);
+    snprintf(r->msg, sizeof r->msg, "%s", xc_last_error());
+    if (c) {
+        snprintf(r->source, sizeof r->source, "%s", c->profile ? c->profile->source : "");
+        int x = r->rank + 1;
+        if (xc_allreduce(&x, &x, 1, XC_INT32, XC_SUM, c) != XC_OK || x != 3) r->rc = XC_ERR_INTERNAL;
+        xc_comm_destroy(c);
+    }
+    return NULL;
+}
+
+static void two_ranks(const char *tag, rank_arg_t r[2])
+{
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        r[i].rank = i;
+        snprintf(r[i].store, sizeof r[i].store, "%s/store-%s", g_dir, tag);
+        pthread_create(&th[i], NULL, rank_main, &r[i]);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+}
+
+static void test_env_profile(void)
+{
+    char path[128];
+    rank_arg_t r[2];
+    snprintf(path, sizeof path, "%s/broken.json", g_dir);
+    write_file(path, "{\"format\": \"xcoll-profile\", \"version\": 1,\n \"links\": {\"shm\": 7}}");
+    setenv("XCOLL_PROFILE", path, 1);
+    two_ranks("bad", r);
+    for (int i = 0; i < 2; i++) {
+        if (r[i].rc != XC_ERR_INVALID)
+            FAIL("rank %d with a broken XCOLL_PROFILE: %s (%s)", i, xc_err_name(r[i].rc), r[i].msg);
+        EXPECT_CONTAINS(r[i].msg, path);
+        EXPECT_CONTAINS(r[i].msg, "links.shm: expected an object");
+    }
+    snprintf(path, sizeof path, "%s/good.json", g_dir);
+    setenv("XCOLL_PROFILE", path, 1);
+    two_ranks("good", r);
+    for (int i = 0; i < 2; i++) {
+        if (r[i].rc != XC_OK) FAIL("rank %d with a good XCOLL_PROFILE: %s (%s)", i,
+                                   xc_err_name(r[i].rc), r[i].msg);
+        EXPECT_CONTAINS(r[i].source, "good.json");
+    }
+    unsetenv("XCOLL_PROFILE");
+}
+
+int main(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/xcoll-test-model.XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    unsetenv("XCOLL_PROFILE");
+    test_tcp_allreduce();
+    test_other_collectives();
+    test_link_classes();
+    test_crowding();
+    test_argmin_grid();
+    test_selector();
+    test_roundtrip();
+    test_malformed();
+    test_env_profile();
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (g_failures) {
+        fprintf(stderr, "test_model: %d failure(s)\n", g_failures);
+        return 1;
+    }
+    printf("test_model: ok\n");
+    return 0;
+}
