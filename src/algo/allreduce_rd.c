@@ -29,9 +29,7 @@ xc_result_t xc__build_allreduce_rd(xc_comm_t *comm, xc__op_t *op, const xc__args
     char *buf = a->rbuf;
     const char *cur = a->sbuf; /* this rank's partial result so far */
     if (n == 1) {
-        xc__sched_copy(s, buf, cur, bytes);
-        xc__sched_finalize(s, buf, count);
-        xc__sched_round(s);
+        xc__sched_single(s, buf, cur, count, es);
         return XC_OK;
     }
     int p = xc__pow2_floor(n), rem = n - p, f = xc__fold(r, n);

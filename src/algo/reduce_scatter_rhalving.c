@@ -38,9 +38,7 @@ xc_result_t xc__build_reduce_scatter_rhalving(xc_comm_t *comm, xc__op_t *op,
     const char *in = a->sbuf;
     char *out = a->rbuf;
     if (n == 1) {
-        xc__sched_copy(s, out, in, bb);
-        xc__sched_finalize(s, out, rc);
-        xc__sched_round(s);
+        xc__sched_single(s, out, in, rc, es);
         return XC_OK;
     }
     int p = xc__pow2_floor(n), rem = n - p, f = xc__fold(r, n);

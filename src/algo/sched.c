@@ -90,6 +90,13 @@ void xc__sched_reduce(xc__sched_t *s, void *dst, const void *a, const void *b,
     if (st) st->dst = dst, st->src = a, st->src2 = b, st->count = count;
 }
 
+void xc__sched_single(xc__sched_t *s, void *dst, const void *src, size_t count, size_t es)
+{
+    xc__sched_copy(s, dst, src, count * es);
+    xc__sched_finalize(s, dst, count);
+    xc__sched_round(s);
+}
+
 void xc__sched_reduce_n(xc__sched_t *s, void *dst, const void *const *srcs, int k, size_t count)
 {
     if (count == 0) return;

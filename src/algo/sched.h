@@ -69,6 +69,10 @@ XC__HIDDEN void xc__sched_finalize(xc__sched_t *s, void *buf, size_t count);
  * (xc__reduce_many); `srcs` must live as long as the schedule (scratch). */
 XC__HIDDEN void xc__sched_reduce_n(xc__sched_t *s, void *dst, const void *const *srcs, int k,
                                    size_t count);
+/* The whole schedule of a reduction on one rank: dst <- src, finalised
+ * (XC_AVG divides by 1: a no-op, kept for symmetry), one round. */
+XC__HIDDEN void xc__sched_single(xc__sched_t *s, void *dst, const void *src, size_t count,
+                                 size_t es);
 /* Close the current round (no-op if it is empty). */
 XC__HIDDEN void xc__sched_round(xc__sched_t *s);
 
