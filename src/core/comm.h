@@ -106,6 +106,9 @@ struct xc_comm {
     int shm_nbq_head, shm_nbq_n;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     xc__tx_t *rndv_wait;     /* rendezvous sends waiting for their ACK */
+    int chan_backlog;        /* a channel holds frames it could not write yet
+                              * (e.g. an ACK behind a full ring): the engine
+                              * must keep servicing the channels */
     uint64_t rndv_id;        /* last rendezvous id used */
     xc_stats_t stats;
     /* --- atomics / error state --- */

@@ -248,7 +248,8 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
  * are still drained on every poll so that a peer's send never stalls.) */
 static int chans_needed(const xc_comm_t *comm)
 {
-    return comm->p2p_ops || comm->rndv_wait || (comm->coll_head && !comm->coll_head->advance);
+    return comm->p2p_ops || comm->rndv_wait || comm->chan_backlog ||
+           (comm->coll_head && !comm->coll_head->advance);
 }
 
 void xc__comm_advance(xc_comm_t *comm)
@@ -358,7 +359,7 @@ void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char 
     while (comm->p2p_ops) xc__op_complete(comm, comm->p2p_ops, rc);
     if (!from_peer) {
         /* Local peers spinning on shared memory see this at once. */
-        if (comm->shm) xc__shm_poison(comm->shm, rc, msg);
+        if (comm->node_shm) xc__shm_poison(comm->node_shm, rc, msg);
         tell_peers(comm, rc);
     }
     xc__comm_kick(comm);
@@ -527,6 +528,7 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
     } else {
         /* Dekker with xc__shm_publish: announce, then re-check, then sleep. */
         __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with xc__shm_publish's */
         uint32_t seen = __atomic_load_n(&s->hdr->doorbell, __ATOMIC_SEQ_CST);
         pthread_mutex_lock(&comm->mu);
         xc__comm_advance(comm);
@@ -676,7 +678,7 @@ void *xc__progress_main(void *arg)
     xc_comm_t *comm = arg;
     pthread_mutex_lock(&comm->mu);
     while (!comm->stop) {
-        if (comm->npending == 0 || comm->waiters > 0 ||
+        if ((comm->npending == 0 && !comm->chan_backlog) || comm->waiters > 0 ||
             xc__comm_status(comm) != XC_OK) {
             /* Idle, or a waiter drives progress: sleep until kicked. */
             struct pollfd p = {comm->efd, POLLIN, 0};

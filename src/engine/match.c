@@ -181,6 +181,15 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
         r += (size_t)n;
         len -= (size_t)n;
     }
+    /* A sender that failed (abort, error) may reuse its buffer as soon as
+     * its send has failed, which it does after poisoning the segment: look
+     * after the copy, and fail rather than deliver what may be torn. */
+    int32_t p = __atomic_load_n(&comm->node_shm->hdr->poison, __ATOMIC_ACQUIRE);
+    if (p) {
+        xc__comm_poison(comm, (xc_result_t)p, 1, "rank %d reported: %s",
+                        comm->node_shm->hdr->poison_rank, comm->node_shm->hdr->poison_msg);
+        return;
+    }
     comm->stats.bytes_recv[XC_TRANSPORT_SHM] += rx->len;
     xc__send_control(comm, peer, XC__F_ACK, pay[2]);
     xc__rx_done(comm, rx);
@@ -256,10 +265,13 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
     c->rux = NULL;
     if (h->kind == XC__F_BYE) {
         /* The last frame it sends: receives still waiting on it never end
-         * (once what it left in our channel is read). */
+         * (once what it left in our channel is read), nor do rendezvous
+         * sends waiting for its acknowledgement. */
         c->state = XC__CONN_BYE;
         xc__chan_drain(comm, c->peer);
-        if (xc__comm_status(comm) == XC_OK && (q->coll_head || q->p2p_head))
+        int acks = 0;
+        for (xc__tx_t *tx = comm->rndv_wait; tx; tx = tx->next) acks |= tx->peer == c->peer;
+        if (xc__comm_status(comm) == XC_OK && (q->coll_head || q->p2p_head || acks))
             xc__comm_peer_lost(comm, c->peer, "destroyed its communicator");
         return;
     }
@@ -272,6 +284,11 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         return;
     }
     if (xc__comm_status(comm) != XC_OK) return; /* poisoned: discard */
+    if ((h->flags & XC__FL_RNDV) && c->tp != &xc__chan_transport) {
+        xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
+                        "rank %d (%s) sent a single-copy frame over a socket", c->peer, c->addr);
+        return;
+    }
     if (h->kind == XC__F_COLL) {
         xc__rx_t *rx = q->coll_head;
         if (rx) {

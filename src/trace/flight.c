@@ -76,6 +76,17 @@ static void *dumper(void *arg)
     }
 }
 
+/* A forked child (a data-loader worker) has no dumper thread and may have
+ * inherited the registry's lock held: it gets a fresh lock, an empty
+ * registry and no SIGUSR1 handling of ours. */
+static void after_fork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    g_mu = fresh;
+    g_ncomms = 0;
+    signal(SIGUSR1, SIG_DFL);
+}
+
 static void setup_once(void)
 {
     g_tsc0 = stamp();
@@ -85,6 +96,9 @@ static void setup_once(void)
     struct sigaction old;
     if (sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL) return;
     if (pipe2(g_pipe, O_CLOEXEC) != 0) return;
+    /* The handler must never block (a full pipe already means "dump"). */
+    fcntl(g_pipe[1], F_SETFL, fcntl(g_pipe[1], F_GETFL) | O_NONBLOCK);
+    pthread_atfork(NULL, NULL, after_fork_child);
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -196,7 +210,9 @@ void xc__flight_dump(xc_comm_t *comm, const char *why)
     char path[600], tmp[640];
     snprintf(path, sizeof path, "%s/xcoll-flight-%016" PRIx64 "-r%d.txt", dir, comm->uid,
              comm->rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    static unsigned g_dumps; /* a poison dump and a SIGUSR1 dump may overlap */
+    snprintf(tmp, sizeof tmp, "%s.tmp%d.%u", path, (int)getpid(),
+             __atomic_add_fetch(&g_dumps, 1, __ATOMIC_RELAXED));
     FILE *out = fopen(tmp, "w");
     if (!out) {
         free(copy);

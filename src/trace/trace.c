@@ -63,6 +63,13 @@ static _Thread_local struct {
 
 static void write_at_exit(void) { xc_trace_flush(); }
 
+/* A forked child may inherit the lock held; it never writes (owner pid). */
+static void after_fork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    g_mu = fresh;
+}
+
 static void init_once(void)
 {
     const char *path = getenv("XCOLL_TRACE");
@@ -76,6 +83,7 @@ static void init_once(void)
     g_owner = getpid();
     g_step_t = xc__now_ns();
     if (g_file) atexit(write_at_exit);
+    pthread_atfork(NULL, NULL, after_fork_child);
     __atomic_store_n(&xc__trace_on, 1, __ATOMIC_RELEASE);
 }
 

@@ -70,7 +70,16 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
     return (ssize_t)len;
 }
 
-static void chan_write(xc_comm_t *comm, xc__conn_t *c) { xc__stream_write(comm, c, chan_put); }
+/* Frames left queued (the ring is full) make a backlog the engine keeps
+ * servicing even with no operation pending (an ACK, for instance). */
+static void chan_write(xc_comm_t *comm, xc__conn_t *c)
+{
+    xc__stream_write(comm, c, chan_put);
+    if (c->sq_head && !comm->chan_backlog) {
+        comm->chan_backlog = 1;
+        if (comm->has_thread && comm->waiters == 0) xc__comm_kick(comm);
+    }
+}
 
 static void chan_on_ready(xc_comm_t *comm, xc__conn_t *c, short revents)
 {
@@ -127,13 +136,16 @@ xc_result_t xc__chan_open_all(xc_comm_t *comm)
 
 void xc__chan_service(xc_comm_t *comm)
 {
+    int backlog = 0;
     for (int p = 0; p < comm->size; p++) {
         xc__conn_t *c = comm->chans[p];
         if (!c || c->state == XC__CONN_CLOSED) continue;
         if (__atomic_load_n(&c->crx->head, __ATOMIC_RELAXED) != c->ctail)
             xc__stream_read(comm, c, chan_get);
         if (c->sq_head) chan_write(comm, c);
+        backlog |= c->sq_head != NULL && c->state != XC__CONN_CLOSED;
     }
+    comm->chan_backlog = backlog;
 }
 
 void xc__chan_drain(xc_comm_t *comm, int peer)
