@@ -475,6 +475,226 @@ XC_API xc_result_t xc_trace_flush(void);
  */
 XC_API xc_result_t xc_profile_calibrate(xc_comm_t *comm, const char *path);
 
+/* ------------------------------------------------------------ bucketer
+ *
+ * Gradient bucketing for data-parallel training (as PyTorch DDP's reducer):
+ * the caller registers its gradient tensors once; during backward it marks
+ * each gradient ready as soon as it is computed; gradients are packed into
+ * buckets (one dtype each), and a bucket's all-reduce starts, without
+ * blocking, as soon as the bucket is complete -- while backward goes on
+ * computing the earlier layers' gradients.  xc_bucketer_finish waits for
+ * the last bucket.  Built only on this header's non-blocking collectives;
+ * docs/training.md explains the design and the choice of bucket sizes.
+ *
+ * Layout.  Buckets hold up to XCOLL_BUCKET_MB (default 25 MiB), the first
+ * bucket of each dtype up to XCOLL_FIRST_BUCKET_MB (default 1 MiB) so that
+ * communication starts early; a gradient larger than a bucket gets one of
+ * its own.  Step 1 uses the reverse registration order (backward usually
+ * produces the last layer's gradients first); at the end of step 1 (of the
+ * first step in which rank 0 marked every gradient) the buckets are rebuilt
+ * from the order in which rank 0's gradients actually arrived (broadcast,
+ * so every rank has the same layout).  Buckets are
+ * all-reduced in layout order on every rank, whatever the local order in
+ * which they complete, so ranks whose arrival orders differ stay matched.
+ *
+ * Memory.  With opts.views = 1 the gradients live inside the bucket memory
+ * (no copy): the caller computes each gradient directly into
+ * xc_bucketer_grad(b, i).  Otherwise the bucketer copies a gradient into its
+ * bucket at xc_bucketer_mark_ready and the reduced values back into the
+ * caller's array in xc_bucketer_finish.  Averaging (opts.average, default
+ * on) is the reduction XC_AVG itself: no separate scaling pass.
+ *
+ * Threads.  One bucketer is used by one thread at a time, and it issues
+ * collectives on `comm`: no other thread may issue collectives on that
+ * communicator between commit and destroy except between steps (xcoll.h,
+ * "Threads").  On more than one rank the all-reduces are issued by a
+ * launch thread of the bucketer (opts.launch_thread), so that
+ * mark_ready returns at once even while the engine is busy with the
+ * previous bucket; the hook's start runs on that thread.  The all-reduces
+ * progress during backward through the communicator's progress thread
+ * (XCOLL_PROGRESS_THREAD=1, the default).
+ *
+ * Errors are returned (XC_ERR_INVALID for misuse, naming the gradients) and
+ * described by xc_bucketer_last_error(b) as well as xc_last_error().
+ */
+typedef struct xc_bucketer xc_bucketer_t;
+
+typedef struct xc_bucketer_opts {
+    size_t size;            /* sizeof(xc_bucketer_opts_t), by XC_BUCKETER_OPTS_INIT */
+    double bucket_mb;       /* < 0: XCOLL_BUCKET_MB, else 25 (MiB)              */
+    double first_bucket_mb; /* < 0: XCOLL_FIRST_BUCKET_MB, else 1 (MiB)         */
+    int average;            /* -1 or 1: reduce with XC_AVG; 0: XC_SUM           */
+    int views;              /* 1: gradients live in bucket memory; -1 or 0: copy */
+    int rebuild;            /* -1 or 1: rebuild from step 1's arrival order; 0 never */
+    int launch_thread;      /* -1: XCOLL_BUCKET_THREAD, else 1; 1: a thread of the
+                             * bucketer issues the all-reduces (mark_ready never
+                             * waits for the engine); 0: mark_ready issues them */
+} xc_bucketer_opts_t;
+
+#define XC_BUCKETER_OPTS_INIT { sizeof(xc_bucketer_opts_t), -1.0, -1.0, -1, -1, -1, -1 }
+
+/* One bucket as the communication hook sees it (and xc_bucketer_bucket). */
+typedef struct xc_bucket {
+    int index;             /* position in the layout = all-reduce order      */
+    int layout;            /* 0 = initial layout, +1 per rebuild             */
+    uint64_t step;         /* the step being reduced (1, 2, ...)             */
+    void *data;            /* the bucket's memory: its gradients, packed     */
+    size_t count;          /* elements of data (with alignment padding,     */
+                           /* which holds zeros)                             */
+    xc_dtype_t dtype;
+    xc_op_t op;            /* XC_AVG or XC_SUM: what the default hook applies */
+    int ngrads;
+    const int *grads;      /* indices of its gradients, in memory order      */
+    const size_t *offsets; /* element offset of each gradient in data        */
+} xc_bucket_t;
+
+/*
+ * Communication hook: replaces a bucket's all-reduce (e.g. by compression).
+ *   start: begin reducing bucket->data in place across the ranks of `comm`;
+ *          return a request in *req (or NULL if already done).  Every rank
+ *          must issue the same collectives for the same bucket.  Called in
+ *          layout order, from xc_bucketer_mark_ready or xc_bucketer_finish.
+ *   done:  optional (may be NULL); called in xc_bucketer_finish once the
+ *          request completed successfully, before the gradients are handed
+ *          back (e.g. to decompress into bucket->data).
+ * The bucketer waits for and frees the request.  A non-OK return fails the
+ * step with that code.
+ */
+typedef struct xc_bucket_hook {
+    size_t size; /* sizeof(xc_bucket_hook_t) */
+    void *ctx;
+    xc_result_t (*start)(void *ctx, xc_comm_t *comm, const xc_bucket_t *bucket,
+                         xc_request_t **req);
+    xc_result_t (*done)(void *ctx, xc_comm_t *comm, const xc_bucket_t *bucket);
+} xc_bucket_hook_t;
+
+/* Create a bucketer on `comm` (not owned; must outlive it).  `opts` may be
+ * NULL (defaults and XCOLL_* variables).  Local: no communication. */
+XC_API xc_result_t xc_bucketer_create(xc_comm_t *comm,
+                                      const xc_bucketer_opts_t *opts,
+                                      xc_bucketer_t **out);
+
+/* Register a gradient of `count` elements of `dtype`; its index (0, 1, ...
+ * in registration order) goes to *index (may be NULL).  `name` is copied and
+ * names it in errors (NULL: "grad<i>").  With views, `grad` must be NULL;
+ * otherwise it is the caller's array (non-NULL unless count is 0), which
+ * stays the caller's.  Local; only before xc_bucketer_commit. */
+XC_API xc_result_t xc_bucketer_register(xc_bucketer_t *b, void *grad,
+                                        size_t count, xc_dtype_t dtype,
+                                        const char *name, int *index);
+
+/* End registration.  Collective over comm, blocking: checks that every rank
+ * registered the same gradients (count, dtype, name, in the same order) and
+ * the same bucket sizes and averaging -- XC_ERR_INVALID on every rank
+ * otherwise, naming the first difference and the rank -- then builds the
+ * initial layout. */
+XC_API xc_result_t xc_bucketer_commit(xc_bucketer_t *b);
+
+/* Where gradient `index` lives: inside bucket memory with views, else the
+ * caller's array.  With views the address changes when the buckets are
+ * rebuilt (in the finish of the first complete step, values carried over);
+ * the address fetched before stays readable, holding the results, until
+ * the next step's first xc_bucketer_mark_ready.  So: fetch the addresses at
+ * the start of every step, before writing gradients.  NULL for a bad index
+ * or before commit. */
+XC_API void *xc_bucketer_grad(const xc_bucketer_t *b, int index);
+
+/* Gradient `index` holds its final value for this step.  Without views its
+ * values are copied into the bucket now (the caller's array must not be
+ * written again before finish, which overwrites it with the result).
+ * Starts the all-reduce of every bucket that is complete and whose
+ * predecessors have started (hands it to the launch thread, if any: a
+ * failure to start is then reported by finish).  XC_ERR_INVALID if the
+ * gradient was already marked in this step (nothing changes then).  Not
+ * blocking. */
+XC_API xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index);
+
+/* End the step: wait for every bucket's reduction (then each gradient holds
+ * the average -- or sum -- over the ranks) and start the next step.
+ * Blocking; collective in effect (it completes the step's all-reduces, and
+ * after step 1 broadcasts rank 0's arrival order).  Gradients never marked
+ * are still reduced, so that the ranks' collectives stay matched, but their
+ * results are unspecified and finish returns XC_ERR_INVALID naming them. */
+XC_API xc_result_t xc_bucketer_finish(xc_bucketer_t *b);
+
+/* Install (or with NULL remove) a communication hook; only between steps.
+ * The struct is copied. */
+XC_API xc_result_t xc_bucketer_set_hook(xc_bucketer_t *b,
+                                        const xc_bucket_hook_t *hook);
+
+typedef struct xc_bucketer_info {
+    size_t size;               /* set to sizeof(xc_bucketer_info_t)   */
+    int ngrads, nbuckets;
+    int layout;                /* 0 = initial, +1 per rebuild          */
+    uint64_t step;             /* the current (unfinished) step, 1...  */
+    size_t bucket_bytes;       /* capacity of buckets                  */
+    size_t first_bucket_bytes; /* capacity of the first bucket         */
+    size_t total_bytes;        /* bucket memory, padding included      */
+    int views, average, rebuild;
+    int launch_thread;         /* 1: a launch thread issues the all-reduces */
+} xc_bucketer_info_t;
+
+XC_API xc_result_t xc_bucketer_info(const xc_bucketer_t *b,
+                                    xc_bucketer_info_t *out);
+/* Bucket k of the current layout (0 <= k < nbuckets); the arrays of *out
+ * stay valid until the layout changes. */
+XC_API xc_result_t xc_bucketer_bucket(const xc_bucketer_t *b, int k,
+                                      xc_bucket_t *out);
+/* The bucket and element offset of gradient `index` in the current layout. */
+XC_API xc_result_t xc_bucketer_locate(const xc_bucketer_t *b, int index,
+                                      int *bucket, size_t *offset);
+/* The detail of the bucketer's last error; never NULL, "" if none. */
+XC_API const char *xc_bucketer_last_error(const xc_bucketer_t *b);
+
+/*
+ * Bucket-size tuner.  A model of the last complete steps of `b` (up to 8,
+ * medians): when each gradient was marked ready (from the step's first
+ * mark), when finish was called (the end of backward), how long finish
+ * waited; buckets formed from the last step's arrival order as
+ * the bucketer forms them, all-reduced one after the other, each starting
+ * when it is complete and its predecessor is done, costing
+ * alpha + bytes / bandwidth -- `slowdown` times more while backward still
+ * runs, since on CPUs computation and communication share the cores.
+ * alpha_us, gbps < 0 are measured (timed all-reduces of 4 KiB and 4 MiB on
+ * the bucketer's communicator, slowest rank); slowdown < 0 is fitted so
+ * that the model reproduces the exposed time finish measured with the
+ * steps' actual layout.  For each candidate capacity the model predicts
+ * the time from the first gradient to the end of communication (at least
+ * the end of backward); the fastest wins, near ties (1 %) going to the
+ * largest capacity (fewest buckets).  Learn from steps run with small
+ * buckets (e.g. 1 MiB): their communication overlaps backward, which is
+ * what the slowdown is fitted to.  Collective over comm (rank 0's
+ * timings and result are broadcast, so every rank returns the same),
+ * blocking, between steps; XC_ERR_INVALID if no step has completed.
+ */
+#define XC_BUCKET_TUNE_MAX 16
+typedef struct xc_bucket_tune {
+    size_t size;         /* sizeof(xc_bucket_tune_t), by XC_BUCKET_TUNE_INIT */
+    double alpha_us;     /* in/out: latency of one all-reduce (< 0: measure) */
+    double gbps;         /* in/out: all-reduce bandwidth, GB/s of buffer     */
+    double slowdown;     /* in/out: all-reduce slowdown during backward      */
+                         /*         (< 0: fit to the last step)              */
+    double best_mb;      /* out: the chosen XCOLL_BUCKET_MB                   */
+    double predicted_ms; /* out: first gradient -> end of communication      */
+    double backward_ms;  /* out: first gradient -> finish, measured          */
+    double exposed_ms;   /* out: finish -> all reduced, measured             */
+    double serial_ms;    /* out: predicted with one all-reduce of all        */
+                         /*      gradients after backward (no overlap)       */
+    int ncand;           /* out: candidates tried                            */
+    double cand_mb[XC_BUCKET_TUNE_MAX];  /* out: their capacities            */
+    double cand_ms[XC_BUCKET_TUNE_MAX];  /* out: their predicted times       */
+    int cand_buckets[XC_BUCKET_TUNE_MAX]; /* out: their numbers of buckets   */
+} xc_bucket_tune_t;
+
+#define XC_BUCKET_TUNE_INIT \
+    { sizeof(xc_bucket_tune_t), -1.0, -1.0, -1.0, 0, 0, 0, 0, 0, 0, {0}, {0}, {0} }
+
+XC_API xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t);
+
+/* Wait for anything still in flight and free the bucketer (not the
+ * communicator).  Returns the first error of that wait.  NULL: no-op. */
+XC_API xc_result_t xc_bucketer_destroy(xc_bucketer_t *b);
+
 #ifdef __cplusplus
 }
 #endif

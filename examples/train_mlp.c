@@ -1,0 +1,648 @@
+/*
+ * train_mlp.c -- data-parallel training of a multi-layer perceptron on N
+ * ranks, with and without overlapping the gradient all-reduce with the
+ * backward pass (xcoll's bucketer), and the numbers that show the overlap.
+ *
+ *   xcoll-run -n 4 ./train_mlp                      none vs bucketed, summary
+ *   xcoll-run -n 4 ./train_mlp --sweep              bucket sizes + the tuner
+ *   xcoll-run -n 3 ./train_mlp --small --verify     N ranks vs one rank
+ *   XCOLL_TRACE_SUMMARY=1 ... / XCOLL_TRACE=t.json  overlap from the trace
+ *
+ * Every rank builds the same model (fixed seed) and the same generated
+ * dataset (train_mlp/data.h); each global batch of B rows is cut into N
+ * slices of B/N rows, one per rank.  A rank's gradient is the mean over
+ * its slice; all-reducing with XC_AVG gives the mean over the global batch
+ * -- the same gradient one rank computes from all B rows, up to rounding.
+ *
+ * Modes.  none: backward, then one all-reduce of all gradients (a flat
+ * buffer), then the optimizer -- communication fully exposed.  bucketed:
+ * gradients live in the bucketer's memory (views); backward marks each one
+ * ready as soon as it is computed; buckets all-reduce while backward goes
+ * on; finish waits for the tail.  Its bucket size is --bucket-mb, else
+ * XCOLL_BUCKET_MB, else the choice of xc_bucketer_tune after a short probe
+ * run with 1 MiB buckets.  Runs are interleaved step by step.  Compute
+ * spans ("forward", "backward", "optimizer") go to xcoll's trace;
+ * xc_trace_step ends every step.
+ *
+ * Measured per step (median over the steps after warm-up, then the slowest
+ * rank): step time; in none, the all-reduce's time (= communication); in
+ * bucketed, the time spent in finish (= exposed communication).  Hidden =
+ * 1 - exposed / communication.  The trace columns are the ranks' mean of the
+ * median xc_trace_step figures.
+ *
+ * --verify (rank 0, after the runs): trains the same steps serially twice
+ * and compares loss curves.  (1) "N shards": each of the N slices'
+ * gradients computed by the same code, summed in rank order in fp32 and
+ * divided by N -- exactly what XCOLL_DETERMINISTIC=1 defines the all-reduce
+ * to be, so under that mode every run must match it bit for bit.  (2) "one
+ * rank": the whole batch at once, as a 1-rank job would: equal in exact
+ * arithmetic, but the fp32 sums over the batch are grouped differently
+ * (per slice, then across slices), so the curves agree to a relative
+ * --tol (default 1e-4) over the first --verify-steps (12): later, a ReLU
+ * that lands on the other side of zero in one run starts a different
+ * trajectory (docs/training.md says why and what is measured).
+ */
+#include <xcoll.h>
+
+#include "train_mlp/mlp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MODE_NONE, MODE_BUCKETED };
+
+typedef struct opts {
+    int steps, warmup, batch, hidden, layers, input, classes;
+    float lr, momentum;
+    uint64_t seed;
+    int run_none, run_bucketed;
+    double bucket_mb, first_mb; /* < 0: XCOLL_BUCKET_MB / XCOLL_FIRST_BUCKET_MB */
+    int views, sweep, tune, verify;
+    double tol;
+    int verify_steps;
+} opts_t;
+
+typedef struct result {
+    int mode;
+    double bucket_mb; /* as configured (-1: the variable / default) */
+    int nbuckets, layout;
+    double *loss;     /* per step, mean over the global batch */
+    double step_ms, wait_ms, fwd_ms, bwd_ms, opt_ms, issue_ms;
+    int traced;
+    double tr_comm_ms, tr_exposed_ms;
+    int tuned;
+    xc_bucket_tune_t tune;
+} result_t;
+
+static xc_comm_t *g_comm;
+static int g_rank, g_size;
+
+#define CHECK(call)                                                                     \
+    do {                                                                                \
+        xc_result_t rc_ = (call);                                                       \
+        if (rc_ != XC_OK) {                                                             \
+            fprintf(stderr, "rank %d: %s failed: %s: %s\n", g_rank, #call,              \
+                    xc_err_name(rc_), xc_comm_last_error(g_comm));                      \
+            exit(1);                                                                    \
+        }                                                                               \
+    } while (0)
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "rank %d: %s\n", g_rank, msg);
+    exit(1);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void widths_of(const opts_t *o, int *w)
+{
+    w[0] = o->input;
+    for (int l = 1; l <= o->layers; l++) w[l] = o->hidden;
+    w[o->layers + 1] = o->classes;
+}
+
+/* A flat gradient buffer: parameter p at off[p] (16-float aligned). */
+static float *flat_grads(const mlp_t *m, size_t *off, size_t *total)
+{
+    size_t t = 0;
+    for (int p = 0; p < mlp_nparams(m); p++) {
+        off[p] = t;
+        t += (m->count[p] + 15) / 16 * 16;
+    }
+    *total = t;
+    float *f = aligned_alloc(64, (t ? t : 16) * sizeof(float));
+    if (f) memset(f, 0, (t ? t : 16) * sizeof(float));
+    return f;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorts v). */
+static double median(double *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int on_ready_none(void *ctx, int p)
+{
+    (void)ctx;
+    (void)p;
+    return 0;
+}
+
+static double g_issue_ms; /* time inside xc_bucketer_mark_ready this step */
+
+static int on_ready_bucketed(void *ctx, int p)
+{
+    double t0 = now_ms();
+    xc_result_t rc = xc_bucketer_mark_ready(ctx, p);
+    g_issue_ms += now_ms() - t0;
+    if (rc != XC_OK) {
+        fprintf(stderr, "rank %d: xc_bucketer_mark_ready(%d): %s: %s\n", g_rank, p,
+                xc_err_name(rc), xc_bucketer_last_error(ctx));
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ one run */
+
+/* One training run (a model, its gradients, maybe a bucketer) advanced one
+ * step at a time, so that several runs can be interleaved step by step:
+ * on a shared machine, load that comes and goes then hits every mode alike. */
+typedef struct runner {
+    result_t *res;
+    int mode, views, bl, tune, measured;
+    mlp_t m;
+    float *flat;
+    size_t off[2 * MLP_MAX_LAYERS], total;
+    xc_bucketer_t *b;
+    double *per; /* per measured step: step, wait, fwd, bwd, opt, issue,
+                  * trace comm, trace exposed */
+} runner_t;
+
+enum { NQ = 8 };
+
+static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, int tune,
+                     result_t *res)
+{
+    memset(r, 0, sizeof *r);
+    memset(res, 0, sizeof *res);
+    r->res = res;
+    r->mode = res->mode = mode;
+    res->bucket_mb = bucket_mb;
+    r->tune = tune;
+    res->loss = calloc((size_t)o->steps, sizeof *res->loss);
+    r->per = calloc((size_t)o->steps * NQ, sizeof *r->per);
+    int widths[MLP_MAX_LAYERS + 1];
+    r->bl = o->batch / g_size;
+    widths_of(o, widths);
+    if (!res->loss || !r->per || mlp_init(&r->m, o->layers + 1, widths, r->bl, o->seed))
+        die("out of memory");
+    r->views = mode == MODE_BUCKETED && o->views;
+    if (!r->views) {
+        if (!(r->flat = flat_grads(&r->m, r->off, &r->total))) die("out of memory");
+        for (int p = 0; p < mlp_nparams(&r->m); p++) r->m.grad[p] = r->flat + r->off[p];
+    }
+    if (mode == MODE_BUCKETED) {
+        xc_bucketer_opts_t bo = XC_BUCKETER_OPTS_INIT;
+        bo.bucket_mb = bucket_mb;
+        bo.first_bucket_mb = o->first_mb;
+        bo.views = r->views;
+        CHECK(xc_bucketer_create(g_comm, &bo, &r->b));
+        for (int p = 0; p < mlp_nparams(&r->m); p++) {
+            char name[48];
+            snprintf(name, sizeof name, "fc%d.%s", p / 2, p % 2 ? "bias" : "weight");
+            CHECK(xc_bucketer_register(r->b, r->views ? NULL : r->m.grad[p], r->m.count[p],
+                                       XC_FLOAT32, name, NULL));
+        }
+        CHECK(xc_bucketer_commit(r->b));
+    }
+    res->traced = xc_trace_enabled();
+}
+
+static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
+{
+    mlp_t *m = &r->m;
+    int row0 = (int)(((long)s * o->batch) % d->n) + g_rank * r->bl;
+    if (r->res->traced) CHECK(xc_trace_step(NULL)); /* this run's step starts here */
+    if (r->views) /* fetched every step: the first finish may move them */
+        for (int p = 0; p < mlp_nparams(m); p++) m->grad[p] = xc_bucketer_grad(r->b, p);
+    double t0 = now_ms();
+    xc_trace_begin("forward");
+    if (mlp_forward(m, d, row0, r->bl)) die("out of memory");
+    r->res->loss[s] = mlp_loss(m, d, row0, r->bl, 1.0f / (float)r->bl);
+    xc_trace_end();
+    double t1 = now_ms();
+    g_issue_ms = 0;
+    xc_trace_begin("backward");
+    int brc = r->b ? mlp_backward(m, r->bl, on_ready_bucketed, r->b)
+                   : mlp_backward(m, r->bl, on_ready_none, NULL);
+    xc_trace_end();
+    if (brc) die("backward failed");
+    double t2 = now_ms();
+    if (r->b) CHECK(xc_bucketer_finish(r->b));
+    else CHECK(xc_allreduce(r->flat, r->flat, r->total, XC_FLOAT32, XC_AVG, g_comm));
+    double t3 = now_ms();
+    if (r->views)
+        for (int p = 0; p < mlp_nparams(m); p++) m->grad[p] = xc_bucketer_grad(r->b, p);
+    xc_trace_begin("optimizer");
+    mlp_sgd(m, o->lr, o->momentum);
+    xc_trace_end();
+    double t4 = now_ms();
+    xc_step_summary_t st = {0};
+    if (r->res->traced) CHECK(xc_trace_step(&st));
+    if (s < o->warmup) return;
+    double v[NQ] = {t4 - t0, t3 - t2, t1 - t0, t2 - t1, t4 - t3, g_issue_ms, st.comm_ms,
+                    st.exposed_ms};
+    for (int i = 0; i < NQ; i++) r->per[i * o->steps + r->measured] = v[i];
+    r->measured++;
+}
+
+/* Collective: the same runs ended in the same order on every rank. */
+static void run_end(runner_t *r, const opts_t *o)
+{
+    result_t *res = r->res;
+    double q[NQ];
+    /* The median step of each quantity: robust to the odd preempted step
+     * on a shared machine. */
+    for (int i = 0; i < NQ; i++) q[i] = median(r->per + i * o->steps, r->measured);
+    free(r->per);
+    if (r->b) {
+        if (r->tune) {
+            res->tune = (xc_bucket_tune_t)XC_BUCKET_TUNE_INIT;
+            CHECK(xc_bucketer_tune(r->b, &res->tune));
+            res->tuned = 1;
+        }
+        xc_bucketer_info_t in = {.size = sizeof in};
+        CHECK(xc_bucketer_info(r->b, &in));
+        res->nbuckets = in.nbuckets;
+        res->layout = in.layout;
+        CHECK(xc_bucketer_destroy(r->b));
+    } else {
+        res->nbuckets = 1;
+    }
+    /* The global loss: the mean of the ranks' slice means (one all-reduce at
+     * the end, so the steps carry no extra synchronisation). */
+    CHECK(xc_allreduce(res->loss, res->loss, (size_t)o->steps, XC_FLOAT64, XC_AVG, g_comm));
+    CHECK(xc_allreduce(q, q, 6, XC_FLOAT64, XC_MAX, g_comm));         /* slowest rank */
+    CHECK(xc_allreduce(q + 6, q + 6, 2, XC_FLOAT64, XC_AVG, g_comm)); /* mean of ranks */
+    res->step_ms = q[0];
+    res->wait_ms = q[1];
+    res->fwd_ms = q[2];
+    res->bwd_ms = q[3];
+    res->opt_ms = q[4];
+    res->issue_ms = q[5];
+    res->tr_comm_ms = q[6];
+    res->tr_exposed_ms = q[7];
+    free(r->flat);
+    mlp_free(&r->m);
+}
+
+/* Train runs [0, n) side by side: step s of every run, then step s + 1. */
+static void train_interleaved(const opts_t *o, const dataset_t *d, runner_t *r, int n)
+{
+    CHECK(xc_barrier(g_comm));
+    for (int s = 0; s < o->steps; s++)
+        for (int i = 0; i < n; i++) run_step(&r[i], o, d, s);
+    for (int i = 0; i < n; i++) run_end(&r[i], o);
+}
+
+/* ------------------------------------------------------------ references */
+
+/* Serial training over `shards` slices of each global batch: each slice's
+ * mean gradient, summed in slice order (fp32), divided by `shards` -- the
+ * XCOLL_DETERMINISTIC=1 definition of XC_AVG over `shards` ranks.  With one
+ * shard: one rank training on the whole batch.  Losses into loss[]. */
+static void reference(const opts_t *o, const dataset_t *d, int shards, double *loss)
+{
+    int widths[MLP_MAX_LAYERS + 1], bs = o->batch / shards;
+    widths_of(o, widths);
+    mlp_t m;
+    if (mlp_init(&m, o->layers + 1, widths, bs, o->seed)) die("out of memory");
+    size_t off[2 * MLP_MAX_LAYERS], total;
+    float *acc = flat_grads(&m, off, &total), *part = flat_grads(&m, off, &total);
+    if (!acc || !part) die("out of memory");
+    for (int s = 0; s < o->steps; s++) {
+        double lsum = 0;
+        for (int r = 0; r < shards; r++) {
+            float *dst = r ? part : acc;
+            for (int p = 0; p < mlp_nparams(&m); p++) m.grad[p] = dst + off[p];
+            int row0 = (int)(((long)s * o->batch) % d->n) + r * bs;
+            if (mlp_forward(&m, d, row0, bs)) die("out of memory");
+            double l = mlp_loss(&m, d, row0, bs, 1.0f / (float)bs);
+            lsum = r ? lsum + l : l;
+            if (mlp_backward(&m, bs, on_ready_none, NULL)) die("out of memory");
+            if (r)
+                for (size_t i = 0; i < total; i++) acc[i] = acc[i] + part[i];
+        }
+        if (shards > 1)
+            for (size_t i = 0; i < total; i++) acc[i] = acc[i] / (float)shards;
+        loss[s] = shards > 1 ? lsum / shards : lsum;
+        for (int p = 0; p < mlp_nparams(&m); p++) m.grad[p] = acc + off[p];
+        mlp_sgd(&m, o->lr, o->momentum);
+    }
+    free(acc);
+    free(part);
+    mlp_free(&m);
+}
+
+static double max_rel_diff(const double *a, const double *b, int n)
+{
+    double mx = 0;
+    for (int i = 0; i < n; i++) {
+        double d = a[i] - b[i], s = b[i] < 0 ? -b[i] : b[i];
+        d = d < 0 ? -d : d;
+        if (s > 0) d /= s;
+        if (d > mx) mx = d;
+    }
+    return mx;
+}
+
+static int identical(const double *a, const double *b, int n)
+{
+    return memcmp(a, b, sizeof(double) * (size_t)n) == 0;
+}
+
+/* Rank 0: compare every run with both references; returns failures. */
+static int verify(const opts_t *o, const dataset_t *d, result_t *runs, int nruns)
+{
+    int fails = 0;
+    const char *det = getenv("XCOLL_DETERMINISTIC");
+    int exact = det && !strcmp(det, "1");
+    double *shard = calloc((size_t)o->steps, sizeof *shard), *one = calloc((size_t)o->steps, sizeof *one);
+    if (!shard || !one) die("out of memory");
+    reference(o, d, g_size, shard);
+    reference(o, d, 1, one);
+    printf("verify: %d steps, loss %.6f -> %.6f on one rank (whole batch)\n", o->steps, one[0],
+           one[o->steps - 1]);
+    for (int i = 0; i < nruns; i++) {
+        const result_t *r = &runs[i];
+        char what[64];
+        if (r->mode == MODE_NONE) snprintf(what, sizeof what, "none");
+        else if (r->bucket_mb < 0) snprintf(what, sizeof what, "bucketed (default size)");
+        else snprintf(what, sizeof what, "bucketed %g MiB", r->bucket_mb);
+        /* Tolerances hold over the first k steps; later a ReLU that changes
+         * side in one run and not the other starts a different trajectory
+         * (docs/training.md) -- shown, not judged. */
+        int k = o->verify_steps < o->steps ? o->verify_steps : o->steps;
+        double ds = max_rel_diff(r->loss, shard, k), d1 = max_rel_diff(r->loss, one, k);
+        double d1all = max_rel_diff(r->loss, one, o->steps);
+        int same = identical(r->loss, shard, o->steps);
+        int ok1 = d1 <= o->tol, oks = exact ? same : ds <= o->tol;
+        printf("verify: %-24s vs %d shards serially: %s%s; vs one rank: max rel. diff %.2e over "
+               "%d steps (tolerance %.0e) %s",
+               what, g_size, same ? "bit-identical" : "differs",
+               exact ? (same ? " ok" : " FAIL: XCOLL_DETERMINISTIC=1 requires bit-identical")
+                     : (oks ? " ok" : " FAIL"),
+               d1, k, o->tol, ok1 ? "ok" : "FAIL");
+        if (k < o->steps) printf(" (%.2e over all %d)", d1all, o->steps);
+        printf("\n");
+        fails += !ok1 + !oks;
+    }
+    free(shard);
+    free(one);
+    return fails;
+}
+
+/* ------------------------------------------------------------ report */
+
+static const char *label(const result_t *r, char *buf, size_t cap)
+{
+    if (r->mode == MODE_NONE) snprintf(buf, cap, "none");
+    else if (r->bucket_mb < 0) snprintf(buf, cap, "bucketed");
+    else snprintf(buf, cap, "bucketed %g", r->bucket_mb);
+    return buf;
+}
+
+static void print_row(const opts_t *o, const result_t *r, const result_t *base)
+{
+    char lb[32], tr[48] = "      -        -";
+    double hidden = base && base->wait_ms > 0 ? 100.0 * (1.0 - r->wait_ms / base->wait_ms) : 0;
+    if (r->traced)
+        snprintf(tr, sizeof tr, "%7.2f  %7.2f", r->tr_comm_ms,
+                 r->tr_comm_ms > 0 ? 100.0 * (1 - r->tr_exposed_ms / r->tr_comm_ms) : 100.0);
+    printf("  %-16s %7d %8.2f %7.2f %7.2f %7.2f %9.2f %7.1f%% %s %9.4f %9.4f\n",
+           label(r, lb, sizeof lb), r->nbuckets, r->step_ms, r->fwd_ms, r->bwd_ms, r->issue_ms,
+           r->wait_ms, r->mode == MODE_NONE ? 0.0 : hidden, tr, r->loss[0], r->loss[o->steps - 1]);
+}
+
+static void print_header(void)
+{
+    printf("  %-16s %7s %8s %7s %7s %7s %9s %8s %7s %8s %9s %9s\n", "mode (MiB)", "buckets",
+           "step ms", "fwd ms", "bwd ms", "(issue)", "comm ms*", "hidden", "trace:",
+           "overlap%", "loss[0]", "loss[end]");
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: xcoll-run -n N train_mlp [options]\n"
+            "  --overlap none|bucketed|both  (both)\n"
+            "  --bucket-mb MB (default: XCOLL_BUCKET_MB if set, else the tuner's choice)\n"
+            "  --first-bucket-mb MB (XCOLL_FIRST_BUCKET_MB, 1)   --views 0|1 (1)\n"
+            "  --sweep   none + bucket sizes 0.25..25 MiB + the tuner's choice\n"
+            "  --tune    with --bucket-mb: also report the tuner's choice\n"
+            "  --verify  compare the loss curve with serial training (rank 0)\n"
+            "  --steps N (30) --warmup N (3) --batch B (96, global) --hidden H (512)\n"
+            "  --layers L (8 hidden) --input D (256) --classes C (10) --lr X (0.02)\n"
+            "  --momentum X (0.9) --seed S (1) --small (CI-sized model)\n"
+            "  --tol X (1e-4) --verify-steps K (12): N ranks vs one rank, relative loss\n"
+            "            difference over the first K steps\n");
+    exit(2);
+}
+
+static void parse(int argc, char **argv, opts_t *o)
+{
+    *o = (opts_t){.steps = 30, .warmup = 3, .batch = 96, .hidden = 512, .layers = 8,
+                  .input = 256, .classes = 10, .lr = 0.02f, .momentum = 0.9f, .seed = 1,
+                  .run_none = 1, .run_bucketed = 1, .bucket_mb = -1, .first_mb = -1, .views = 1,
+                  .tol = 1e-4, .verify_steps = 12};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name) (!strcmp(a, name) && v && (i++, 1))
+        if (OPT("--overlap")) {
+            o->run_none = !strcmp(v, "none") || !strcmp(v, "both");
+            o->run_bucketed = !strcmp(v, "bucketed") || !strcmp(v, "both");
+            if (!o->run_none && !o->run_bucketed) usage();
+        } else if (OPT("--bucket-mb")) o->bucket_mb = atof(v);
+        else if (OPT("--first-bucket-mb")) o->first_mb = atof(v);
+        else if (OPT("--views")) o->views = atoi(v);
+        else if (OPT("--steps")) o->steps = atoi(v);
+        else if (OPT("--warmup")) o->warmup = atoi(v);
+        else if (OPT("--batch")) o->batch = atoi(v);
+        else if (OPT("--hidden")) o->hidden = atoi(v);
+        else if (OPT("--layers")) o->layers = atoi(v);
+        else if (OPT("--input")) o->input = atoi(v);
+        else if (OPT("--classes")) o->classes = atoi(v);
+        else if (OPT("--lr")) o->lr = (float)atof(v);
+        else if (OPT("--momentum")) o->momentum = (float)atof(v);
+        else if (OPT("--seed")) o->seed = strtoull(v, NULL, 0);
+        else if (OPT("--tol")) o->tol = atof(v);
+        else if (OPT("--verify-steps")) o->verify_steps = atoi(v);
+        else if (!strcmp(a, "--sweep")) o->sweep = 1;
+        else if (!strcmp(a, "--tune")) o->tune = 1;
+        else if (!strcmp(a, "--verify")) o->verify = 1;
+        else if (!strcmp(a, "--small")) {
+            o->hidden = 128;
+            o->layers = 3;
+            o->input = 64;
+            o->batch = 24;
+            o->steps = 12;
+            o->warmup = 2;
+            o->lr = 0.2f; /* a 4-layer model learns visibly in 12 steps */
+        } else usage();
+#undef OPT
+    }
+    if (o->steps < 1 || o->warmup < 0 || o->batch < 1 || o->hidden < 1 || o->input < 1 ||
+        o->classes < 2 || o->layers < 0 || o->layers + 1 > MLP_MAX_LAYERS)
+        usage();
+    if (o->warmup >= o->steps) o->warmup = o->steps - 1;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    parse(argc, argv, &o);
+    CHECK(xc_comm_init_env(&g_comm, NULL));
+    g_rank = xc_comm_rank(g_comm);
+    g_size = xc_comm_size(g_comm);
+    if (o.batch % g_size) {
+        if (g_rank == 0)
+            fprintf(stderr, "train_mlp: the global batch (%d) must be a multiple of the number of "
+                            "ranks (%d)\n", o.batch, g_size);
+        xc_comm_destroy(g_comm);
+        return 2;
+    }
+    dataset_t d;
+    int nrows = o.batch * 64;
+    if (dataset_make(&d, nrows, o.input, o.classes, o.seed)) die("out of memory");
+
+    int widths[MLP_MAX_LAYERS + 1];
+    widths_of(&o, widths);
+    size_t params = 0;
+    for (int l = 0; l <= o.layers; l++) params += (size_t)widths[l] * widths[l + 1] + widths[l + 1];
+    if (g_rank == 0) {
+        printf("train_mlp: %d rank%s on %d node%s; MLP %d", g_size, g_size > 1 ? "s" : "",
+               xc_comm_node_count(g_comm), xc_comm_node_count(g_comm) > 1 ? "s" : "", widths[0]);
+        for (int l = 1; l <= o.layers + 1; l++) printf("-%d", widths[l]);
+        printf(" (%.2f M parameters, %.1f MiB of fp32 gradients); global batch %d (%d per rank); "
+               "%d steps (%d warm-up)\n",
+               params / 1e6, params * 4.0 / (1 << 20), o.batch, o.batch / g_size, o.steps,
+               o.warmup);
+        fflush(stdout);
+    }
+
+    /* The runs: none, bucketed at the configured size, and in a sweep every
+     * size plus the tuner's choice -- interleaved step by step.  In a sweep
+     * the tuner first learns from a short bucketed run with 1 MiB buckets. */
+    static const double k_sweep[] = {0.25, 0.5, 1, 2, 4, 8, 16, 25};
+    int nsweep = (int)(sizeof k_sweep / sizeof *k_sweep);
+    result_t runs[32], probe;
+    runner_t rn[32];
+    int nruns = 0, tuned_at = -1;
+    double tuned_mb = -1;
+    /* Without a size (--bucket-mb, XCOLL_BUCKET_MB), the tuner picks it. */
+    int auto_size = o.run_bucketed && o.bucket_mb < 0 && !getenv("XCOLL_BUCKET_MB");
+    if (o.sweep || auto_size) {
+        opts_t p = o;
+        p.steps = o.warmup + 8; /* the tuner keeps the last 8 steps */
+        runner_t r;
+        run_init(&r, &p, MODE_BUCKETED, 1.0, 1, &probe); /* small buckets: see the overlap */
+        train_interleaved(&p, &d, &r, 1);
+        free(probe.loss);
+        tuned_mb = probe.tune.best_mb;
+    }
+    if (o.run_none || o.sweep) run_init(&rn[nruns], &o, MODE_NONE, -1, 0, &runs[nruns]), nruns++;
+    if (o.run_bucketed || o.sweep) {
+        tuned_at = nruns;
+        run_init(&rn[nruns], &o, MODE_BUCKETED, auto_size && !o.sweep ? tuned_mb : o.bucket_mb,
+                 o.tune && !o.sweep && !auto_size, &runs[nruns]);
+        nruns++;
+    }
+    if (o.sweep) {
+        int have_tuned = 0;
+        for (int i = 0; i < nsweep; i++) {
+            run_init(&rn[nruns], &o, MODE_BUCKETED, k_sweep[i], 0, &runs[nruns]);
+            nruns++;
+            have_tuned |= k_sweep[i] == tuned_mb;
+        }
+        if (tuned_mb > 0 && !have_tuned)
+            run_init(&rn[nruns], &o, MODE_BUCKETED, tuned_mb, 0, &runs[nruns]), nruns++;
+    }
+    train_interleaved(&o, &d, rn, nruns);
+    if (o.sweep || auto_size) { /* report the tuner next to the runs */
+        runs[tuned_at].tune = probe.tune;
+        runs[tuned_at].tuned = 1;
+    }
+
+    int fails = 0;
+    if (g_rank == 0) {
+        const result_t *none = o.run_none || o.sweep ? &runs[0] : NULL;
+        printf("\n");
+        print_header();
+        for (int i = 0; i < nruns; i++) print_row(&o, &runs[i], none);
+        printf("  (* comm ms: none = the all-reduce after backward; bucketed = waiting in "
+               "xc_bucketer_finish, the exposed part.\n     hidden = 1 - exposed / none's "
+               "all-reduce.  (issue): part of backward spent inside xc_bucketer_mark_ready.\n"
+               "     Trace columns need XCOLL_TRACE_SUMMARY=1 or XCOLL_TRACE=file.  Medians "
+               "over steps, slowest rank.)\n");
+        const result_t *bk = tuned_at >= 0 ? &runs[tuned_at] : NULL;
+        if (bk && auto_size && !o.sweep)
+            printf("  bucket size %g MiB, chosen by the tuner (below); set one with --bucket-mb "
+                   "or XCOLL_BUCKET_MB\n", bk->bucket_mb);
+        if (bk && bk->layout)
+            printf("  buckets rebuilt after step 1 from the order gradients arrived in (rank 0's)\n");
+        /* identical curves across runs? */
+        int same = 1;
+        double worst = 0;
+        for (int i = 1; i < nruns; i++) {
+            same &= identical(runs[i].loss, runs[0].loss, o.steps);
+            double dd = max_rel_diff(runs[i].loss, runs[0].loss, o.steps);
+            worst = dd > worst ? dd : worst;
+        }
+        if (bk && bk->tuned) {
+            const xc_bucket_tune_t *t = &bk->tune;
+            printf("\ntuner: all-reduce alpha %.1f us, %.2f GB/s, %.1fx slower during backward "
+                   "(fitted to the probe: backward %.2f ms, exposed %.2f ms);\n"
+                   "  predicted first gradient -> end of communication (buckets):\n ",
+                   t->alpha_us, t->gbps, t->slowdown, t->backward_ms, t->exposed_ms);
+            for (int i = 0; i < t->ncand; i++)
+                printf(" %g MiB: %.2f ms (%d)%s", t->cand_mb[i], t->cand_ms[i], t->cand_buckets[i],
+                       i + 1 < t->ncand ? ";" : "\n");
+            printf("  -> picks %g MiB (predicted %.2f ms; one all-reduce after backward: %.2f ms)\n",
+                   t->best_mb, t->predicted_ms, t->serial_ms);
+            if (o.sweep) {
+                const result_t *best = NULL, *at = NULL;
+                for (int i = 0; i < nruns; i++) {
+                    if (runs[i].mode != MODE_BUCKETED || runs[i].bucket_mb < 0) continue;
+                    if (!best || runs[i].step_ms < best->step_ms) best = &runs[i];
+                    if (runs[i].bucket_mb == t->best_mb) at = &runs[i];
+                }
+                if (best && at)
+                    printf("  measured: best %.2f ms at %g MiB; the tuner's %g MiB: %.2f ms "
+                           "(%+.1f%% of the best)\n",
+                           best->step_ms, best->bucket_mb, at->bucket_mb, at->step_ms,
+                           100.0 * (at->step_ms / best->step_ms - 1));
+            }
+        }
+        printf("\nsummary: loss %.4f -> %.4f over %d steps; ", runs[0].loss[0],
+               runs[0].loss[o.steps - 1], o.steps);
+        if (nruns > 1)
+            printf("runs %s", same ? "bit-identical" : "agree");
+        if (nruns > 1 && !same) printf(" (max rel. diff %.1e)", worst);
+        printf("\n");
+        if (none && bk) {
+            printf("summary: step time %.2f ms without overlap, %.2f ms bucketed (%.2fx); "
+                   "communication %.2f ms per step, %.0f%% hidden (exposed %.2f ms)",
+                   none->step_ms, bk->step_ms, bk->step_ms / none->step_ms, none->wait_ms,
+                   100.0 * (1 - bk->wait_ms / none->wait_ms), bk->wait_ms);
+            if (bk->traced && bk->tr_comm_ms > 0)
+                printf("; trace: overlap %.0f%% of %.2f ms", 100.0 * (1 - bk->tr_exposed_ms / bk->tr_comm_ms),
+                       bk->tr_comm_ms);
+            printf("\n");
+        }
+        fflush(stdout);
+        if (o.verify) fails = verify(&o, &d, runs, nruns);
+    }
+    CHECK(xc_bcast(&fails, 1, XC_INT32, 0, g_comm));
+    for (int i = 0; i < nruns; i++) free(runs[i].loss);
+    dataset_free(&d);
+    CHECK(xc_comm_destroy(g_comm));
+    if (fails && g_rank == 0) printf("train_mlp: verification FAILED (%d)\n", fails);
+    return fails ? 1 : 0;
+}

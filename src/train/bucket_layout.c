@@ -1,0 +1,144 @@
+/*
+ * bucket_layout.c -- from an arrival order and two capacities to a bucket
+ * layout (bucketer.h, xc__layout_build).  A pure function: every rank that
+ * feeds it the same agreed input gets the same layout, which is how the
+ * ranks agree on buckets without sending the layout itself.
+ *
+ * Invariants of the result: every gradient is in exactly one bucket; a
+ * bucket holds one dtype; inside a bucket gradients follow the arrival
+ * order at XC__BUCKET_ALIGN-byte aligned offsets; buckets are numbered by
+ * the arrival position of their last gradient, i.e. in the order they are
+ * expected to complete, which is the order they are all-reduced in; the
+ * arena places the buckets one after the other, each aligned.
+ */
+#include "bucketer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+void xc__layout_free(xc__layout_t *lay)
+{
+    if (!lay) return;
+    free(lay->buckets);
+    free(lay->grads);
+    free(lay->offsets);
+    free(lay->bucket_of);
+    free(lay->offset_of);
+    memset(lay, 0, sizeof *lay);
+}
+
+/* A bucket under construction. */
+typedef struct open_bucket {
+    xc_dtype_t dtype;
+    size_t bytes, cap;
+    int last_pos;
+} open_bucket_t;
+
+static int by_last_pos(const void *x, const void *y)
+{
+    const xc__bucket_t *p = x, *q = y;
+    return (p->last_pos > q->last_pos) - (p->last_pos < q->last_pos);
+}
+
+xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtypes,
+                             const int *order, size_t first_cap, size_t cap,
+                             xc__layout_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n < 0) return xc__err(XC_ERR_INVALID, "bucket layout: %d gradients", n);
+    xc_result_t rc = XC_OK;
+    size_t nn = (size_t)(n ? n : 1);
+    int *tmp_bucket = malloc(nn * sizeof *tmp_bucket);  /* per gradient */
+    int *seen = calloc(nn, sizeof *seen);
+    int *renum = malloc(nn * sizeof *renum); /* construction id -> index */
+    open_bucket_t *ob = malloc(nn * sizeof *ob);
+    out->buckets = calloc(nn, sizeof *out->buckets);
+    out->grads = malloc(nn * sizeof *out->grads);
+    out->offsets = malloc(nn * sizeof *out->offsets);
+    out->bucket_of = malloc(nn * sizeof *out->bucket_of);
+    out->offset_of = malloc(nn * sizeof *out->offset_of);
+    if (!tmp_bucket || !seen || !renum || !ob || !out->buckets || !out->grads || !out->offsets ||
+        !out->bucket_of || !out->offset_of) {
+        rc = xc__err(XC_ERR_NOMEM, "bucket layout: out of memory for %d gradients", n);
+        goto out;
+    }
+    for (int p = 0; p < n; p++) {
+        int g = order[p];
+        if (g < 0 || g >= n || seen[g]++) {
+            rc = xc__err(XC_ERR_INVALID, "bucket layout: the order is not a permutation "
+                                         "(entry %d is %d)", p, g);
+            goto out;
+        }
+        if (xc_dtype_size(dtypes[g]) == 0) {
+            rc = xc__err(XC_ERR_INVALID, "bucket layout: gradient %d has invalid dtype %d", g,
+                         (int)dtypes[g]);
+            goto out;
+        }
+    }
+
+    /* Walk the order: one open bucket per dtype. */
+    int open[XC_DTYPE_COUNT], created[XC_DTYPE_COUNT];
+    for (int d = 0; d < XC_DTYPE_COUNT; d++) open[d] = -1, created[d] = 0;
+    int nb = 0;
+    for (int p = 0; p < n; p++) {
+        int g = order[p];
+        xc_dtype_t d = dtypes[g];
+        size_t es = xc_dtype_size(d), bytes = counts[g] * es;
+        int k = open[d];
+        if (k >= 0 && ob[k].bytes > 0 && align_up(ob[k].bytes, XC__BUCKET_ALIGN) + bytes > ob[k].cap)
+            k = open[d] = -1; /* would overflow: close it first */
+        if (k < 0) {
+            k = open[d] = nb++;
+            ob[k] = (open_bucket_t){.dtype = d, .cap = created[d]++ ? cap : first_cap};
+        }
+        size_t off = align_up(ob[k].bytes, XC__BUCKET_ALIGN);
+        tmp_bucket[g] = k;
+        out->offset_of[g] = off / es; /* XC__BUCKET_ALIGN is a multiple of es */
+        ob[k].bytes = off + bytes;
+        ob[k].last_pos = p;
+        if (ob[k].bytes >= ob[k].cap) open[d] = -1;
+    }
+
+    /* Number buckets by completion (their last arrival), then lay them out. */
+    for (int k = 0; k < nb; k++) {
+        xc__bucket_t *bk = &out->buckets[k];
+        bk->dtype = ob[k].dtype;
+        bk->count = ob[k].bytes / xc_dtype_size(ob[k].dtype);
+        bk->last_pos = ob[k].last_pos;
+        bk->first = k; /* the construction id, until renumbered below */
+    }
+    qsort(out->buckets, (size_t)nb, sizeof *out->buckets, by_last_pos);
+    for (int k = 0; k < nb; k++) renum[out->buckets[k].first] = k;
+    for (int k = 0; k < nb; k++) out->buckets[k].ngrads = 0;
+    for (int g = 0; g < n; g++) out->buckets[renum[tmp_bucket[g]]].ngrads++;
+    size_t arena = 0;
+    int j = 0;
+    for (int k = 0; k < nb; k++) {
+        xc__bucket_t *bk = &out->buckets[k];
+        bk->byte_off = arena;
+        arena += align_up(bk->count * xc_dtype_size(bk->dtype), XC__BUCKET_ALIGN);
+        bk->first = j;
+        j += bk->ngrads;
+        bk->ngrads = 0;
+    }
+    for (int p = 0; p < n; p++) { /* arrival order inside each bucket */
+        int g = order[p], k = renum[tmp_bucket[g]];
+        xc__bucket_t *bk = &out->buckets[k];
+        int at = bk->first + bk->ngrads++;
+        out->grads[at] = g;
+        out->offsets[at] = out->offset_of[g];
+        out->bucket_of[g] = k;
+    }
+    out->nbuckets = nb;
+    out->ngrads = n;
+    out->arena_bytes = arena;
+out:
+    free(tmp_bucket);
+    free(seen);
+    free(renum);
+    free(ob);
+    if (rc != XC_OK) xc__layout_free(out);
+    return rc;
+}

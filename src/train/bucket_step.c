@@ -1,0 +1,273 @@
+/*
+ * bucket_step.c -- one training step of the bucketer: gradients are marked
+ * ready (copied into their bucket unless they live there), complete
+ * buckets are launched -- strictly in layout order, so every rank issues
+ * the same all-reduces in the same order whatever order its gradients
+ * arrive in -- and finish waits for them, hands the results back, and after
+ * the first complete step rebuilds the layout from rank 0's arrival order.
+ *
+ * Invariants within a step: bst[k].pending counts the unmarked gradients of
+ * bucket k; buckets [0, next_launch) are launched and no other; a request
+ * is owned by bst[k].req until finish (or destroy) waits for and frees it.
+ * A failure does not stop the step: later buckets are still launched and
+ * waited for, so the ranks' collective sequences stay matched; the first
+ * error is returned.
+ */
+#include "bucketer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* "bucket 3 (fp32, 4.00 MiB: 'fc2.weight' .. 'fc1.bias', step 7)" */
+static void bucket_str(const xc_bucketer_t *b, int k, char *out, size_t cap)
+{
+    const xc__bucket_t *bk = &b->lay.buckets[k];
+    const char *first = b->grads[b->lay.grads[bk->first]].name;
+    const char *last = b->grads[b->lay.grads[bk->first + bk->ngrads - 1]].name;
+    snprintf(out, cap, "bucket %d (%s, %.2f MiB: '%.40s'%s%.40s%s, step %llu)", k,
+             xc_dtype_name(bk->dtype), mib(bk->count * xc_dtype_size(bk->dtype)), first,
+             bk->ngrads > 1 ? " .. '" : "", bk->ngrads > 1 ? last : "",
+             bk->ngrads > 1 ? "'" : "", (unsigned long long)b->step);
+}
+
+xc_result_t xc__bk_launch(xc_bucketer_t *b, int k)
+{
+    xc_bucket_t v;
+    xc__bk_view(b, k, &v);
+    xc_request_t *req = NULL;
+    xc_result_t rc;
+    if (b->has_hook) rc = b->hook.start(b->hook.ctx, b->comm, &v, &req);
+    else rc = xc_iallreduce(v.data, v.data, v.count, v.dtype, b->op, b->comm, &req);
+    b->bst[k].launched = 1;
+    if (rc == XC_OK) {
+        b->bst[k].req = req;
+        return XC_OK;
+    }
+    if (req) xc_request_free(req);
+    b->bst[k].failed = 1;
+    if (b->step_rc == XC_OK) {
+        char what[200];
+        bucket_str(b, k, what, sizeof what);
+        snprintf(b->launch_err, sizeof b->launch_err, "%s of %s failed: %s",
+                 b->has_hook ? "the communication hook's start" : "all-reduce", what,
+                 b->has_hook ? xc_last_error() : xc_comm_last_error(b->comm));
+        b->step_rc = rc;
+    }
+    return rc;
+}
+
+/* Launch (or hand to the launch thread) every complete bucket whose
+ * predecessors are launched. */
+static xc_result_t launch_ready(xc_bucketer_t *b)
+{
+    int upto = b->next_launch;
+    while (upto < b->lay.nbuckets && b->bst[upto].pending == 0) upto++;
+    if (b->thread) {
+        if (upto > b->next_launch) xc__bk_thread_post(b, upto);
+        b->next_launch = upto;
+        return XC_OK;
+    }
+    xc_result_t rc = XC_OK;
+    while (b->next_launch < upto) {
+        xc_result_t r = xc__bk_launch(b, b->next_launch++);
+        if (rc == XC_OK) rc = r;
+    }
+    if (rc != XC_OK) return xc__bk_fail(b, rc, "%s", b->launch_err);
+    return XC_OK;
+}
+
+static void *slot(const xc_bucketer_t *b, int g)
+{
+    const xc__bucket_t *bk = &b->lay.buckets[b->lay.bucket_of[g]];
+    return b->arena + bk->byte_off + b->lay.offset_of[g] * xc_dtype_size(bk->dtype);
+}
+
+xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index)
+{
+    if (!b) return xc__err(XC_ERR_INVALID, "xc_bucketer_mark_ready: bucketer is NULL");
+    if (!b->committed)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_mark_ready(%d): call "
+                                              "xc_bucketer_commit first", index);
+    if (index < 0 || index >= b->ngrads)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_mark_ready: gradient %d does not "
+                                              "exist (%d registered)", index, b->ngrads);
+    xc__grad_t *g = &b->grads[index];
+    if (g->marked == b->step)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_mark_ready: gradient '%s' (index %d) "
+                                              "marked ready twice in step %llu",
+                           g->name, index, (unsigned long long)b->step);
+    g->marked = b->step;
+    uint64_t now = xc__now_ns();
+    if (!b->t_first) b->t_first = now;
+    if (b->old_arena) { /* a new step: addresses from before the rebuild expire */
+        free(b->old_arena);
+        b->old_arena = NULL;
+    }
+    b->t_mark[index] = now;
+    size_t bytes = g->count * xc_dtype_size(g->dtype);
+    if (!b->views && bytes) memcpy(slot(b, index), g->user, bytes);
+    b->arrival[b->narrived++] = index;
+    b->bst[b->lay.bucket_of[index]].pending--;
+    return launch_ready(b);
+}
+
+/* The names of the gradients not marked in this step, into msg; their count. */
+static int unmarked(const xc_bucketer_t *b, char *msg, size_t cap)
+{
+    int n = 0;
+    size_t used = 0;
+    msg[0] = 0;
+    for (int g = 0; g < b->ngrads; g++) {
+        if (b->grads[g].marked == b->step) continue;
+        if (used + 1 < cap) {
+            int w = snprintf(msg + used, cap - used, "%s'%s'", n ? ", " : "", b->grads[g].name);
+            used += w > 0 ? (size_t)w : 0;
+            if (used >= cap - 1 && cap > 4) memcpy(msg + cap - 4, "...", 4);
+        }
+        n++;
+    }
+    return n;
+}
+
+/* After a complete step: adopt rank 0's arrival order as the layout input
+ * (collective).  The layout is replaced only if it changes. */
+static xc_result_t rebuild(xc_bucketer_t *b)
+{
+    int n = b->ngrads, valid = 0;
+    int *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    size_t *counts = malloc((size_t)(n ? n : 1) * sizeof *counts);
+    xc_dtype_t *dtypes = malloc((size_t)(n ? n : 1) * sizeof *dtypes);
+    xc_result_t rc = XC_OK;
+    if (!order || !counts || !dtypes) {
+        rc = xc__bk_fail(b, XC_ERR_NOMEM, "xc_bucketer_finish: out of memory");
+        /* still take part in the broadcast, or the peers would hang */
+        xc__bk_agree_order(b, NULL, &valid);
+        goto out;
+    }
+    XC_CHECK_GOTO(xc__bk_agree_order(b, order, &valid), rc, out);
+    if (!valid) goto out; /* rank 0 missed gradients: try after the next step */
+    for (int g = 0; g < n; g++) {
+        counts[g] = b->grads[g].count;
+        dtypes[g] = b->grads[g].dtype;
+    }
+    xc__layout_t lay;
+    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, &lay);
+    if (rc != XC_OK) {
+        xc__bk_fail(b, rc, "xc_bucketer_finish: rebuilding the buckets: %s", xc__tls_error());
+        goto out;
+    }
+    b->rebuild_pending = 0;
+    int same = lay.nbuckets == b->lay.nbuckets;
+    for (int g = 0; same && g < n; g++)
+        same = lay.bucket_of[g] == b->lay.bucket_of[g] && lay.offset_of[g] == b->lay.offset_of[g];
+    if (same) {
+        xc__layout_free(&lay);
+        goto out;
+    }
+    rc = xc__bk_install(b, &lay);
+    if (rc == XC_OK) b->layout_version++;
+    else xc__layout_free(&lay);
+out:
+    free(order);
+    free(counts);
+    free(dtypes);
+    return rc;
+}
+
+xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
+{
+    if (!b) return xc__err(XC_ERR_INVALID, "xc_bucketer_finish: bucketer is NULL");
+    if (!b->committed)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_finish: call xc_bucketer_commit "
+                                              "first");
+    /* Gradients never marked: count them in so that every bucket goes out. */
+    char names[300];
+    int missing = unmarked(b, names, sizeof names);
+    uint64_t t_enter = xc__now_ns();
+    int timed = !missing && b->t_first;
+    if (timed) { /* a complete step: keep its timing */
+        uint64_t *ready = b->hist_ready + (size_t)b->hist_pos * (size_t)b->ngrads;
+        b->hist_backward[b->hist_pos] = t_enter - b->t_first;
+        for (int g = 0; g < b->ngrads; g++) ready[g] = b->t_mark[g] - b->t_first;
+        memcpy(b->last_order, b->arrival, (size_t)b->ngrads * sizeof *b->last_order);
+    }
+    for (int g = 0; missing && g < b->ngrads; g++)
+        if (b->grads[g].marked != b->step) b->bst[b->lay.bucket_of[g]].pending--;
+    launch_ready(b);
+    if (b->thread) xc__bk_thread_drain(b);
+    xc_result_t rc = b->step_rc, r;
+    if (rc != XC_OK) xc__bk_fail(b, rc, "xc_bucketer_finish: %s", b->launch_err);
+
+    for (int k = 0; k < b->lay.nbuckets; k++) {
+        xc__bstate_t *s = &b->bst[k];
+        r = XC_OK;
+        if (s->req) {
+            r = xc_request_wait(s->req);
+            xc_request_free(s->req);
+            s->req = NULL;
+        } else if (!s->launched || s->failed) {
+            continue; /* not launched: its error is already the step's */
+        }
+        char what[200];
+        if (r != XC_OK) {
+            bucket_str(b, k, what, sizeof what);
+            if (rc == XC_OK) /* the message goes with the first error */
+                xc__bk_fail(b, r, "xc_bucketer_finish: all-reduce of %s failed: %s", what,
+                            xc_comm_last_error(b->comm));
+        } else if (b->has_hook && b->hook.done) {
+            xc_bucket_t v;
+            xc__bk_view(b, k, &v);
+            r = b->hook.done(b->hook.ctx, b->comm, &v);
+            if (r != XC_OK && rc == XC_OK) {
+                bucket_str(b, k, what, sizeof what);
+                xc__bk_fail(b, r, "xc_bucketer_finish: the communication hook's done failed "
+                                  "for %s: %s", what, xc_last_error());
+            }
+        }
+        if (r == XC_OK && !b->views) { /* hand the results back */
+            const xc__bucket_t *bk = &b->lay.buckets[k];
+            for (int j = bk->first; j < bk->first + bk->ngrads; j++) {
+                const xc__grad_t *g = &b->grads[b->lay.grads[j]];
+                size_t bytes = g->count * xc_dtype_size(g->dtype);
+                if (bytes && g->marked == b->step) memcpy(g->user, slot(b, b->lay.grads[j]), bytes);
+            }
+        }
+        if (rc == XC_OK) rc = r;
+    }
+
+    if (timed) { /* the slot is complete now */
+        b->hist_exposed[b->hist_pos] = xc__now_ns() - t_enter;
+        b->hist_pos = (b->hist_pos + 1) % XC__BK_HIST;
+        if (b->hist_n < XC__BK_HIST) b->hist_n++;
+    }
+
+    /* Rebuild after the first step in which rank 0 saw every gradient.  Every
+     * rank takes part whatever happened here, as the broadcast is collective. */
+    if (b->rebuild_pending) {
+        char keep[XC__ERRMSG_LEN];
+        memcpy(keep, b->err, sizeof keep);
+        r = rebuild(b);
+        if (rc == XC_OK) rc = r;
+        else memcpy(b->err, keep, sizeof keep); /* the first error's message */
+    }
+    for (int k = 0; k < b->lay.nbuckets; k++) {
+        b->bst[k].pending = b->lay.buckets[k].ngrads;
+        b->bst[k].launched = 0;
+        b->bst[k].failed = 0;
+    }
+    uint64_t step = b->step++;
+    if (b->thread) xc__bk_thread_reset(b);
+    b->next_launch = 0;
+    b->narrived = 0;
+    b->t_first = 0;
+    b->step_rc = XC_OK;
+    if (missing)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_finish: %d gradient%s never marked "
+                                              "ready in step %llu: %s", missing,
+                           missing == 1 ? " was" : "s were", (unsigned long long)step, names);
+    if (rc != XC_OK) xc__err(rc, "%s", b->err); /* this thread's detail = the bucketer's */
+    return rc;
+}

@@ -1,0 +1,180 @@
+/*
+ * bucketer.h -- internals of the gradient bucketer (xcoll.h, "bucketer"),
+ * shared by its files:
+ *
+ *   bucket_layout.c  pure: an arrival order and two capacities -> buckets
+ *   bucketer.c       object, options (XCOLL_BUCKET_MB ...), registration,
+ *                    accessors, errors
+ *   bucket_agree.c   the collectives that keep ranks consistent: the
+ *                    registration check at commit, rank 0's arrival order
+ *   bucket_step.c    a step: mark ready, launch in layout order, finish,
+ *                    rebuild
+ *   bucket_thread.c  the launch thread that issues the all-reduces
+ *   bucket_tune.c    the bucket-size tuner
+ *
+ * Invariants.  Between commit and destroy `lay` is the layout of every rank
+ * (built by the same pure function from the same agreed input); `arena`
+ * holds its buckets, each 64-byte aligned, padding zeroed.  In one step,
+ * buckets are launched strictly in index order (next_launch), so the
+ * sequence of collectives on the communicator is the same on every rank.
+ * The bucketer talks to the communicator only through xcoll.h.
+ */
+#ifndef XC_TRAIN_BUCKETER_H
+#define XC_TRAIN_BUCKETER_H
+
+#include "../core/common.h"
+
+#define XC__BUCKET_ALIGN 64 /* bytes: offsets of gradients and buckets */
+#define XC__BK_HIST 8       /* complete steps the tuner learns from */
+
+/* One bucket of a layout (its gradients are a slice of the layout's arrays). */
+typedef struct xc__bucket {
+    xc_dtype_t dtype;
+    size_t count;       /* elements, padding included                      */
+    size_t byte_off;    /* of its memory in the arena                      */
+    int first, ngrads;  /* its gradients: lay.grads[first .. first+ngrads) */
+    int last_pos;       /* arrival position of its last gradient            */
+} xc__bucket_t;
+
+/* A layout: buckets in all-reduce order and where every gradient lives. */
+typedef struct xc__layout {
+    int nbuckets, ngrads;
+    xc__bucket_t *buckets;
+    int *grads;         /* gradient indices, bucket after bucket            */
+    size_t *offsets;    /* element offset of grads[j] in its bucket          */
+    int *bucket_of;     /* per gradient index                                */
+    size_t *offset_of;  /* per gradient index                                */
+    size_t arena_bytes; /* sum of the aligned buckets                        */
+} xc__layout_t;
+
+/*
+ * Build the layout of n gradients (counts, dtypes) that arrive in `order`
+ * (a permutation of 0..n-1): walking the order, each dtype fills its own
+ * open bucket; a bucket closes when the next gradient would overflow it or
+ * when it reaches its capacity -- first_cap for the first bucket of a
+ * dtype, cap after.  A gradient larger than the capacity gets a bucket of
+ * its own.  Buckets are numbered by the arrival position of their last
+ * gradient (the order in which they complete).  Pure; XC_ERR_INVALID if
+ * `order` is not a permutation or a dtype is invalid.
+ */
+XC__HIDDEN xc_result_t xc__layout_build(int n, const size_t *counts,
+                                        const xc_dtype_t *dtypes,
+                                        const int *order, size_t first_cap,
+                                        size_t cap, xc__layout_t *out);
+XC__HIDDEN void xc__layout_free(xc__layout_t *lay);
+
+/* A registered gradient. */
+typedef struct xc__grad {
+    char *name;
+    void *user;         /* the caller's array (copy mode)                   */
+    size_t count;
+    xc_dtype_t dtype;
+    uint64_t marked;    /* step in which it was last marked; 0 never        */
+} xc__grad_t;
+
+/* Per-bucket state of the current step. */
+typedef struct xc__bstate {
+    int pending;        /* gradients not yet marked                          */
+    xc_request_t *req;  /* in flight (NULL: not launched or done)            */
+    int launched;
+    int failed;         /* its launch failed (the step's error says why)    */
+} xc__bstate_t;
+
+struct xc_bucketer {
+    xc_comm_t *comm;
+    int rank, size;
+    size_t cap, first_cap; /* bytes */
+    int average, views, rebuild;
+    xc_op_t op;
+
+    xc__grad_t *grads;
+    int ngrads, grads_cap;
+    int committed;
+
+    xc__layout_t lay;
+    int layout_version;
+    unsigned char *arena; /* XC__BUCKET_ALIGN-aligned, lay.arena_bytes */
+    unsigned char *old_arena; /* the arena before a rebuild, kept (with the
+                               * results) until the next step's first mark */
+    xc__bstate_t *bst;    /* lay.nbuckets */
+
+    uint64_t step;        /* current step, from 1 */
+    int next_launch;      /* buckets [0, next_launch) have been launched */
+    int *arrival;         /* this step's arrival order (n entries)       */
+    int narrived;
+    int rebuild_pending;  /* rebuild after the next complete step         */
+    xc_result_t step_rc;  /* first failure of a launch in this step       */
+
+    /* Timing of this step and of the last XC__BK_HIST complete ones, for
+     * the tuner (which takes medians): when each gradient was marked, from
+     * the step's first mark; when finish was called; how long it waited. */
+    uint64_t t_first;       /* the step's first mark (0: none yet)         */
+    uint64_t *t_mark;       /* per gradient, this step                     */
+    uint64_t *hist_ready;   /* [XC__BK_HIST][ngrads], from t_first          */
+    uint64_t hist_backward[XC__BK_HIST]; /* first mark -> finish called    */
+    uint64_t hist_exposed[XC__BK_HIST];  /* finish called -> all reduced   */
+    int hist_n, hist_pos;   /* complete steps recorded, next slot          */
+    int *last_order;        /* the last complete step's arrival order      */
+
+    xc_bucket_hook_t hook;
+    int has_hook;
+
+    int use_thread;                 /* launch through `thread`            */
+    struct xc__bk_thread *thread;   /* bucket_thread.c; NULL: none         */
+    char launch_err[XC__ERRMSG_LEN]; /* detail of step_rc (any thread)      */
+
+    char err[XC__ERRMSG_LEN];
+};
+
+/* Record an error as the bucketer's and the thread's last error. */
+XC__HIDDEN xc_result_t xc__bk_fail(xc_bucketer_t *b, xc_result_t rc,
+                                   const char *fmt, ...) XC__PRINTF(3, 4);
+/* The public view of bucket k. */
+XC__HIDDEN void xc__bk_view(const xc_bucketer_t *b, int k, xc_bucket_t *out);
+/* Install layout `lay` (taking ownership): allocate its arena, copy the
+ * values of gradients living in the old one (views; the old arena is kept
+ * until the next step's first mark, so addresses fetched before the rebuild
+ * still read the results), reset step state. */
+XC__HIDDEN xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay);
+
+/* bucket_step.c: start bucket k's reduction (hook or all-reduce); a failure
+ * goes to step_rc / launch_err only (safe from the launch thread). */
+XC__HIDDEN xc_result_t xc__bk_launch(xc_bucketer_t *b, int k);
+
+/* bucket_thread.c: the launch thread.  post: buckets [0, upto) may be
+ * launched; drain: wait until every posted bucket is; reset: a new step
+ * (only when drained); stop: launch what was posted, join, free. */
+typedef struct xc__bk_thread xc__bk_thread_t;
+XC__HIDDEN xc_result_t xc__bk_thread_start(xc_bucketer_t *b);
+XC__HIDDEN void xc__bk_thread_post(xc_bucketer_t *b, int upto);
+XC__HIDDEN void xc__bk_thread_drain(xc_bucketer_t *b);
+XC__HIDDEN void xc__bk_thread_reset(xc_bucketer_t *b);
+XC__HIDDEN void xc__bk_thread_stop(xc_bucketer_t *b);
+
+/* bucket_agree.c: the commit-time check (collective), and the broadcast of
+ * rank 0's arrival order after a step (collective): *valid = 0 when rank 0
+ * did not see every gradient; else order[] is rank 0's (order may be NULL:
+ * take part only). */
+XC__HIDDEN xc_result_t xc__bk_agree_registration(xc_bucketer_t *b);
+XC__HIDDEN xc_result_t xc__bk_agree_order(xc_bucketer_t *b, int *order,
+                                          int *valid);
+
+/* bucket_tune.c: the model of a step's communication.  Gradients are ready
+ * at ready_ns[g] (arriving in `order`), backward ends at backward_ns; the
+ * buckets for capacities (first_cap, cap) are all-reduced one after the
+ * other, each as soon as it is complete and its predecessor done, at a cost
+ * of alpha_ns + bytes * ns_per_byte -- `slowdown` times longer while
+ * backward still runs (computation and communication share the cores).
+ * Returns the end of the last all-reduce (ns from the first gradient; 0
+ * if there are no buckets) and the number of buckets.  Pure; -1 on
+ * allocation failure. */
+typedef struct xc__bk_model {
+    double alpha_ns, ns_per_byte, slowdown;
+    uint64_t backward_ns;
+} xc__bk_model_t;
+XC__HIDDEN double xc__bk_comm_end(int n, const size_t *counts, const xc_dtype_t *dtypes,
+                                  const int *order, const uint64_t *ready_ns,
+                                  const xc__bk_model_t *m, size_t first_cap, size_t cap,
+                                  int *nbuckets);
+
+#endif /* XC_TRAIN_BUCKETER_H */

@@ -1,0 +1,232 @@
+/*
+ * test_bucket_layout.c -- the bucketer's pure layout function
+ * (src/train/bucket_layout.c): capacities (small first bucket, then the
+ * normal one, a gradient larger than a bucket alone), one dtype per bucket
+ * with interleaved dtypes, buckets numbered by the arrival of their last
+ * gradient, arrival order inside a bucket, 64-byte aligned offsets, the
+ * arena, a rebuild from another order, empty gradients, zero capacity, and
+ * the rejection of orders that are not permutations.  Plus a randomised
+ * check of every invariant on 300 random inputs.  Standalone: exit 0 on
+ * success, 1 on any failure, each failure printed with both values.
+ */
+#include "train/bucketer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_failures;
+
+#define CHECK_I64(got, exp)                                                    \
+    do {                                                                       \
+        long long g_ = (long long)(got), e_ = (long long)(exp);                \
+        if (g_ != e_ && ++g_failures <= 50)                                    \
+            fprintf(stderr, "FAIL %s:%d: %s == %lld, expected %lld\n", __FILE__, \
+                    __LINE__, #got, g_, e_);                                   \
+    } while (0)
+
+#define KIB 1024u
+
+/* Every invariant of a layout of n gradients built from `order`. */
+static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, const int *order,
+                             size_t first_cap, size_t cap, const xc__layout_t *l)
+{
+    CHECK_I64(l->ngrads, n);
+    int *pos = malloc(sizeof(int) * (size_t)(n + 1)), *seen = calloc((size_t)n + 1, sizeof(int));
+    for (int p = 0; p < n; p++) pos[order[p]] = p;
+    int j = 0, first_of[XC_DTYPE_COUNT];
+    for (int d = 0; d < XC_DTYPE_COUNT; d++) first_of[d] = -1;
+    size_t arena = 0;
+    for (int k = 0; k < l->nbuckets; k++) {
+        const xc__bucket_t *b = &l->buckets[k];
+        size_t es = xc_dtype_size(b->dtype);
+        CHECK_I64(b->first, j);
+        CHECK_I64(b->byte_off % 64, 0);
+        CHECK_I64(b->byte_off, arena);
+        arena += (b->count * es + 63) / 64 * 64;
+        if (b->ngrads < 1) CHECK_I64(b->ngrads, 1);
+        if (k > 0) CHECK_I64(l->buckets[k - 1].last_pos < b->last_pos, 1);
+        size_t end = 0;
+        int lastp = -1, nonempty = 0;
+        for (int i = 0; i < b->ngrads; i++, j++) {
+            int g = l->grads[j];
+            seen[g]++;
+            CHECK_I64(dt[g], b->dtype);
+            CHECK_I64(l->bucket_of[g], k);
+            CHECK_I64(l->offsets[j], l->offset_of[g]);
+            CHECK_I64(l->offsets[j] * es % 64, 0);
+            CHECK_I64(l->offsets[j] >= end, 1); /* no overlap, memory order */
+            end = l->offsets[j] + counts[g];
+            nonempty += counts[g] > 0;
+            CHECK_I64(pos[g] > lastp, 1); /* arrival order inside */
+            lastp = pos[g];
+        }
+        CHECK_I64(b->count, end);
+        CHECK_I64(b->last_pos, lastp);
+        /* capacity: exceeded only by one (non-empty) gradient alone */
+        size_t lim = first_of[b->dtype] < 0 ? first_cap : cap;
+        if (nonempty > 1 && b->count * es > lim && ++g_failures <= 50) {
+            fprintf(stderr, "FAIL: bucket %d holds %d gradients, %zu bytes > capacity %zu\n", k,
+                    b->ngrads, b->count * es, lim);
+        }
+        first_of[b->dtype] = k; /* a dtype's buckets complete in creation order */
+    }
+    CHECK_I64(j, n);
+    CHECK_I64(l->arena_bytes, arena);
+    for (int g = 0; g < n; g++) CHECK_I64(seen[g], 1);
+    free(pos);
+    free(seen);
+}
+
+static void test_capacities(void)
+{
+    /* 8 fp32 gradients of 100 KiB, in reverse registration order; first
+     * bucket 150 KiB, then 300 KiB: [7] [6 5 4] [3 2 1] [0]. */
+    enum { N = 8 };
+    size_t counts[N];
+    xc_dtype_t dt[N];
+    int order[N];
+    for (int g = 0; g < N; g++) counts[g] = 25 * KIB, dt[g] = XC_FLOAT32, order[g] = N - 1 - g;
+    xc__layout_t l;
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 150 * KIB, 300 * KIB, &l), XC_OK);
+    check_invariants(N, counts, dt, order, 150 * KIB, 300 * KIB, &l);
+    CHECK_I64(l.nbuckets, 4);
+    int expect_bucket[N] = {3, 2, 2, 2, 1, 1, 1, 0};
+    for (int g = 0; g < N; g++) CHECK_I64(l.bucket_of[g], expect_bucket[g]);
+    CHECK_I64(l.offset_of[6], 0);
+    CHECK_I64(l.offset_of[5], 25 * KIB);
+    CHECK_I64(l.offset_of[4], 50 * KIB);
+    CHECK_I64(l.buckets[1].count, 75 * KIB);
+    xc__layout_free(&l);
+
+    /* A gradient larger than the capacity gets a bucket of its own, and the
+     * open bucket is closed before it: [0 1] [2: 1 MiB] [3]. */
+    size_t c2[4] = {1000, 1000, 256 * KIB, 1000};
+    xc_dtype_t d2[4] = {XC_FLOAT32, XC_FLOAT32, XC_FLOAT32, XC_FLOAT32};
+    int o2[4] = {0, 1, 2, 3};
+    CHECK_I64(xc__layout_build(4, c2, d2, o2, 100 * KIB, 100 * KIB, &l), XC_OK);
+    check_invariants(4, c2, d2, o2, 100 * KIB, 100 * KIB, &l);
+    CHECK_I64(l.nbuckets, 3);
+    CHECK_I64(l.bucket_of[0], 0);
+    CHECK_I64(l.bucket_of[1], 0);
+    CHECK_I64(l.bucket_of[2], 1);
+    CHECK_I64(l.bucket_of[3], 2);
+    CHECK_I64(l.offset_of[1], 1008); /* 4000 bytes rounded up to 64: 4032 / 4 */
+    xc__layout_free(&l);
+
+    /* Capacity 0: one gradient per bucket. */
+    CHECK_I64(xc__layout_build(4, c2, d2, o2, 0, 0, &l), XC_OK);
+    CHECK_I64(l.nbuckets, 4);
+    xc__layout_free(&l);
+}
+
+static void test_dtypes(void)
+{
+    /* Interleaved dtypes, arrival 0..5: fp32 {0,2,4} (12 KiB each), bf16
+     * {1,3} (6 KiB each), fp64 {5}; first capacity 16 KiB, then 24 KiB:
+     * fp32 [0] [2 4]; bf16 [1 3]; fp64 [5].  Completion order: fp32 [0]
+     * (pos 0), bf16 [1 3] (pos 3), fp32 [2 4] (pos 4), fp64 [5] (pos 5). */
+    size_t counts[6] = {3 * KIB, 3 * KIB, 3 * KIB, 3 * KIB, 3 * KIB, 10};
+    xc_dtype_t dt[6] = {XC_FLOAT32, XC_BFLOAT16, XC_FLOAT32, XC_BFLOAT16, XC_FLOAT32, XC_FLOAT64};
+    int order[6] = {0, 1, 2, 3, 4, 5};
+    xc__layout_t l;
+    CHECK_I64(xc__layout_build(6, counts, dt, order, 16 * KIB, 24 * KIB, &l), XC_OK);
+    check_invariants(6, counts, dt, order, 16 * KIB, 24 * KIB, &l);
+    CHECK_I64(l.nbuckets, 4);
+    int expect[6] = {0, 1, 2, 1, 2, 3};
+    for (int g = 0; g < 6; g++) CHECK_I64(l.bucket_of[g], expect[g]);
+    CHECK_I64(l.buckets[1].dtype, XC_BFLOAT16);
+    CHECK_I64(l.buckets[3].dtype, XC_FLOAT64);
+    xc__layout_free(&l);
+}
+
+static void test_rebuild_order(void)
+{
+    /* The same gradients in two orders give layouts following each order. */
+    enum { N = 6 };
+    size_t counts[N] = {100, 200, 300, 400, 500, 600};
+    xc_dtype_t dt[N];
+    for (int g = 0; g < N; g++) dt[g] = XC_FLOAT32;
+    int o1[N] = {5, 4, 3, 2, 1, 0}, o2[N] = {2, 0, 5, 1, 4, 3};
+    xc__layout_t a, b;
+    CHECK_I64(xc__layout_build(N, counts, dt, o1, 0, 1 << 20, &a), XC_OK);
+    CHECK_I64(xc__layout_build(N, counts, dt, o2, 0, 1 << 20, &b), XC_OK);
+    check_invariants(N, counts, dt, o1, 0, 1 << 20, &a);
+    check_invariants(N, counts, dt, o2, 0, 1 << 20, &b);
+    /* first bucket (capacity 0) holds the first arrival alone, the rest
+     * share one bucket in arrival order */
+    CHECK_I64(a.nbuckets, 2);
+    CHECK_I64(b.nbuckets, 2);
+    CHECK_I64(a.grads[0], 5);
+    CHECK_I64(b.grads[0], 2);
+    for (int j = 1; j < N; j++) CHECK_I64(b.grads[j], o2[j]);
+    xc__layout_free(&a);
+    xc__layout_free(&b);
+}
+
+static void test_edges(void)
+{
+    xc__layout_t l;
+    size_t counts[3] = {0, 5, 0};
+    xc_dtype_t dt[3] = {XC_FLOAT32, XC_FLOAT32, XC_INT8};
+    int order[3] = {0, 1, 2};
+    CHECK_I64(xc__layout_build(3, counts, dt, order, 64, 1024, &l), XC_OK);
+    check_invariants(3, counts, dt, order, 64, 1024, &l);
+    CHECK_I64(l.nbuckets, 2);
+    xc__layout_free(&l);
+    CHECK_I64(xc__layout_build(0, counts, dt, order, 64, 1024, &l), XC_OK);
+    CHECK_I64(l.nbuckets, 0);
+    CHECK_I64(l.arena_bytes, 0);
+    xc__layout_free(&l);
+    int dup[3] = {0, 1, 1}, out_of_range[3] = {0, 1, 3};
+    CHECK_I64(xc__layout_build(3, counts, dt, dup, 64, 1024, &l), XC_ERR_INVALID);
+    CHECK_I64(strstr(xc_last_error(), "not a permutation") != NULL, 1);
+    CHECK_I64(xc__layout_build(3, counts, dt, out_of_range, 64, 1024, &l), XC_ERR_INVALID);
+    xc_dtype_t bad[3] = {XC_FLOAT32, XC_DTYPE_COUNT, XC_FLOAT32};
+    CHECK_I64(xc__layout_build(3, counts, bad, order, 64, 1024, &l), XC_ERR_INVALID);
+}
+
+static void test_random(void)
+{
+    srand(12345);
+    const xc_dtype_t kinds[4] = {XC_FLOAT32, XC_BFLOAT16, XC_FLOAT64, XC_FLOAT16};
+    for (int it = 0; it < 300; it++) {
+        int n = 1 + rand() % 60;
+        size_t *counts = malloc(sizeof(size_t) * (size_t)n);
+        xc_dtype_t *dt = malloc(sizeof(xc_dtype_t) * (size_t)n);
+        int *order = malloc(sizeof(int) * (size_t)n);
+        for (int g = 0; g < n; g++) {
+            counts[g] = rand() % 5 == 0 ? 0 : (size_t)(rand() % 20000);
+            dt[g] = kinds[rand() % (it % 2 ? 4 : 1)];
+            order[g] = g;
+        }
+        for (int g = n - 1; g > 0; g--) {
+            int s = rand() % (g + 1), t = order[g];
+            order[g] = order[s];
+            order[s] = t;
+        }
+        size_t first = (size_t)(rand() % 40000), cap = (size_t)(rand() % 100000);
+        xc__layout_t l;
+        CHECK_I64(xc__layout_build(n, counts, dt, order, first, cap, &l), XC_OK);
+        check_invariants(n, counts, dt, order, first, cap, &l);
+        xc__layout_free(&l);
+        free(counts);
+        free(dt);
+        free(order);
+    }
+}
+
+int main(void)
+{
+    test_capacities();
+    test_dtypes();
+    test_rebuild_order();
+    test_edges();
+    test_random();
+    if (g_failures) {
+        fprintf(stderr, "test_bucket_layout: %d failure(s)\n", g_failures);
+        return 1;
+    }
+    printf("test_bucket_layout: ok\n");
+    return 0;
+}
