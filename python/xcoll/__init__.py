@@ -15,8 +15,11 @@ non-blocking, on numpy arrays or any buffer-protocol object; errors raise
     comm.close()
 
 ``import xcoll.torch`` registers the torch.distributed backend "xcoll"
-(see docs/python.md).
+(see docs/python.md); so does ``import xcoll`` when torch is already
+imported (torch itself is never imported by ``import xcoll``).
 """
+import sys as _sys
+
 from . import _lib
 from ._buffer import Buffer, DType, Op, dtype_of, op_of
 from ._comm import (Comm, Request, group, init, init_env, init_store,
@@ -33,6 +36,10 @@ SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = (
 (INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64, FLOAT16, BFLOAT16,
  FLOAT32, FLOAT64) = tuple(DType)
 COLOR_NONE = -1
+
+
+if "torch.distributed" in _sys.modules:
+    from . import torch as _torch_backend  # noqa: F401 -- registers "xcoll"
 
 
 def version():

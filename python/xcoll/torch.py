@@ -7,11 +7,13 @@
 A ``ProcessGroup`` written in Python (PyTorch 1.13 lets Python subclass
 it; docs/python.md has the measurement that chose this over a C++
 extension).  Each operation is issued non-blocking on an xcoll
-communicator and returned as a ``Work`` whose ``wait()`` drives xcoll's
-progress in the caller (no thread hand-off on the latency path) and whose
-``get_future()`` is completed by a per-group completion thread -- so DDP's
-bucketed all-reduces run on xcoll's progress thread while backward
-computes.
+communicator and returned as a ``Work``: xcoll's progress thread advances
+it while the caller computes, ``wait()`` drives it in the caller, and
+``get_future()`` is completed by a per-group completion thread that waits
+on the requests in issue order -- so DDP's bucketed all-reduces proceed
+while backward computes.  A synchronous torch call (``dist.all_reduce(t)``
+without ``async_op``), which waits at once anyway, gets xcoll's blocking
+function instead (``_caller_waits``).
 
 Rendezvous goes through the c10d store torch hands the backend
 (``xc_comm_init_store``), so every init_method works (env://, tcp://,
@@ -329,7 +331,7 @@ class _XcollWork(_Work):
         self._outputs = outputs
         self._source = source
         self._fut = None
-        self._fut_lock = threading.Lock()
+        self._fut_lock = threading.RLock()
         # C++ callers (DDP's reducer, _broadcast_coalesced) hold this Work
         # only through its C++ half; keep the Python half alive until the
         # operation is over, or their wait()/getFuture() would miss the
