@@ -20,7 +20,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define XC__INFO_MAGIC 0x58434931u /* "XCI1" */
+#define XC__INFO_MAGIC 0x58434932u /* "XCI2" */
 
 typedef struct rank_info {
     uint32_t magic;
@@ -29,6 +29,7 @@ typedef struct rank_info {
     uint64_t uid;
     struct sockaddr_storage addr;
     char node[XC__NODEID_LEN];
+    xc__cpumask_t cpus;
 } rank_info_t;
 
 /* Generation counters per built-in store address (a few distinct addresses
@@ -85,6 +86,7 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     int lfd = -1;
     struct sockaddr_storage *addrs = NULL;
     char(*ids)[XC__NODEID_LEN] = NULL;
+    xc__cpumask_t *cpus = NULL;
     xc_result_t rc;
     uint64_t deadline = xc__deadline_ns(cfg->timeout_ms);
     char key[160];
@@ -95,7 +97,8 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     xc__log_set_rank(rank);
     addrs = calloc((size_t)size, sizeof *addrs);
     ids = calloc((size_t)size, sizeof *ids);
-    if (!addrs || !ids) {
+    cpus = calloc((size_t)size, sizeof *cpus);
+    if (!addrs || !ids || !cpus) {
         rc = xc__err(XC_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -119,6 +122,7 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     rank_info_t me = {.magic = XC__INFO_MAGIC, .rank = rank, .size = size, .uid = c->uid,
                       .addr = c->my_addr};
     xc__node_id(cfg, me.node);
+    xc__cpumask_self(&me.cpus);
     snprintf(key, sizeof key, "%srank/%d", prefix, rank);
     if (st->set(st->ctx, key, &me, sizeof me) != 0) {
         rc = xc__err(XC_ERR_SYSTEM, "rank %d: cannot publish to the store: %s", rank,
@@ -149,15 +153,18 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
         addrs[j] = info.addr;
         memcpy(ids[j], info.node, XC__NODEID_LEN);
         ids[j][XC__NODEID_LEN - 1] = 0;
+        cpus[j] = info.cpus;
     }
     XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, deadline), rc, fail);
     close(lfd);
     lfd = -1;
-    xc__comm_set_nodes(c, ids);
+    xc__comm_set_nodes(c, ids, cpus);
     free(addrs);
     free(ids);
+    free(cpus);
     addrs = NULL;
     ids = NULL;
+    cpus = NULL;
     {
         char a[XC__ADDRSTR_LEN];
         xc__addr_str(&c->my_addr, a, sizeof a);
@@ -179,6 +186,7 @@ fail:
     if (lfd >= 0) close(lfd);
     free(addrs);
     free(ids);
+    free(cpus);
     xc__store_server_stop(srv);
     xc__comm_free(c);
     return rc;

@@ -6,6 +6,7 @@
 #include "../trace/trace.h"
 #include "../transport/shm.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +57,8 @@ xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_
     c->stats.size = sizeof c->stats;
     c->trace_lane = xc__trace_comm_lane(rank);
     xc__flight_init(c);
-    c->spin_ns = (uint64_t)cfg->spin_us * 1000ull;
     c->local_size = 1;
+    xc__comm_set_wait(c);
     c->nnodes = 1;
     if (!c->conns || !c->pq || !c->node_of || !c->local_of || !c->node_start ||
         !c->node_ranks || c->efd < 0) {
@@ -93,7 +94,17 @@ void xc__comm_free(xc_comm_t *c)
     free(c);
 }
 
-void xc__comm_set_nodes(xc_comm_t *c, char (*ids)[XC__NODEID_LEN])
+void xc__cpumask_self(xc__cpumask_t *m)
+{
+    memset(m, 0, sizeof *m);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return; /* unknown: empty */
+    for (int i = 0; i < CPU_SETSIZE && i < 64 * XC__CPUMASK_WORDS; i++)
+        if (CPU_ISSET(i, &set)) m->w[i / 64] |= 1ull << (i % 64);
+}
+
+void xc__comm_set_nodes(xc_comm_t *c, char (*ids)[XC__NODEID_LEN], const xc__cpumask_t *cpus)
 {
     /* Node index = order of first appearance by rank. */
     int nn = 0;
@@ -119,6 +130,29 @@ void xc__comm_set_nodes(xc_comm_t *c, char (*ids)[XC__NODEID_LEN])
             c->local_of[c->node_ranks[i]] = i - c->node_start[n];
     c->local_rank = c->local_of[c->rank];
     c->local_size = c->node_start[c->node + 1] - c->node_start[c->node];
+    if (cpus) {
+        xc__cpumask_t u = {{0}};
+        for (int i = c->node_start[c->node]; i < c->node_start[c->node + 1]; i++)
+            for (int w = 0; w < XC__CPUMASK_WORDS; w++) u.w[w] |= cpus[c->node_ranks[i]].w[w];
+        c->node_cpus = 0;
+        for (int w = 0; w < XC__CPUMASK_WORDS; w++) c->node_cpus += __builtin_popcountll(u.w[w]);
+    }
+    xc__comm_set_wait(c);
+}
+
+/* The waiting policy for this node's crowding.  With more local ranks
+ * than CPUs they may run on (the union of their affinity sets, so ranks
+ * pinned one per core are not crowded), a spinning rank holds the core
+ * its peer needs: yield at once, and yield longer before sleeping (a futex
+ * wake-up costs ~30 us, several rounds of every rank taking its turn). */
+void xc__comm_set_wait(xc_comm_t *c)
+{
+    c->oversub = c->node_cpus > 0 && c->local_size > c->node_cpus;
+    long spin = c->cfg.spin_us >= 0 ? c->cfg.spin_us : c->oversub ? 0 : 20;
+    long yield = c->cfg.yield_us >= 0 ? c->cfg.yield_us : c->oversub ? 2000 : 200;
+    c->spin_max_ns = (uint64_t)spin * 1000ull;
+    c->yield_ns = (uint64_t)yield * 1000ull;
+    c->spin_ns = c->spin_max_ns;
 }
 
 xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc)

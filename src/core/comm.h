@@ -105,6 +105,10 @@ struct xc_comm {
     uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (op seq, chunk) */
     int shm_nbq_head, shm_nbq_n;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
+    uint64_t spin_max_ns;    /* its ceiling (XCOLL_SPIN_US, or auto) */
+    uint64_t yield_ns;       /* then yield this long before sleeping */
+    int node_cpus;           /* CPUs this node's ranks may run on (0: unknown) */
+    int oversub;             /* more ranks on this node than node_cpus */
     xc__tx_t *rndv_wait;     /* rendezvous sends waiting for their ACK */
     int chan_backlog;        /* a channel holds frames it could not write yet
                               * (e.g. an ACK behind a full ring): the engine
@@ -129,7 +133,18 @@ XC__HIDDEN void xc__comm_free(xc_comm_t *comm);
  * and return rc (for API entry points). */
 XC__HIDDEN xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc);
 /* Compute node indices, local rank/size from per-rank node id strings. */
-XC__HIDDEN void xc__comm_set_nodes(xc_comm_t *comm, char (*ids)[XC__NODEID_LEN]);
+/* The CPUs this process may run on (its affinity set), as a bit mask. */
+#define XC__CPUMASK_WORDS 16
+typedef struct xc__cpumask {
+    uint64_t w[XC__CPUMASK_WORDS];
+} xc__cpumask_t;
+XC__HIDDEN void xc__cpumask_self(xc__cpumask_t *m);
+/* Node indices, local ranks, and the waiting policy from every rank's node
+ * identity and CPU mask (the ranks of a node oversubscribe it when they
+ * outnumber the union of their masks; every rank computes the same). */
+XC__HIDDEN void xc__comm_set_nodes(xc_comm_t *comm, char (*ids)[XC__NODEID_LEN],
+                                   const xc__cpumask_t *cpus);
+XC__HIDDEN void xc__comm_set_wait(xc_comm_t *comm);
 
 /* ---------------------------------------------------------------- mesh.c */
 /* Identity of this process's node (hostname, boot id, network namespace),

@@ -10,8 +10,11 @@
 
 /* Defaults.  The timeout matches PyTorch's default process-group timeout. */
 #define XC__DEFAULT_TIMEOUT_MS (30 * 60 * 1000)
-#define XC__DEFAULT_SPIN_US 20
-#define XC__DEFAULT_YIELD_US 200
+/* Waiting (engine.c): -1 = chosen when the node is known (xc__comm_set_wait):
+ * spin 20 us then yield 200 us; with more ranks on the node than cores,
+ * no spin and 2 ms of yielding. */
+#define XC__DEFAULT_SPIN_US (-1)
+#define XC__DEFAULT_YIELD_US (-1)
 
 xc_result_t xc__env_int(const char *name, long lo, long hi, long *out)
 {

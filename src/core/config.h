@@ -15,8 +15,8 @@
 typedef struct xc__config {
     int timeout_ms;       /* deadline of every wait; < 0 never          */
     int progress_thread;  /* 1: a progress thread per communicator      */
-    int spin_us;          /* busy-poll this long before yielding        */
-    int yield_us;         /* then yield the CPU this long before sleeping */
+    int spin_us;          /* busy-poll this long before yielding (-1: auto) */
+    int yield_us;         /* then yield the CPU this long before sleeping (-1: auto) */
     int shm;              /* 1: shared memory between ranks of one node */
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */

@@ -18,6 +18,7 @@
 typedef struct split_info {
     int32_t color, key;
     struct sockaddr_storage addr;
+    xc__cpumask_t cpus;
 } split_info_t;
 
 typedef struct member {
@@ -59,13 +60,15 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     member_t *mem = calloc((size_t)n, sizeof *mem);
     struct sockaddr_storage *addrs = calloc((size_t)n, sizeof *addrs);
     char(*ids)[XC__NODEID_LEN] = calloc((size_t)n, sizeof *ids);
+    xc__cpumask_t *cpus = calloc((size_t)n, sizeof *cpus);
     xc_comm_t *c = NULL;
     uint64_t split_no = (uint64_t)parent->split_count++;
-    if (!all || !mem || !addrs || !ids) {
+    if (!all || !mem || !addrs || !ids || !cpus) {
         rc = xc__err(XC_ERR_NOMEM, "out of memory");
         goto out;
     }
     split_info_t me = {.color = color, .key = key};
+    xc__cpumask_self(&me.cpus);
     if (color != XC_COLOR_NONE) XC_CHECK_GOTO(xc__listen(&parent->my_addr, &lfd, &me.addr), rc, out);
     XC_CHECK_GOTO(xc_allgather(&me, all, sizeof me, XC_UINT8, parent), rc, out);
     if (color == XC_COLOR_NONE) goto out;
@@ -85,7 +88,8 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     if (!c->uid) c->uid = 1;
     c->my_addr = parent->my_addr;
     XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, xc__deadline_ns(cfg.timeout_ms)), rc, out);
-    xc__comm_set_nodes(c, ids);
+    for (int i = 0; i < size; i++) cpus[i] = all[mem[i].prank].cpus;
+    xc__comm_set_nodes(c, ids, cpus);
     rc = xc__comm_start(c);
     if (rc != XC_OK) {
         char msg[XC__ERRMSG_LEN];
@@ -104,5 +108,6 @@ out:
     free(mem);
     free(addrs);
     free(ids);
+    free(cpus);
     return xc__comm_fail(parent, rc);
 }

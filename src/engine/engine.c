@@ -525,6 +525,8 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
     pthread_mutex_unlock(&comm->mu);
     if (now < yield_until) {
         sched_yield();
+        pthread_mutex_lock(&comm->mu);
+        return; /* the caller polls the sockets every few turns */
     } else {
         /* Dekker with xc__shm_publish: announce, then re-check, then sleep. */
         __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
@@ -559,7 +561,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     do {                                                                       \
         if (!spin_until) {                                                     \
             spin_until = xc__now_ns() + comm->spin_ns;                         \
-            yield_until = spin_until + (uint64_t)comm->cfg.yield_us * 1000ull; \
+            yield_until = spin_until + comm->yield_ns;                         \
         }                                                                      \
     } while (0)
     while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
@@ -576,7 +578,9 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
             XC__WAIT_CLOCK();
             uint64_t nearest = check_deadlines(comm);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
-            if ((polls & 1023) == 0) xc__comm_poll(comm, 0);
+            /* Sockets (peer death, error frames): every 1024 turns of
+             * spinning, every 16 of yielding. */
+            if ((polls & (spinning ? 1023 : 15)) == 0) xc__comm_poll(comm, 0);
             uint64_t now = xc__now_ns();
             spinning = now < spin_until;
             if (!spinning) shm_wait_step(comm, now, yield_until, nearest);
@@ -605,7 +609,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
      * far apart), every microsecond spun is taken from a rank that needs
      * the core, so fall back to yielding sooner. */
 #undef XC__WAIT_CLOCK
-    uint64_t max = (uint64_t)comm->cfg.spin_us * 1000ull;
+    uint64_t max = comm->spin_max_ns;
     if (!spin_until || xc__now_ns() < spin_until)
         comm->spin_ns = XC__MIN(max, comm->spin_ns * 2 + 500);
     else comm->spin_ns = comm->spin_ns / 2 > 500 ? comm->spin_ns / 2 : XC__MIN(500, max);

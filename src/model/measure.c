@@ -151,7 +151,7 @@ static double slope(const double *m, const double *t, int n, double a)
 static void fresh_spin(xc_comm_t *comm)
 {
     pthread_mutex_lock(&comm->mu);
-    comm->spin_ns = (uint64_t)comm->cfg.spin_us * 1000ull;
+    comm->spin_ns = comm->spin_max_ns;
     pthread_mutex_unlock(&comm->mu);
 }
 
@@ -515,6 +515,10 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__profile_t *out = comm->rank == 0 ? p : &tmp;
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
+    /* Oversubscribed (one node, so every rank agrees): a synchronisation
+     * takes as long as the scheduler's turns, whose times scatter widely;
+     * a few reps would pick the shm or the schedule algorithms at random. */
+    int sync_reps = pl->sync_reps * (comm->nnodes == 1 && comm->oversub ? 6 : 1);
     if ((what & XC__HAVE_SHM) && !comm->shm) {
         /* Several nodes: the channels between node peers, priced from
          * memcpy (no shared-memory collectives, no sync to measure). */
@@ -531,7 +535,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             shm_link_from_copy = 1;
         }
         double s = 0;
-        XC_CHECK(measure_sync(comm, pl->sync_reps, pl->bench_stat, &s));
+        XC_CHECK(measure_sync(comm, sync_reps, pl->bench_stat, &s));
         out->sync_alpha = 0;
         out->sync_per_rank = s / (comm->size - 1);
         XC_TRACE("cost model: shm link and sync measured in %.2f ms",
@@ -558,7 +562,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
                                                             : (links & XC__HAVE_TCP_LOCAL))) {
         double tc = 0;
-        XC_CHECK(time_call(comm, pl->sync_reps, pl->bench_stat, &tc));
+        XC_CHECK(time_call(comm, sync_reps, pl->bench_stat, &tc));
         if (comm->rank == 0) {
             xc__model_topo_t topo;
             xc__model_topo_of(comm, &topo);
