@@ -80,7 +80,9 @@ XC_API const char *xc_version_string(void);
     X(ERR_MISMATCH, -7, "ranks issued mismatched operations")                  \
     X(ERR_PROTOCOL, -8, "malformed or foreign data on a connection")           \
     X(ERR_UNSUPPORTED, -9, "operation not supported")                          \
-    X(ERR_INTERNAL, -10, "internal error (a bug in xcoll)")
+    X(ERR_INTERNAL, -10, "internal error (a bug in xcoll)")                   \
+    X(ERR_NOT_FOUND, -11, "nothing to load: no complete checkpoint")           \
+    X(ERR_CORRUPT, -12, "stored data failed verification (partial, truncated or damaged)")
 
 typedef enum xc_result {
 #define XC__RESULT_ENUM(name, val, desc) XC_##name = val,
@@ -694,6 +696,50 @@ XC_API xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t);
 /* Wait for anything still in flight and free the bucketer (not the
  * communicator).  Returns the first error of that wait.  NULL: no-op. */
 XC_API xc_result_t xc_bucketer_destroy(xc_bucketer_t *b);
+
+/* ------------------------------------------------------------------ */
+/* Checkpoint / restart (docs/checkpoint.md)                           */
+/* ------------------------------------------------------------------ */
+/*
+ * Sharded checkpoints: every rank writes its own parts to
+ * DIR/step-<N>/rank-<r>-of-<n>.xck with a CRC-32C on every piece; each file
+ * is written under a temporary name, fsynced, renamed and its directory
+ * fsynced; rank 0 writes DIR/step-<N>/COMMIT last, once every rank's shard
+ * is durable.  A checkpoint without its COMMIT is never loaded.  Save,
+ * wait and load are collective: every rank of `comm` calls them, with the
+ * same dir and step, and gets the same result (an error names the rank and
+ * the cause).  Parts are matched by name and size on load.
+ */
+typedef struct xc_ckpt_part {
+    const char *name;   /* at most 47 bytes, unique within a shard */
+    void *data;         /* saved from / loaded into */
+    size_t bytes;
+} xc_ckpt_part_t;
+
+/* Save step `step` of `nparts` parts now; returns once it is committed. */
+XC_API xc_result_t xc_ckpt_save(xc_comm_t *comm, const char *dir, uint64_t step,
+                                const xc_ckpt_part_t *parts, int nparts);
+
+/* Asynchronous save: copies the parts (so training may change them at
+ * once) and writes this rank's shard on a background thread.  Complete it
+ * with xc_ckpt_wait (collective: it commits), on every rank, before the
+ * next save. */
+typedef struct xc_ckpt_pending xc_ckpt_pending_t;
+XC_API xc_result_t xc_ckpt_save_async(xc_comm_t *comm, const char *dir, uint64_t step,
+                                      const xc_ckpt_part_t *parts, int nparts,
+                                      xc_ckpt_pending_t **out);
+/* Wait for the shard, agree with every rank, commit; frees `p`. */
+XC_API xc_result_t xc_ckpt_wait(xc_ckpt_pending_t *p);
+
+/* Load the newest committed checkpoint in `dir` (step_in ==
+ * XC_CKPT_LATEST) or step `step_in`, into `parts`; *step_out (may be NULL)
+ * receives its step.  XC_ERR_NOT_FOUND when there is none (nothing is
+ * written), XC_ERR_CORRUPT when a shard or the marker fails verification
+ * or step `step_in` has no COMMIT; the parts are written only once every
+ * rank has verified its whole shard. */
+#define XC_CKPT_LATEST UINT64_MAX
+XC_API xc_result_t xc_ckpt_load(xc_comm_t *comm, const char *dir, uint64_t step_in,
+                                xc_ckpt_part_t *parts, int nparts, uint64_t *step_out);
 
 #ifdef __cplusplus
 }

@@ -67,16 +67,25 @@ class InternalError(Error):
     """XC_ERR_INTERNAL"""
 
 
+class NotFound(Error, LookupError):
+    """XC_ERR_NOT_FOUND (nothing to load: no complete checkpoint)"""
+
+
+class Corrupt(Error):
+    """XC_ERR_CORRUPT (stored data failed verification)"""
+
+
 OK, ERR_INVALID, ERR_NOMEM, ERR_SYSTEM, ERR_PEER_LOST, ERR_TIMEOUT, \
-    ERR_ABORTED, ERR_MISMATCH, ERR_PROTOCOL, ERR_UNSUPPORTED, ERR_INTERNAL = \
-    0, -1, -2, -3, -4, -5, -6, -7, -8, -9, -10
+    ERR_ABORTED, ERR_MISMATCH, ERR_PROTOCOL, ERR_UNSUPPORTED, ERR_INTERNAL, \
+    ERR_NOT_FOUND, ERR_CORRUPT = \
+    0, -1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12
 
 _BY_CODE = {
     ERR_INVALID: InvalidArgument, ERR_NOMEM: NoMemory,
     ERR_SYSTEM: SystemCallError, ERR_PEER_LOST: PeerLost,
     ERR_TIMEOUT: Timeout, ERR_ABORTED: Aborted, ERR_MISMATCH: Mismatch,
     ERR_PROTOCOL: ProtocolError, ERR_UNSUPPORTED: Unsupported,
-    ERR_INTERNAL: InternalError,
+    ERR_INTERNAL: InternalError, ERR_NOT_FOUND: NotFound, ERR_CORRUPT: Corrupt,
 }
 
 
