@@ -162,10 +162,12 @@ static int loop(xc_comm_t *c, const char *dir)
     xc_result_t lr = xc_ckpt_load(c, dir, XC_CKPT_LATEST, s.parts, 2, &got);
     if (lr == XC_OK && !verify(&s, got)) {
         printf("rank %d: FAIL: resumed step %llu with wrong bytes\n", rank, (unsigned long long)got);
+        free(s.w);
         return 1;
     }
     if (lr != XC_OK && lr != XC_ERR_NOT_FOUND) {
         printf("rank %d: FAIL: resume: %s: %s\n", rank, xc_err_name(lr), xc_last_error());
+        free(s.w);
         return 1;
     }
     for (uint64_t step = got + 1;; step++) {
@@ -181,6 +183,7 @@ static int loop(xc_comm_t *c, const char *dir)
         if (rc != XC_OK) {
             printf("rank %d: save %llu: %s: %s\n", rank, (unsigned long long)step,
                    xc_err_name(rc), xc_last_error());
+            free(s.w);
             return 0; /* a peer was killed: expected */
         }
     }
@@ -194,6 +197,7 @@ static int check(xc_comm_t *c, const char *dir)
     xc_result_t rc = xc_ckpt_load(c, dir, XC_CKPT_LATEST, s.parts, 2, &got);
     if (rc == XC_ERR_NOT_FOUND) {
         printf("rank %d: nothing saved yet\n", rank);
+        free(s.w);
         return 0;
     }
     EXPECT(rc == XC_OK, "load: %s: %s", xc_err_name(rc), xc_last_error());
@@ -201,6 +205,7 @@ static int check(xc_comm_t *c, const char *dir)
         EXPECT(verify(&s, got), "step %llu loaded with wrong bytes", (unsigned long long)got);
         if (!fails) printf("rank %d: step %llu verified\n", rank, (unsigned long long)got);
     }
+    free(s.w);
     return fails;
 }
 
