@@ -46,6 +46,7 @@
 
 #include "train_mlp/mlp.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,10 @@ typedef struct opts {
     int views, sweep, tune, verify;
     double tol;
     int verify_steps;
+    const char *ckpt_dir; /* --checkpoint DIR */
+    int ckpt_every;       /* --checkpoint-every K (steps) */
+    int resume;           /* --resume: from DIR's newest complete checkpoint */
+    int crash_at;         /* --crash-at S: the last rank SIGKILLs itself at step S (first start) */
 } opts_t;
 
 typedef struct result {
@@ -293,12 +298,102 @@ static void run_end(runner_t *r, const opts_t *o)
     mlp_free(&r->m);
 }
 
-/* Train runs [0, n) side by side: step s of every run, then step s + 1. */
+/* ------------------------------------------------------------ checkpoints */
+
+/* The training state of runs [0, n) as checkpoint parts: per run and
+ * parameter its values and momentum, and this rank's loss history (ranks
+ * differ in it: each keeps the mean over its slice of the batch).  The
+ * caller frees *parts and the names. */
+static int ckpt_parts(runner_t *r, int n, const opts_t *o, xc_ckpt_part_t **parts)
+{
+    int np = 0;
+    for (int i = 0; i < n; i++) np += 2 * mlp_nparams(&r[i].m) + 1;
+    xc_ckpt_part_t *p = calloc((size_t)np, sizeof *p);
+    if (!p) die("out of memory");
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        mlp_t *m = &r[i].m;
+        for (int q = 0; q < mlp_nparams(m); q++) {
+            char name[48];
+            snprintf(name, sizeof name, "run%d.param%d", i, q);
+            p[k++] = (xc_ckpt_part_t){strdup(name), m->param[q], m->count[q] * sizeof(float)};
+            snprintf(name, sizeof name, "run%d.momentum%d", i, q);
+            p[k++] = (xc_ckpt_part_t){strdup(name), m->mom[q], m->count[q] * sizeof(float)};
+        }
+        char name[48];
+        snprintf(name, sizeof name, "run%d.loss", i);
+        p[k++] = (xc_ckpt_part_t){strdup(name), r[i].res->loss, (size_t)o->steps * sizeof(double)};
+    }
+    *parts = p;
+    return np;
+}
+
+static void ckpt_parts_free(xc_ckpt_part_t *p, int np)
+{
+    for (int i = 0; i < np; i++) free((void *)p[i].name);
+    free(p);
+}
+
+/* CRC-like fingerprint of every run's parameters (rank 0 prints it: two
+ * jobs ended with bit-identical parameters iff it matches). */
+static uint64_t params_hash(runner_t *r, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < mlp_nparams(&r[i].m); q++) {
+            const unsigned char *b = (const unsigned char *)r[i].m.param[q];
+            for (size_t j = 0; j < r[i].m.count[q] * sizeof(float); j++)
+                h = (h ^ b[j]) * 1099511628211ull;
+        }
+    return h;
+}
+
+/* Train runs [0, n) side by side: step s of every run, then step s + 1;
+ * with --checkpoint, resume from and save checkpoints (asynchronously:
+ * the write overlaps the next steps). */
 static void train_interleaved(const opts_t *o, const dataset_t *d, runner_t *r, int n)
 {
     CHECK(xc_barrier(g_comm));
-    for (int s = 0; s < o->steps; s++)
+    int start = 0, np = 0;
+    xc_ckpt_part_t *parts = NULL;
+    xc_ckpt_pending_t *pending = NULL;
+    if (o->ckpt_dir) np = ckpt_parts(r, n, o, &parts);
+    if (o->ckpt_dir && o->resume) {
+        uint64_t step;
+        xc_result_t rc = xc_ckpt_load(g_comm, o->ckpt_dir, XC_CKPT_LATEST, parts, np, &step);
+        if (rc == XC_OK) {
+            start = (int)step;
+            if (g_rank == 0) printf("train_mlp: resumed from %s at step %d\n", o->ckpt_dir, start);
+        } else if (rc == XC_ERR_NOT_FOUND) {
+            if (g_rank == 0) printf("train_mlp: no checkpoint in %s yet: from step 0\n", o->ckpt_dir);
+        } else {
+            CHECK(rc);
+        }
+    }
+    const char *restarts = getenv("XCOLL_RESTART_COUNT");
+    int first_start = !restarts || !strcmp(restarts, "0");
+    for (int s = start; s < o->steps; s++) {
+        if (s == o->crash_at && first_start && g_rank == g_size - 1) {
+            fprintf(stderr, "train_mlp: rank %d crashes at step %d (--crash-at)\n", g_rank, s);
+            fflush(stderr);
+            raise(SIGKILL);
+        }
         for (int i = 0; i < n; i++) run_step(&r[i], o, d, s);
+        /* A save overlaps one step, then commits (so a crash loses at most
+         * ckpt_every + 1 steps). */
+        if (pending) CHECK(xc_ckpt_wait(pending));
+        pending = NULL;
+        if (o->ckpt_dir && o->ckpt_every > 0 && (s + 1) % o->ckpt_every == 0 && s + 1 < o->steps)
+            CHECK(xc_ckpt_save_async(g_comm, o->ckpt_dir, (uint64_t)(s + 1), parts, np, &pending));
+    }
+    if (pending) CHECK(xc_ckpt_wait(pending));
+    if (o->ckpt_dir) {
+        CHECK(xc_ckpt_save(g_comm, o->ckpt_dir, (uint64_t)o->steps, parts, np));
+        ckpt_parts_free(parts, np);
+    }
+    if (g_rank == 0 && o->ckpt_dir)
+        printf("train_mlp: final parameters fingerprint %016llx\n",
+               (unsigned long long)params_hash(r, n));
     for (int i = 0; i < n; i++) run_end(&r[i], o);
 }
 
@@ -442,6 +537,10 @@ static void usage(void)
             "  --layers L (8 hidden) --input D (256) --classes C (10) --lr X (0.02)\n"
             "  --momentum X (0.9) --seed S (1) --small (CI-sized model)\n"
             "  --tol X (1e-4) --verify-steps K (12): N ranks vs one rank, relative loss\n"
+            "  --checkpoint DIR --checkpoint-every K: save the state every K steps\n"
+            "            (asynchronously) and at the end; --resume: start from DIR's newest\n"
+            "            complete checkpoint; --crash-at S: the last rank kills itself at\n"
+            "            step S on the first start (for xcoll-run --max-restarts tests)\n"
             "            difference over the first K steps\n");
     exit(2);
 }
@@ -451,7 +550,7 @@ static void parse(int argc, char **argv, opts_t *o)
     *o = (opts_t){.steps = 30, .warmup = 3, .batch = 96, .hidden = 512, .layers = 8,
                   .input = 256, .classes = 10, .lr = 0.02f, .momentum = 0.9f, .seed = 1,
                   .run_none = 1, .run_bucketed = 1, .bucket_mb = -1, .first_mb = -1, .views = 1,
-                  .tol = 1e-4, .verify_steps = 12};
+                  .tol = 1e-4, .verify_steps = 12, .crash_at = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (!strcmp(a, name) && v && (i++, 1))
@@ -475,6 +574,10 @@ static void parse(int argc, char **argv, opts_t *o)
         else if (OPT("--tol")) o->tol = atof(v);
         else if (OPT("--verify-steps")) o->verify_steps = atoi(v);
         else if (!strcmp(a, "--sweep")) o->sweep = 1;
+        else if (OPT("--checkpoint")) o->ckpt_dir = v;
+        else if (OPT("--checkpoint-every")) o->ckpt_every = atoi(v);
+        else if (OPT("--crash-at")) o->crash_at = atoi(v);
+        else if (!strcmp(a, "--resume")) o->resume = 1;
         else if (!strcmp(a, "--tune")) o->tune = 1;
         else if (!strcmp(a, "--verify")) o->verify = 1;
         else if (!strcmp(a, "--small")) {
@@ -541,6 +644,8 @@ int main(int argc, char **argv)
     if (o.sweep || auto_size) {
         opts_t p = o;
         p.steps = o.warmup + 8; /* the tuner keeps the last 8 steps */
+        p.ckpt_dir = NULL; /* the probe is not the training */
+        p.crash_at = -1;
         runner_t r;
         run_init(&r, &p, MODE_BUCKETED, 1.0, 1, &probe); /* small buckets: see the overlap */
         train_interleaved(&p, &d, &r, 1);

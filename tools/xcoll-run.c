@@ -75,6 +75,7 @@ typedef struct job {
     /* options */
     int n, rank_offset, world, host_store, prefix, grace_ms;
     int nodes;               /* --nodes: emulated nodes (0: the real one) */
+    int max_restarts;        /* --max-restarts: rerun a failed job this often */
     double timeout_s;
     const char *addr, *host;
     char store_host[256];    /* from --addr/--host; 127.0.0.1 by default */
@@ -143,6 +144,10 @@ static void usage(FILE *f)
           "                       their own XCOLL_NODE_ID (shared memory within a\n"
           "                       block, TCP between blocks), for tests and\n"
           "                       benchmarks of multi-node paths on one machine\n"
+          "      --max-restarts R when a rank fails, stop the job and start it\n"
+          "                       again, at most R times (as torchrun does); the\n"
+          "                       ranks see XCOLL_RESTART_COUNT (0 at the first\n"
+          "                       start) and resume from their checkpoints\n"
           "  -h, --help           show this help\n"
           "\n"
           "Each rank gets XCOLL_RANK, XCOLL_SIZE, XCOLL_LOCAL_RANK,\n"
@@ -184,7 +189,7 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 static int parse_args(job_t *job, int argc, char **argv)
 {
     enum { O_ADDR = 256, O_HOST, O_OFFSET, O_WORLD, O_HOST_STORE, O_NO_PREFIX,
-           O_GRACE, O_TIMEOUT, O_NODES };
+           O_GRACE, O_TIMEOUT, O_NODES, O_RESTARTS };
     static const struct option longopts[] = {
         {"nproc", required_argument, NULL, 'n'},
         {"addr", required_argument, NULL, O_ADDR},
@@ -196,6 +201,7 @@ static int parse_args(job_t *job, int argc, char **argv)
         {"grace-ms", required_argument, NULL, O_GRACE},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"nodes", required_argument, NULL, O_NODES},
+        {"max-restarts", required_argument, NULL, O_RESTARTS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     job->n = -1;
@@ -243,6 +249,10 @@ static int parse_args(job_t *job, int argc, char **argv)
             if (parse_int(optarg, 1, MAX_RANKS, &job->nodes))
                 return bad_usage("--nodes: '%s' is not a number of nodes in 1..1024", optarg);
             break;
+        case O_RESTARTS:
+            if (parse_int(optarg, 0, 1000, &job->max_restarts) != 0)
+                return bad_usage("--max-restarts: '%s' is not in 0..1000", optarg);
+            break;
         case ':': return bad_usage("%s needs an argument", argv[optind - 1]);
         default:
             if (optopt) return bad_usage("unknown option '-%c'", optopt);
@@ -251,6 +261,8 @@ static int parse_args(job_t *job, int argc, char **argv)
     }
     if (optind >= argc) return bad_usage("%s", "no program to run");
     if (job->n < 0) return bad_usage("%s", "-n N (the number of ranks) is required");
+    if (job->max_restarts && (job->rank_offset != 0 || (job->world >= 0 && job->world != job->n)))
+        return bad_usage("%s", "--max-restarts needs the whole job in this invocation");
     if (job->world < 0) job->world = job->rank_offset + job->n;
     if (job->nodes > job->n)
         return bad_usage("--nodes %d: more nodes than the %d ranks started here", job->nodes,
@@ -703,6 +715,35 @@ static void supervise(job_t *job)
         for (int k = 0; k < 2; ++k) stream_read(job, &job->ranks[i].s[k], 1);
 }
 
+/* Back to the state before the ranks were started, for a restart: a new
+ * store (stale keys of the failed attempt must not be read) and new
+ * environments.  0, or 1 after printing why not. */
+static int reset_job(job_t *job, int attempt)
+{
+    for (int i = 0; i < job->n; ++i) {
+        free_env(job, job->ranks[i].envp);
+        memset(&job->ranks[i], 0, sizeof job->ranks[i]);
+        job->ranks[i].s[0].fd = job->ranks[i].s[1].fd = -1;
+    }
+    job->pgid = 0;
+    job->nalive = 0;
+    job->exit_code = -1;
+    job->stopping = job->killed = 0;
+    job->kill_ns = job->giveup_ns = 0;
+    xc__store_server_stop(job->srv);
+    job->srv = NULL;
+    char v[16];
+    snprintf(v, sizeof v, "%d", attempt);
+    setenv("XCOLL_RESTART_COUNT", v, 1);
+    if (start_store(job) != 0) return 1;
+    for (int i = 0; i < job->n; ++i)
+        if (!(job->ranks[i].envp = build_env(job, i))) {
+            fprintf(stderr, "xcoll-run: out of memory\n");
+            return 1;
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     job_t job;
@@ -715,8 +756,9 @@ int main(int argc, char **argv)
         perror("xcoll-run: signal setup");
         return 1;
     }
-    int devnull = -1;
+    int devnull = -1, attempt = 0;
     rc = 1;
+    setenv("XCOLL_RESTART_COUNT", "0", 1);
     job.path = resolve_program(job.argv[0]);
     if (!job.path) {
         fprintf(stderr, "xcoll-run: %s: command not found\n", job.argv[0]);
@@ -744,6 +786,7 @@ int main(int argc, char **argv)
     job.end_ns = job.timeout_s > 0
                      ? xc__now_ns() + (uint64_t)(job.timeout_s * 1e9)
                      : UINT64_MAX;
+restart:
     for (int i = 0; i < job.n; ++i) {
         handle_signals(&job); /* stop starting ranks once told to stop */
         if (job.stopping) break;
@@ -756,6 +799,18 @@ int main(int argc, char **argv)
     }
     supervise(&job);
     rc = job.exit_code < 0 ? 0 : job.exit_code;
+    /* A failed rank (not a timeout, not a signal to us): the whole job again,
+     * with a fresh store, the ranks told which attempt this is. */
+    if (rc != 0 && rc != 124 && !job.got_signal && attempt < job.max_restarts) {
+        attempt++;
+        fprintf(stderr, "xcoll-run: the job failed (exit %d); restart %d of %d\n", rc, attempt,
+                job.max_restarts);
+        if (reset_job(&job, attempt) != 0) {
+            rc = 1;
+            goto out;
+        }
+        goto restart;
+    }
 out:
     xc__store_server_stop(job.srv);
     if (devnull >= 0) close(devnull);
