@@ -271,10 +271,14 @@ xc_result_t xc_ckpt_save_async(xc_comm_t *comm, const char *dir, uint64_t step,
             p->parts[i].bytes = parts[i].bytes;
             a += parts[i].bytes;
         }
-        if (pthread_create(&p->th, NULL, writer, p) == 0) p->started = 1;
-        else p->rc = xc__err(XC_ERR_SYSTEM, "checkpoint: cannot start the writer thread");
+        if (pthread_create(&p->th, NULL, writer, p) == 0) {
+            p->started = 1; /* p->rc and p->msg are the writer's until the join */
+            *out = p;
+            return XC_OK;
+        }
+        p->rc = xc__err(XC_ERR_SYSTEM, "checkpoint: cannot start the writer thread");
     }
-    if (p->rc != XC_OK) snprintf(p->msg, sizeof p->msg, "%s", xc_last_error());
+    snprintf(p->msg, sizeof p->msg, "%s", xc_last_error());
     *out = p;
     return XC_OK;
 }
