@@ -4,6 +4,7 @@
  */
 #include "ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -111,6 +112,24 @@ static void seal_header(xc__ckpt_hdr_t *h)
     h->hdr_crc = xc__crc32c(0, h, offsetof(xc__ckpt_hdr_t, hdr_crc));
 }
 
+/* Temporaries of this shard left by an earlier writer of the same rank
+ * that died (one writer per rank and job at a time: any other pid's is
+ * stale). */
+static void sweep_tmp(const char *sdir, const char *name)
+{
+    DIR *d = opendir(sdir);
+    if (!d) return;
+    char prefix[96], mine[96];
+    xc__ckpt_fmt(prefix, sizeof prefix, "%s.tmp.", name);
+    xc__ckpt_fmt(mine, sizeof mine, "%s.tmp.%ld", name, (long)getpid());
+    size_t np = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, np) && strcmp(e->d_name, mine) != 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+}
+
 xc_result_t xc__ckpt_write_shard(const char *dir, uint64_t step, int rank, int nranks,
                                  const xc_ckpt_part_t *parts, int nparts, uint32_t *hdr_crc)
 {
@@ -122,6 +141,7 @@ xc_result_t xc__ckpt_write_shard(const char *dir, uint64_t step, int rank, int n
     if (mkdir(sdir, 0755) != 0 && errno != EEXIST) return sys_err("cannot create directory", sdir);
     xc__ckpt_shard_path(path, sizeof path, dir, step, rank, nranks);
     xc__ckpt_fmt(name, sizeof name, "%s", strrchr(path, '/') + 1);
+    sweep_tmp(sdir, name);
 
     xc__ckpt_ent_t *tab = calloc(nparts ? (size_t)nparts : 1, sizeof *tab);
     if (!tab) return xc__err(XC_ERR_NOMEM, "checkpoint: out of memory");

@@ -37,6 +37,7 @@ while [ $i -lt "$TRIALS" ]; do
     fi
 done
 steps=$(ls "$dir/ck" 2>/dev/null | wc -l)
-echo "$TRIALS kills: $loaded loads verified, $none with nothing saved yet; $steps step directories"
+tmps=$(find "$dir/ck" -name '*.tmp.*' | wc -l)
+echo "$TRIALS kills: $loaded loads verified, $none with nothing saved yet; $steps step directories, $tmps temporaries left by killed writers"
 [ $fail -eq 0 ] && echo PASS || echo FAILED
 exit $fail
