@@ -155,10 +155,10 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
         ids[j][XC__NODEID_LEN - 1] = 0;
         cpus[j] = info.cpus;
     }
+    xc__comm_set_nodes(c, ids, cpus); /* mesh_connect needs the nodes */
     XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, deadline), rc, fail);
     close(lfd);
     lfd = -1;
-    xc__comm_set_nodes(c, ids, cpus);
     free(addrs);
     free(ids);
     free(cpus);

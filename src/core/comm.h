@@ -152,7 +152,9 @@ XC__HIDDEN void xc__comm_set_wait(xc_comm_t *comm);
 XC__HIDDEN void xc__node_id(const xc__config_t *cfg, char out[XC__NODEID_LEN]);
 /* Connect every pair of ranks: connect to lower ranks at addrs[], accept
  * higher ranks on `lfd`, with an authenticated hello carrying comm->uid.
- * Strangers are dropped.  Fills comm->conns. */
+ * Strangers are dropped.  Fills comm->conns.  Needs the nodes set
+ * (xc__comm_set_nodes): pairs on different nodes get
+ * XCOLL_SOCKETS_PER_PEER streams, pairs on one node a single socket. */
 XC__HIDDEN xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
                                         const struct sockaddr_storage *addrs,
                                         uint64_t deadline_ns);

@@ -3,6 +3,7 @@
  * field (when set) > environment variable > built-in default.
  */
 #include "config.h"
+#include "../transport/transport.h" /* XC__MAX_STREAMS */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
  * no spin and 2 ms of yielding. */
 #define XC__DEFAULT_SPIN_US (-1)
 #define XC__DEFAULT_YIELD_US (-1)
+/* TCP buffers: see docs/tcp.md for the measurements behind the choice. */
+#define XC__DEFAULT_SOCKET_BUF_KB 4096
 
 xc_result_t xc__env_int(const char *name, long lo, long hi, long *out)
 {
@@ -91,6 +94,12 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = 0;
     XC_CHECK(xc__env_int("XCOLL_DETERMINISTIC", 0, 1, &v));
     c->deterministic = (int)v;
+    v = 1;
+    XC_CHECK(xc__env_int("XCOLL_SOCKETS_PER_PEER", 1, XC__MAX_STREAMS, &v));
+    c->sockets_per_peer = (int)v;
+    v = XC__DEFAULT_SOCKET_BUF_KB;
+    XC_CHECK(xc__env_int("XCOLL_SOCKET_BUF_KB", 0, 1 << 20, &v));
+    c->socket_buf_kb = (int)v;
     const char *s = getenv("XCOLL_SOCKET_IFNAME");
     if (s) copy_str(c->ifname, sizeof c->ifname, s);
     s = getenv("XCOLL_NODE_ID");

@@ -22,6 +22,8 @@ typedef struct xc__config {
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
     int deterministic;    /* 1: floating-point reductions in rank order  */
+    int sockets_per_peer; /* TCP streams per pair of ranks (docs/tcp.md) */
+    int socket_buf_kb;    /* TCP send/receive buffers, 0 = autotuning  */
     char ifname[XC__IFNAME_LEN];   /* interface selector, "" = default  */
     char node_id[XC__NODEID_LEN];  /* "" = derive from host/boot/netns  */
 } xc__config_t;

@@ -87,9 +87,9 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     c->uid = mix(parent->uid ^ mix(split_no * 0x100000001ull + (uint64_t)color));
     if (!c->uid) c->uid = 1;
     c->my_addr = parent->my_addr;
-    XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, xc__deadline_ns(cfg.timeout_ms)), rc, out);
     for (int i = 0; i < size; i++) cpus[i] = all[mem[i].prank].cpus;
-    xc__comm_set_nodes(c, ids, cpus);
+    xc__comm_set_nodes(c, ids, cpus); /* mesh_connect needs the nodes */
+    XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, xc__deadline_ns(cfg.timeout_ms)), rc, out);
     rc = xc__comm_start(c);
     if (rc != XC_OK) {
         char msg[XC__ERRMSG_LEN];

@@ -47,13 +47,14 @@ void xc__set_nonblock(int fd)
     if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-void xc__set_sockopts(int fd)
+void xc__set_sockopts(int fd, int buf_kb)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    /* Large buffers let a whole ring chunk sit in the kernel while the
-     * peer is busy reducing; the kernel caps them at its own limits. */
-    int sz = 4 << 20;
+    if (buf_kb <= 0) return; /* the kernel sizes the buffers (autotuning) */
+    /* Fixed buffers (this turns the kernel's autotuning off for the
+     * socket); the kernel caps them at net.core.[rw]mem_max. */
+    int sz = buf_kb > (1 << 20) ? 1 << 30 : buf_kb * 1024;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
 }
@@ -169,7 +170,7 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
 }
 
 xc_result_t xc__connect(const struct sockaddr_storage *addr, uint64_t deadline_ns,
-                        int *fdp)
+                        int buf_kb, int *fdp)
 {
     char s[XC__ADDRSTR_LEN];
     xc__addr_str(addr, s, sizeof s);
@@ -194,7 +195,10 @@ xc_result_t xc__connect(const struct sockaddr_storage *addr, uint64_t deadline_n
         if (rc == 0) {
             int fl = fcntl(fd, F_GETFL);
             fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-            xc__set_sockopts(fd);
+            /* After connect(), as before the option existed: set earlier,
+             * SO_RCVBUF would also clamp the window scale of the SYN, a
+             * change of behaviour at the default (docs/tcp.md). */
+            xc__set_sockopts(fd, buf_kb);
             *fdp = fd;
             return XC_OK;
         }
@@ -214,12 +218,12 @@ xc_result_t xc__connect(const struct sockaddr_storage *addr, uint64_t deadline_n
                    strerror(last_errno));
 }
 
-xc_result_t xc__accept(int lfd, uint64_t deadline_ns, int *fdp)
+xc_result_t xc__accept(int lfd, uint64_t deadline_ns, int buf_kb, int *fdp)
 {
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0) {
-            xc__set_sockopts(fd);
+            xc__set_sockopts(fd, buf_kb);
             *fdp = fd;
             return XC_OK;
         }

@@ -36,12 +36,12 @@ XC__HIDDEN xc_result_t xc__listen(const struct sockaddr_storage *addr, int *fd,
                                   struct sockaddr_storage *bound);
 
 /* Connect to `addr`, retrying refused connections until `deadline_ns`.
- * Returns a blocking, close-on-exec socket with TCP_NODELAY. */
+ * Returns a blocking, close-on-exec socket with xc__set_sockopts(buf_kb). */
 XC__HIDDEN xc_result_t xc__connect(const struct sockaddr_storage *addr,
-                                   uint64_t deadline_ns, int *fd);
+                                   uint64_t deadline_ns, int buf_kb, int *fd);
 
 /* Accept one connection before `deadline_ns` (poll on the listener). */
-XC__HIDDEN xc_result_t xc__accept(int lfd, uint64_t deadline_ns, int *fd);
+XC__HIDDEN xc_result_t xc__accept(int lfd, uint64_t deadline_ns, int buf_kb, int *fd);
 
 /* Wait until fd is ready for `events` or the deadline passes: XC_OK,
  * XC_ERR_TIMEOUT or XC_ERR_SYSTEM (errno set).  Sets no error detail. */
@@ -55,6 +55,8 @@ XC__HIDDEN xc_result_t xc__recv_all(int fd, void *buf, size_t len,
                                     uint64_t deadline_ns);
 
 XC__HIDDEN void xc__set_nonblock(int fd);
-XC__HIDDEN void xc__set_sockopts(int fd); /* TCP_NODELAY, buffer sizes */
+/* TCP_NODELAY, and send/receive buffers of `buf_kb` KiB each (0: leave
+ * them to the kernel's autotuning; XCOLL_SOCKET_BUF_KB, docs/tcp.md). */
+XC__HIDDEN void xc__set_sockopts(int fd, int buf_kb);
 
 #endif

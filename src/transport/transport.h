@@ -45,9 +45,15 @@ enum xc__conn_state {
     XC__CONN_CLOSED   /* no more traffic either way */
 };
 
+/* TCP streams per peer (XCOLL_SOCKETS_PER_PEER) and the striping unit:
+ * docs/tcp.md.  A frame whose payload is longer than one chunk is striped
+ * when a connection has several streams. */
+#define XC__MAX_STREAMS 16
+#define XC__STRIPE_CHUNK (512u * 1024u)
+
 struct xc__conn {
     const xc__transport_t *tp;
-    int fd;
+    int fd;             /* the socket; with several streams an epoll set of them */
     int peer;
     int state;
     char addr[XC__ADDRSTR_LEN]; /* peer's advertised address, for messages */
@@ -68,6 +74,15 @@ struct xc__conn {
     size_t cbytes;      /* ring size (a power of two) */
     uint64_t chead;     /* bytes we wrote to ctx (our copy of its head) */
     uint64_t ctail;     /* bytes we consumed from crx (our copy of its tail) */
+    /* TCP with several streams (tcp.c, docs/tcp.md): one logical byte
+     * stream cut into chunks; chunk k of the connection's striped payloads
+     * travels on stream k mod nstreams, headers always on stream 0. */
+    int nstreams;       /* 1: `fd` is the socket itself */
+    int sfd[XC__MAX_STREAMS];
+    uint64_t wchunk;    /* striped chunks written so far (whole frames) */
+    uint64_t rchunk;    /* striped chunks read so far (whole frames) */
+    int wblock;         /* stream the writer waits on (full), -1 none */
+    uint32_t armed[XC__MAX_STREAMS]; /* epoll events registered per stream */
 };
 
 /* Move bytes for stream.c: returns the bytes moved (> 0), 0 if nothing can
@@ -98,6 +113,11 @@ XC__HIDDEN void xc__chan_flush(xc_comm_t *comm, uint64_t deadline_ns);
 
 /* Make a connection of `fd` (already connected and handshaken). */
 XC__HIDDEN xc__conn_t *xc__tcp_conn_new(int fd, int peer, const char *addr);
+/* The same with `n` streams (1..XC__MAX_STREAMS), fds[0] carrying the
+ * headers; the connection owns the descriptors from here on (also on
+ * failure: NULL means out of memory or no epoll set, all closed). */
+XC__HIDDEN xc__conn_t *xc__tcp_conn_open(const int *fds, int n, int peer,
+                                         const char *addr);
 /* Close and free (NULL ok).  Drains unread input first so that closing does
  * not reset the connection before the peer has read what we sent. */
 XC__HIDDEN void xc__conn_free(xc__conn_t *conn);
