@@ -96,7 +96,7 @@ static xc_result_t finish_atomic(int fd, const char *tmp, const char *dir, const
 xc_result_t xc__ckpt_write_atomic(const char *dir, const char *name, const void *data, size_t len)
 {
     char tmp[PATH_MAX];
-    int fd;
+    int fd = -1;
     XC_CHECK(open_tmp(dir, name, tmp, sizeof tmp, &fd));
     xc_result_t rc = write_all(fd, data, len, tmp);
     if (rc != XC_OK) {
@@ -168,7 +168,7 @@ xc_result_t xc__ckpt_write_shard(const char *dir, uint64_t step, int rank, int n
     f.foot_crc = xc__crc32c(0, &f, offsetof(xc__ckpt_foot_t, foot_crc));
 
     char tmp[PATH_MAX];
-    int fd;
+    int fd = -1;
     xc_result_t rc = open_tmp(sdir, name, tmp, sizeof tmp, &fd);
     if (rc != XC_OK) {
         free(tab);
