@@ -10,7 +10,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,11 +171,7 @@ static xc_result_t prepare(xc_comm_t *comm, const char *dir, uint64_t step, xc_r
         xc__ckpt_step_dir(sdir, sizeof sdir, dir, step);
         xc__ckpt_fmt(path, sizeof path, "%s/COMMIT", sdir);
         if (unlink(path) == 0) {
-            int fd = open(sdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (fd < 0 || fsync(fd) != 0)
-                mine = xc__err(XC_ERR_SYSTEM, "checkpoint: cannot fsync %s: %s", sdir,
-                               strerror(errno));
-            if (fd >= 0) close(fd);
+            mine = xc__ckpt_fsync_dir(sdir);
         } else if (errno != ENOENT) {
             mine = xc__err(XC_ERR_SYSTEM, "checkpoint: cannot remove the old marker %s: %s",
                            path, strerror(errno));

@@ -76,6 +76,9 @@ XC__HIDDEN xc_result_t xc__ckpt_read_shard(const char *dir, uint64_t step, int r
                                            xc_ckpt_part_t *parts, int nparts, uint32_t want_crc,
                                            int fill);
 
+/* fsync a directory (after a rename or unlink in it). */
+XC__HIDDEN xc_result_t xc__ckpt_fsync_dir(const char *dir);
+
 /* Write `len` bytes to DIR/NAME atomically (temporary, fsync, rename,
  * fsync of the directory). */
 XC__HIDDEN xc_result_t xc__ckpt_write_atomic(const char *dir, const char *name,

@@ -56,7 +56,7 @@ static xc_result_t write_all(int fd, const void *p, size_t n, const char *path)
     return XC_OK;
 }
 
-static xc_result_t fsync_dir(const char *dir)
+xc_result_t xc__ckpt_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return sys_err("cannot open directory", dir);
@@ -90,7 +90,7 @@ static xc_result_t finish_atomic(int fd, const char *tmp, const char *dir, const
         unlink(tmp);
         return rc;
     }
-    return fsync_dir(dir);
+    return xc__ckpt_fsync_dir(dir);
 }
 
 xc_result_t xc__ckpt_write_atomic(const char *dir, const char *name, const void *data, size_t len)
