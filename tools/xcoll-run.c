@@ -715,6 +715,17 @@ static void supervise(job_t *job)
         for (int k = 0; k < 2; ++k) stream_read(job, &job->ranks[i].s[k], 1);
 }
 
+/* Every rank's environment (build_env); 0, or 1 after saying why not. */
+static int build_envs(job_t *job)
+{
+    for (int i = 0; i < job->n; ++i)
+        if (!(job->ranks[i].envp = build_env(job, i))) {
+            fprintf(stderr, "xcoll-run: out of memory\n");
+            return 1;
+        }
+    return 0;
+}
+
 /* Back to the state before the ranks were started, for a restart: a new
  * store (stale keys of the failed attempt must not be read) and new
  * environments.  0, or 1 after printing why not. */
@@ -736,12 +747,7 @@ static int reset_job(job_t *job, int attempt)
     snprintf(v, sizeof v, "%d", attempt);
     setenv("XCOLL_RESTART_COUNT", v, 1);
     if (start_store(job) != 0) return 1;
-    for (int i = 0; i < job->n; ++i)
-        if (!(job->ranks[i].envp = build_env(job, i))) {
-            fprintf(stderr, "xcoll-run: out of memory\n");
-            return 1;
-        }
-    return 0;
+    return build_envs(job);
 }
 
 int main(int argc, char **argv)
@@ -778,11 +784,7 @@ int main(int argc, char **argv)
     job.fd_max = fd_max > 0 && fd_max < 65536 ? (int)fd_max : 65536;
     if ((rc = start_store(&job)) != 0) goto out;
     rc = 1;
-    for (int i = 0; i < job.n; ++i)
-        if (!(job.ranks[i].envp = build_env(&job, i))) {
-            fprintf(stderr, "xcoll-run: out of memory\n");
-            goto out;
-        }
+    if (build_envs(&job) != 0) goto out;
     job.end_ns = job.timeout_s > 0
                      ? xc__now_ns() + (uint64_t)(job.timeout_s * 1e9)
                      : UINT64_MAX;

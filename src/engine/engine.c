@@ -527,21 +527,20 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
         sched_yield();
         pthread_mutex_lock(&comm->mu);
         return; /* the caller polls the sockets every few turns */
-    } else {
-        /* Dekker with xc__shm_publish: announce, then re-check, then sleep. */
-        __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with xc__shm_publish's */
-        uint32_t seen = __atomic_load_n(&s->hdr->doorbell, __ATOMIC_SEQ_CST);
-        pthread_mutex_lock(&comm->mu);
-        xc__comm_advance(comm);
-        int again = !shm_only(comm);
-        pthread_mutex_unlock(&comm->mu);
-        if (!again) {
-            int ms = xc__poll_ms_left(nearest);
-            xc__shm_sleep(s, seen, ms < 0 || ms > 20 ? 20 : ms);
-        }
-        __atomic_sub_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
     }
+    /* Dekker with xc__shm_publish: announce, then re-check, then sleep. */
+    __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with xc__shm_publish's */
+    uint32_t seen = __atomic_load_n(&s->hdr->doorbell, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&comm->mu);
+    xc__comm_advance(comm);
+    int again = !shm_only(comm);
+    pthread_mutex_unlock(&comm->mu);
+    if (!again) {
+        int ms = xc__poll_ms_left(nearest);
+        xc__shm_sleep(s, seen, ms < 0 || ms > 20 ? 20 : ms);
+    }
+    __atomic_sub_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&comm->mu);
     xc__comm_poll(comm, 0); /* sockets: peer death, error frames */
 }

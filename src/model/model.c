@@ -117,7 +117,9 @@ void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
     t->cma = comm->cma;
     t->slot_bytes = comm->shm ? comm->shm->slot_bytes : (size_t)comm->cfg.shm_slot_kb * 1024;
     t->cma_min = (size_t)comm->cfg.shm_cma_min_kb * 1024;
-    t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* The CPUs this node's ranks may run on (the union of their affinity
+     * masks, as the waiting policy uses); the machine's if unknown. */
+    t->cores = comm->node_cpus > 0 ? comm->node_cpus : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 uint32_t xc__model_needs(const xc_comm_t *comm)
