@@ -7,7 +7,11 @@
 #   bench/model_fidelity.sh [options]
 #     -B DIR     build directory (default: build)
 #     -n N       ranks (default 2)
-#     -m MODE    shm (default: one node, shared memory) or tcp (XCOLL_SHM=0)
+#     -m MODE    shm (default: one node, shared memory), tcp (one node,
+#                XCOLL_SHM=0: loopback TCP) or net (two namespace hosts of
+#                bench/netbed.sh, N/2 ranks each: TCP across, shared memory
+#                within, the hierarchical algorithms in play)
+#     -r RATE    net mode: shape the link with tbf at RATE (e.g. 1gbit)
 #     -f F       size step factor (default 2; 4 for a quicker run)
 #     -i ITERS   timed iterations per size (default 20)
 #     -e MAX     largest size (default 64M)
@@ -21,23 +25,34 @@
 # and the regret table.  Ranks <= cores for meaningful numbers; runs with
 # more ranks than cores are oversubscribed (see docs/cost-model.md).
 set -eu
-B=build N=2 MODE=shm F=2 ITERS=20 MAX=64M PROF= OUT= PIN=1
-while getopts B:n:m:f:i:e:p:o:U opt; do
+B=build N=2 MODE=shm F=2 ITERS=20 MAX=64M PROF= OUT= PIN=1 RATE=
+while getopts B:n:m:f:i:e:p:o:r:U opt; do
     case $opt in
     B) B=$OPTARG ;; n) N=$OPTARG ;; m) MODE=$OPTARG ;; f) F=$OPTARG ;;
     i) ITERS=$OPTARG ;; e) MAX=$OPTARG ;; p) PROF=$OPTARG ;; o) OUT=$OPTARG ;;
+    r) RATE=$OPTARG ;;
     U) PIN=0 ;;
-    *) sed -n '2,24p' "$0"; exit 2 ;;
+    *) sed -n '2,28p' "$0"; exit 2 ;;
     esac
 done
 case $MODE in
 shm) ;;
 tcp) XCOLL_SHM=0; export XCOLL_SHM ;;
-*) echo "model_fidelity: -m shm or tcp" >&2; exit 2 ;;
+net) ;;
+*) echo "model_fidelity: -m shm, tcp or net" >&2; exit 2 ;;
 esac
+NODES=1
+if [ "$MODE" = net ]; then
+    NODES=2
+    [ $((N % 2)) = 0 ] || { echo "model_fidelity: net mode wants an even -n" >&2; exit 2; }
+fi
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/xcoll-fidelity.XXXXXX)
 mkdir -p "$OUT"
-RUN="$B/xcoll-run -n $N"
+RUN="$B/xcoll-run -n $N --no-prefix"
+if [ "$MODE" = net ]; then
+    HERE=$(cd "$(dirname "$0")" && pwd)
+    RUN="$HERE/netbed.sh -q -H 2 -k $((N / 2)) ${RATE:+--rate $RATE} --xcoll-run $B/xcoll-run --"
+fi
 PERF="$B/xcoll-perf"
 if [ "$PIN" = 1 ] && command -v taskset >/dev/null 2>&1; then
     CORES=$(getconf _NPROCESSORS_ONLN)
@@ -51,10 +66,10 @@ fi
 XCOLL_PROFILE=$PROF
 export XCOLL_PROFILE
 for c in allreduce reducescatter allgather broadcast reduce alltoall; do
-    for a in $("$B/bench_model_fidelity" --list $c --nranks "$N"); do
-        eval "$RUN --no-prefix $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
+    for a in $("$B/bench_model_fidelity" --list $c --nranks "$N" --nodes $NODES); do
+        eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
             --csv=\"$OUT/$c.$a.csv\"" >/dev/null
     done
 done
-echo "# records and profile in $OUT ($MODE, $N ranks$( [ "$PIN" = 1 ] && echo ', pinned'))"
-"$B/bench_model_fidelity" --profile "$PROF" "$OUT"/*.csv
+echo "# records and profile in $OUT ($MODE${RATE:+ at $RATE}, $N ranks$( [ "$PIN" = 1 ] && echo ', pinned'))"
+"$B/bench_model_fidelity" --profile "$PROF" --nodes $NODES "$OUT"/*.csv

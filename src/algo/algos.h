@@ -122,6 +122,9 @@ XC__COST_DECL(allreduce_dbtree);
 /* Segments of allreduce.dbtree for a message of `bytes` on trees of depth
  * `depth` (allreduce_dbtree.c); its cost function uses it too. */
 XC__HIDDEN int xc__dbtree_segments(size_t bytes, int depth);
+/* The most tree edges crossing one node's boundary (both trees), ranks
+ * laid out node by node, ppn per node (0 on one node). */
+XC__HIDDEN int xc__dbtree_cross(int n, int ppn);
 
 /* Segment of bcast.chain (bcast_chain.c); its cost function uses it too. */
 #define XC__CHAIN_SEG ((size_t)64 << 10)

@@ -150,6 +150,31 @@ int xc__dbtree_segments(size_t bytes, int depth)
     return (int)s;
 }
 
+/* Edges of both trees with one end on a node and the other off it, the
+ * most over the nodes of a block layout (rank r on node r / ppn): each
+ * carries one segment each way per busy step over that node's link. */
+int xc__dbtree_cross(int n, int ppn)
+{
+    if (ppn < 1 || ppn >= n) return 0;
+    int most = 0;
+    for (int node = 0; node * ppn < n; node++) {
+        int c = 0;
+        for (int tree = 0; tree < 2; tree++)
+            for (int r = node * ppn; r < n && r < (node + 1) * ppn; r++) {
+                int p = dbt_rank(tree, dbt_parent(dbt_label(tree, r, n), n), n);
+                if (p >= 0 && p / ppn != node) c++; /* the edge up */
+                int ch[2];
+                dbt_children(dbt_label(tree, r, n), n, ch);
+                for (int i = 0; i < 2; i++) { /* the edges down */
+                    int q = dbt_rank(tree, ch[i], n);
+                    if (q >= 0 && q / ppn != node) c++;
+                }
+            }
+        if (c > most) most = c;
+    }
+    return most;
+}
+
 /* base + off, leaving a NULL base (zero count) without arithmetic. */
 static char *at(void *base, size_t off) { return off ? (char *)base + off : base; }
 static const char *cat(const void *base, size_t off)

@@ -94,6 +94,16 @@ XC__COST(allreduce_dbtree)
     while ((2 << D) <= n) D++;
     int S = xc__dbtree_segments((size_t)B, D > 0 ? D : 1);
     double seg = B / (2.0 * S);
-    double step = 2 * xc__m_xor(m, XC__XF, 1, 2 * seg) + xc__m_reduce(m, seg, 3);
+    double step = 2 * xc__m_xor(m, XC__XF, 1, 2 * seg);
+    /* Across nodes: the edges crossing a node's boundary share its link,
+     * one segment each way per edge and step (any layout but blocks:
+     * take the blocked count as the estimate). */
+    if (t_->nnodes > 1) {
+        int cross = xc__dbtree_cross(n, t_->ppn);
+        double net = cross > 0 ? xc__m_link(m, XC__LINK_TCP_NET, XC__XF, seg, cross) : 0;
+        double local = 2 * xc__m_link(m, xc__model_intra(t_), XC__XF, 2 * seg, 1);
+        step = net > local ? net : local;
+    }
+    step += xc__m_reduce(m, seg, 3);
     return xc__m_copy(m, B) + xc__m_fin(m, B / 2) + (2 * D + S - 1) * step;
 }

@@ -42,17 +42,17 @@
 #include "model.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 /* Point-to-point tag of the measurement's messages. */
 #define TAG 2143354862
-/* The split between the two fitted lines of a TCP link. */
-#define TCP_SPLIT (64.0 * 1024)
 
 typedef struct plan {
     const size_t *small, *big;   /* sizes (0-terminated) */
+    const size_t *tcp_big;       /* the big sizes of a TCP link */
     int reps_small, reps_big;
     int sync_reps;
     int copy_reps, gamma_reps;
@@ -64,15 +64,20 @@ typedef struct plan {
 
 static const size_t k_quick_small[] = {8, 4096, 32768, 0};
 static const size_t k_quick_big[] = {65536, 262144, 0};
+/* A TCP link's bandwidth regime needs messages well beyond what a shaped
+ * link lets through at once (a token bucket's burst, a switch's buffer):
+ * below that, ping-pongs -- idle half the time -- run faster than the
+ * sustained rate back-to-back collectives get. */
+static const size_t k_quick_tcp_big[] = {65536, 262144, 1 << 20, 0};
 static const size_t k_full_small[] = {8, 64, 512, 2048, 8192, 16384, 32768, 49152, 0};
 static const size_t k_full_big[] = {65536, 131072, 262144, 1 << 20, 4 << 20, 16 << 20, 0};
 
-static const plan_t k_quick = {k_quick_small, k_quick_big, 7, 4, 15, 5, 5, 16384, 0, 0, 0};
+static const plan_t k_quick = {k_quick_small, k_quick_big, k_quick_tcp_big, 7, 4, 15, 5, 5, 16384, 0, 0, 0};
 /* The calibration times short series like xcoll-perf's (5 warm-up, 20-odd
  * timed): the engine's busy-poll budget adapts over long series, and the
  * profile should describe what the benchmark and short bursts of
  * collectives see. */
-static const plan_t k_full = {k_full_small, k_full_big, 21, 9, 21, 31, 15, 16384, 1,
+static const plan_t k_full = {k_full_small, k_full_big, k_full_big, 21, 9, 21, 31, 15, 16384, 1,
                               (size_t)64 << 20, 1};
 
 static double now_s(void) { return (double)xc__now_ns() * 1e-9; }
@@ -281,14 +286,56 @@ static void fit_line(const double *m, const double *t, int n, double big_from, d
     }
 }
 
+/* What the fitted lines predict for m bytes (mem_beta < 0: not fitted). */
+static double line_at(const xc__line_t *l, double big_from, double cache, double m)
+{
+    if (m < big_from) return l->alpha + m * l->beta;
+    if (2 * m <= cache || l->mem_beta < 0) return l->big_alpha + m * l->big_beta;
+    return l->mem_alpha + m * l->mem_beta;
+}
+
+/* Sum of squared relative errors of the lines fitted with this split,
+ * over every pattern and size. */
+static double split_error(const double *m, double t[][32], int n, double big_from, double cache)
+{
+    double e = 0;
+    for (int x = 0; x < XC__XFER_COUNT; x++) {
+        xc__line_t l;
+        fit_line(m, t[x], n, big_from, cache, &l);
+        for (int i = 0; i < n; i++) {
+            double r = t[x][i] > 0 ? (line_at(&l, big_from, cache, m[i]) - t[x][i]) / t[x][i] : 0;
+            e += r * r;
+        }
+    }
+    return e;
+}
+
+/* Where a TCP link's per-message regime ends and its bandwidth regime
+ * starts: no protocol switch marks it, and on a shaped link the time
+ * bends sharply where messages stop fitting the burst, so the split is
+ * the one whose two lines fit best (between two measured sizes, at their
+ * geometric mean). */
+static double best_split(const double *m, double t[][32], int n, double cache)
+{
+    double best = 0, best_e = DBL_MAX;
+    for (int k = 2; k + 2 <= n; k++) {
+        double from = sqrt(m[k - 1] * m[k]);
+        double e = split_error(m, t, n, from, cache);
+        if (e < best_e) best_e = e, best = from;
+    }
+    return best;
+}
+
 /* Both patterns of the link between rank 0 and rank q (only they take
- * part). */
+ * part).  big_from < 0: a TCP link (its own big sizes, the split fitted). */
 static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, const plan_t *pl,
                                 xc__link_params_t *out)
 {
     if (comm->rank != 0 && comm->rank != q) return XC_OK;
-    int ns = count_sizes(pl->small), nb = count_sizes(pl->big);
-    size_t max = pl->big[nb - 1];
+    const size_t *bigs = big_from < 0 ? pl->tcp_big : pl->big;
+    int ns = count_sizes(pl->small), nb = count_sizes(bigs);
+    size_t max = bigs[nb - 1];
+    double copy_from = big_from < 0 ? (double)bigs[0] : big_from;
     char *buf = malloc(2 * max);
     double m[32], t[XC__XFER_COUNT][32];
     if (!buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
@@ -298,16 +345,17 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, const p
     xc_result_t rc = XC_OK;
     int n = 0;
     for (int i = 0; i < ns + nb && rc == XC_OK; i++) {
-        size_t sz = i < ns ? pl->small[i] : pl->big[i - ns];
+        size_t sz = i < ns ? pl->small[i] : bigs[i - ns];
         int reps = i < ns ? pl->reps_small : pl->reps_big;
         m[n] = (double)sz;
         for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--) {
             /* Quick run: below big_from the channels copy through their
-             * rings anyway, so fresh data costs what clean data does. */
-            if (!pl->bench_stat && x >= XC__ONEWAY_FRESH && (double)sz < big_from) continue;
+             * rings anyway, so fresh data costs what clean data does (TCP:
+             * below its big sizes, the kernel copies). */
+            if (!pl->bench_stat && x >= XC__ONEWAY_FRESH && (double)sz < copy_from) continue;
             rc = time_xfer(comm, x, 0, q, buf, sz, reps, pl->bench_stat, &t[x][n]);
         }
-        if (!pl->bench_stat && (double)sz < big_from) {
+        if (!pl->bench_stat && (double)sz < copy_from) {
             t[XC__ONEWAY_FRESH][n] = t[XC__ONEWAY][n];
             t[XC__EXCHANGE_FRESH][n] = t[XC__EXCHANGE][n];
         }
@@ -321,6 +369,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, const p
                  t[XC__EXCHANGE][i] * 1e6, t[XC__ONEWAY_FRESH][i] * 1e6,
                  t[XC__EXCHANGE_FRESH][i] * 1e6);
     double cache = cache_size();
+    if (big_from < 0) big_from = best_split(m, t, n, cache);
     for (int x = 0; x < XC__XFER_COUNT; x++) fit_line(m, t[x], n, big_from, cache, &out->line[x]);
     out->big_from = big_from;
     return XC_OK;
@@ -544,12 +593,12 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     if (what & XC__HAVE_TCP_NET) {
         int q = peer_of(comm, 0);
         if (q < 0) return xc__err(XC_ERR_INTERNAL, "cost model: no pair across nodes to measure");
-        XC_CHECK(measure_link(comm, q, TCP_SPLIT, pl, &out->link[XC__LINK_TCP_NET]));
+        XC_CHECK(measure_link(comm, q, -1, pl, &out->link[XC__LINK_TCP_NET]));
     }
     if (what & XC__HAVE_TCP_LOCAL) {
         int q = peer_of(comm, 1);
         if (q >= 0)
-            XC_CHECK(measure_link(comm, q, TCP_SPLIT, pl, &out->link[XC__LINK_TCP_LOCAL]));
+            XC_CHECK(measure_link(comm, q, -1, pl, &out->link[XC__LINK_TCP_LOCAL]));
         else if (what & XC__HAVE_TCP_NET) /* rank 0 alone on its node: loopback ~ network */
             out->link[XC__LINK_TCP_LOCAL] = out->link[XC__LINK_TCP_NET];
         else

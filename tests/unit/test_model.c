@@ -125,6 +125,30 @@ static xc__model_call_t ar(size_t count)
     return (xc__model_call_t){XC_COLL_ALLREDUCE, count, XC_FLOAT32, XC_SUM};
 }
 
+/* The double binary tree across nodes: its tree edges that cross a
+ * node's boundary share that node's link (2 nodes x 2 ranks: 4 edges,
+ * one segment each way per step), so over a slow network it moves about
+ * twice the message per direction -- it must not be priced at the
+ * intra-node rate of its xor-1 neighbours, and the hierarchical
+ * all-reduce (half the message per node pair) must win. */
+static void test_dbtree_nodes(void)
+{
+    EXPECT_TRUE(xc__dbtree_cross(4, 4) == 0);
+    EXPECT_TRUE(xc__dbtree_cross(4, 2) == 4);
+    EXPECT_TRUE(xc__dbtree_cross(2, 1) == 2);
+    xc__profile_t p = flat_profile(1e-6, 1e-11, 1e-11, 1e-11, 0.2e-6);
+    const double bn = 8e-9; /* ~ 1 Gbit/s */
+    p.link[XC__LINK_TCP_NET] = lk(50e-6, bn, 50e-6, bn, 65536);
+    xc__model_topo_t t;
+    EXPECT_RC(xc__model_topo_make(4, 2, 2, &t), XC_OK);
+    xc__model_call_t big = ar((size_t)16 << 20);
+    double B = 64.0 * 1024 * 1024;
+    double dbt = xc__model_predict(&p, &t, XC__ALGO_ALLREDUCE_DBTREE, &big);
+    EXPECT_TRUE(dbt >= 2 * B * bn);
+    EXPECT_TRUE(dbt <= 2.2 * B * bn);
+    EXPECT_ALGO(xc__model_choose(&p, &t, &big, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_HIER);
+}
+
 /* ------------------------------------------------- hand-computed cases */
 
 static void test_tcp_allreduce(void)
@@ -760,6 +784,7 @@ int main(void)
     test_tcp_allreduce();
     test_other_collectives();
     test_link_classes();
+    test_dbtree_nodes();
     test_crowding();
     test_argmin_grid();
     test_selector();
