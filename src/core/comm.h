@@ -114,6 +114,10 @@ struct xc_comm {
                               * (e.g. an ACK behind a full ring): the engine
                               * must keep servicing the channels */
     uint64_t rndv_id;        /* last rendezvous id used */
+    /* Liveness (engine.c): every byte that arrived on the sockets before
+     * polled_ns has been read; heartbeats last sent at beat_ns; peers'
+     * silence last checked at live_ns. */
+    uint64_t polled_ns, beat_ns, live_ns;
     xc_stats_t stats;
     /* --- atomics / error state --- */
     int status;              /* xc_result_t; atomic; XC_OK until poisoned */

@@ -16,6 +16,11 @@
  * no spin and 2 ms of yielding. */
 #define XC__DEFAULT_SPIN_US (-1)
 #define XC__DEFAULT_YIELD_US (-1)
+/* Liveness (docs/fault-tolerance.md): a heartbeat a second from every
+ * rank's progress thread; a peer silent for a minute is lost -- far above
+ * scheduling hiccups, far below the half-hour operation deadline. */
+#define XC__DEFAULT_HEARTBEAT_MS 1000
+#define XC__DEFAULT_LIVENESS_MS 60000
 /* TCP buffers: see docs/tcp.md for the measurements behind the choice. */
 #define XC__DEFAULT_SOCKET_BUF_KB 4096
 
@@ -79,6 +84,16 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = XC__DEFAULT_YIELD_US;
     XC_CHECK(xc__env_int("XCOLL_YIELD_US", 0, 10000000, &v));
     c->yield_us = (int)v;
+    v = XC__DEFAULT_HEARTBEAT_MS;
+    XC_CHECK(xc__env_int("XCOLL_HEARTBEAT_MS", 0, 3600000, &v));
+    c->heartbeat_ms = (int)v;
+    v = XC__DEFAULT_LIVENESS_MS;
+    XC_CHECK(xc__env_int("XCOLL_LIVENESS_MS", 0, 1L << 30, &v));
+    c->liveness_ms = (int)v;
+    if (c->liveness_ms > 0 && c->heartbeat_ms > 0 && c->liveness_ms < 3 * c->heartbeat_ms)
+        return xc__err(XC_ERR_INVALID,
+                       "XCOLL_LIVENESS_MS=%d must be at least 3 x XCOLL_HEARTBEAT_MS=%d "
+                       "(or 0: no liveness check)", c->liveness_ms, c->heartbeat_ms);
     v = 1;
     XC_CHECK(xc__env_int("XCOLL_SHM", 0, 1, &v));
     c->shm = (int)v;

@@ -17,6 +17,8 @@ typedef struct xc__config {
     int progress_thread;  /* 1: a progress thread per communicator      */
     int spin_us;          /* busy-poll this long before yielding (-1: auto) */
     int yield_us;         /* then yield the CPU this long before sleeping (-1: auto) */
+    int heartbeat_ms;     /* progress thread's heartbeat to every peer (0: none) */
+    int liveness_ms;      /* a peer silent this long is lost (0: never) */
     int shm;              /* 1: shared memory between ranks of one node */
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */

@@ -430,10 +430,78 @@ uint64_t xc__op_deadline(const xc_comm_t *comm, xc__op_t *op)
     return op->deadline_ns;
 }
 
-/* Fail the first operation past its deadline; return the nearest deadline. */
+/* Peers are watched only when every rank beats from a progress thread
+ * (without one a rank in a long compute phase would fall silent). */
+static int liveness_on(const xc_comm_t *comm)
+{
+    return comm->cfg.liveness_ms > 0 && comm->cfg.heartbeat_ms > 0 && comm->cfg.progress_thread;
+}
+
+/* The progress thread's heartbeat: an empty frame to every open peer that
+ * has been sent nothing for a heartbeat interval (a peer with frames
+ * queued is either receiving them or not reading: neither needs a beat). */
+static void heartbeat(xc_comm_t *comm, uint64_t now)
+{
+    uint64_t hb = (uint64_t)comm->cfg.heartbeat_ms * 1000000ull;
+    comm->beat_ns = now;
+    for (int p = 0; p < comm->size; p++) {
+        xc__conn_t *c = comm->conns[p];
+        if (!c || c->state != XC__CONN_OPEN || c->sq_head || now - c->last_tx_ns < hb) continue;
+        /* A peer that has closed its end is not beaten: the write would
+         * fail here, on the progress thread, and report a broken pipe in
+         * place of the cause the peer left unread in the socket (its error
+         * frame), which this rank reads when it next calls in. */
+        struct pollfd h = {c->nstreams > 1 ? c->sfd[0] : c->fd, POLLRDHUP, 0};
+        if (poll(&h, 1, 0) > 0 && (h.revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
+        xc__send_control(comm, p, XC__F_BEAT, 0);
+    }
+}
+
+/* A peer whose socket stayed silent -- no frame, no heartbeat -- for the
+ * liveness timeout, counted only over time in which this rank was reading
+ * its sockets (polled_ns), is lost: stopped (SIGSTOP), frozen, or cut off
+ * by the network.  Checked at most every 20 ms.  1 if it poisoned. */
+static int check_liveness(xc_comm_t *comm, uint64_t now)
+{
+    if (!liveness_on(comm) || now - comm->live_ns < 20000000ull) return 0;
+    comm->live_ns = now;
+    uint64_t lim = (uint64_t)comm->cfg.liveness_ms * 1000000ull, seen = comm->polled_ns;
+    for (int p = 0; p < comm->size; p++) {
+        xc__conn_t *c = comm->conns[p];
+        if (!c || c->state != XC__CONN_OPEN) continue;
+        if (!c->last_rx_ns) c->last_rx_ns = now; /* first look: the clock starts */
+        if (seen > c->last_rx_ns && seen - c->last_rx_ns > lim) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "sent nothing, not even a heartbeat, for %.1f s (stopped, frozen or cut off "
+                     "by the network; XCOLL_LIVENESS_MS=%d)",
+                     (double)(seen - c->last_rx_ns) * 1e-9, comm->cfg.liveness_ms);
+            xc__comm_peer_lost(comm, p, why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The progress thread's periodic turn: heartbeats when due.  It does not
+ * read the sockets of an idle communicator: what peers sent waits in the
+ * kernel (a beat a second is 48 bytes) until this rank calls in again, so
+ * an idle rank learns of a failure when it next uses the communicator,
+ * with its own operation in the flight recorder. */
+static void progress_tick(xc_comm_t *comm)
+{
+    if (comm->cfg.heartbeat_ms <= 0) return;
+    uint64_t now = xc__now_ns();
+    if (now - comm->beat_ns < (uint64_t)comm->cfg.heartbeat_ms * 1000000ull) return;
+    heartbeat(comm, now);
+}
+
+/* Fail the first operation past its deadline (or on a silent peer);
+ * return the nearest deadline. */
 static uint64_t check_deadlines(xc_comm_t *comm)
 {
     uint64_t now = xc__now_ns(), nearest = UINT64_MAX;
+    if ((comm->coll_head || comm->p2p_ops) && check_liveness(comm, now)) return UINT64_MAX;
     if (comm->coll_head) {
         if (now >= xc__op_deadline(comm, comm->coll_head)) {
             op_timed_out(comm, comm->coll_head);
@@ -477,6 +545,7 @@ void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
         if (!ev) continue;
         pfd[n].fd = c->fd, pfd[n].events = ev, pfd[n].revents = 0, peer[n++] = p;
     }
+    uint64_t t0 = xc__now_ns();
     pthread_mutex_unlock(&comm->mu);
     int r = poll(pfd, (nfds_t)n, timeout_ms);
     pthread_mutex_lock(&comm->mu);
@@ -489,6 +558,8 @@ void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
             if (c && c->state != XC__CONN_CLOSED) c->tp->on_ready(comm, c, pfd[i].revents);
         }
     }
+    /* Every socket was in the set: what arrived before t0 has been read. */
+    if (cap >= comm->size + 1 && t0 > comm->polled_ns) comm->polled_ns = t0;
     xc__comm_advance(comm);
     if (pfd != stack_pfd) free(pfd);
     if (peer != stack_peer) free(peer);
@@ -680,13 +751,16 @@ void *xc__progress_main(void *arg)
 {
     xc_comm_t *comm = arg;
     pthread_mutex_lock(&comm->mu);
+    int tick_ms = comm->cfg.heartbeat_ms > 0 ? comm->cfg.heartbeat_ms : -1;
     while (!comm->stop) {
+        progress_tick(comm);
         if ((comm->npending == 0 && !comm->chan_backlog) || comm->waiters > 0 ||
             xc__comm_status(comm) != XC_OK) {
-            /* Idle, or a waiter drives progress: sleep until kicked. */
+            /* Idle, or a waiter drives progress: sleep until kicked or
+             * until the next heartbeat is due. */
             struct pollfd p = {comm->efd, POLLIN, 0};
             pthread_mutex_unlock(&comm->mu);
-            poll(&p, 1, -1);
+            poll(&p, 1, tick_ms);
             pthread_mutex_lock(&comm->mu);
             if (p.revents) drain_efd(comm);
             continue;

@@ -21,7 +21,8 @@ enum xc__frame_kind {
     XC__F_ERROR = 3, /* payload: int32 code + text; poisons the receiver   */
     XC__F_BYE = 4,   /* the sender destroyed the communicator (graceful)   */
     XC__F_HELLO = 5, /* connection set-up (bootstrap only)                 */
-    XC__F_ACK = 6    /* a single-copy point-to-point message was read: seq */
+    XC__F_ACK = 6,   /* a single-copy point-to-point message was read: seq */
+    XC__F_BEAT = 7   /* heartbeat: no payload; says only "alive"           */
 };
 
 /* hdr.flags */

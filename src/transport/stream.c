@@ -56,6 +56,7 @@ void xc__stream_post(xc_comm_t *comm, xc__conn_t *c, xc__tx_t *tx)
 {
     tx->next = NULL;
     tx->off = 0;
+    c->last_tx_ns = xc__now_ns();
     int was_empty = c->sq_head == NULL;
     if (c->sq_tail) c->sq_tail->next = tx;
     else c->sq_head = tx;
@@ -81,6 +82,7 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
             struct iovec v = {(char *)&c->rhdr + c->rhdr_off, sizeof c->rhdr - c->rhdr_off};
             ssize_t r = get(comm, c, &v, 1);
             if (r <= 0) return;
+            c->last_rx_ns = xc__now_ns();
             c->rhdr_off += (size_t)r;
             if (c->rhdr_off < sizeof c->rhdr) continue;
             if (c->rhdr.magic != XC__FRAME_MAGIC ||
@@ -91,6 +93,17 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
                                 c->peer, c->addr);
                 c->state = XC__CONN_CLOSED;
                 return;
+            }
+            if (c->rhdr.kind == XC__F_BEAT) { /* liveness only */
+                if (c->rhdr.len != 0) {
+                    xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
+                                    "rank %d (%s) sent a heartbeat with a payload of %llu bytes",
+                                    c->peer, c->addr, (unsigned long long)c->rhdr.len);
+                    c->state = XC__CONN_CLOSED;
+                    return;
+                }
+                reset_rx(c);
+                continue;
             }
             c->in_payload = 1;
             c->roff = 0;
@@ -104,6 +117,7 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
             struct iovec v = {dst, want};
             ssize_t r = get(comm, c, &v, 1);
             if (r <= 0) return;
+            c->last_rx_ns = xc__now_ns();
             c->roff += (size_t)r;
             if (c->roff < c->rhdr.len) continue;
         }

@@ -57,6 +57,8 @@ struct xc__conn {
     int peer;
     int state;
     char addr[XC__ADDRSTR_LEN]; /* peer's advertised address, for messages */
+    uint64_t last_rx_ns;  /* when bytes last arrived (0: not yet looked at) */
+    uint64_t last_tx_ns;  /* when a frame was last queued to it */
     /* send side */
     xc__tx_t *sq_head, *sq_tail;
     /* receive side: header being read, then payload into `rdst` */
