@@ -331,12 +331,19 @@ xc_result_t xc__auth_connect(int fd, const xc__auth_conf_t *conf, const xc__auth
                      "handshake)", peer);
         goto out;
     }
-    if (rc != XC_OK) {
-        /* A listener that is up but drops us at once holds no token or
-         * another one (an xcoll peer answers a handshake it accepts). */
+    if (rc != XC_OK && ctx->kind == XC__AUTH_STORE) {
+        /* A store that accepted us and drops us at once holds no token:
+         * one with a token answers every well-formed handshake. */
         rc = xc__err(XC_ERR_PROTOCOL, "authentication failed with %s: it closed the "
-                     "connection during the handshake (it has no job token or a different "
-                     "one: check XCOLL_TOKEN / XCOLL_TOKEN_FILE)", peer);
+                     "connection during the handshake (it has no job token: check "
+                     "XCOLL_TOKEN / XCOLL_TOKEN_FILE where it runs)", peer);
+        goto out;
+    }
+    if (rc != XC_OK) {
+        /* A rank may also have died: say both. */
+        rc = xc__err(XC_ERR_PEER_LOST, "%s closed the connection during the authentication "
+                     "handshake: it exited, or it has no job token (check XCOLL_TOKEN / "
+                     "XCOLL_TOKEN_FILE)", peer);
         goto out;
     }
     if (xc__auth_client_finish(&a, m2, m3, &why) != XC_OK) {

@@ -100,12 +100,12 @@ XC__HIDDEN xc_result_t xc__auth_server_verify(const xc__auth_t *a,
 /* Do the first `n` (<= 4) bytes of `p` agree with the handshake's magic? */
 XC__HIDDEN int xc__auth_magic_prefix(const uint8_t *p, size_t n);
 
-/* Client side on a connected socket, before `deadline_ns` (capped at the
- * handshake deadline).  XC_ERR_PROTOCOL "authentication failed ..." (the
- * peer's proof is wrong, or it closed the connection during the handshake:
- * it holds another token or none), XC_ERR_TIMEOUT, or XC_ERR_PEER_LOST when
- * the connection broke otherwise.  Sets the thread-local detail, naming
- * `peer` (e.g. "the store at host:port"). */
+/* Client side on a connected socket, before `deadline_ns` (the caller
+ * caps it).  XC_ERR_PROTOCOL "authentication failed ..." when the peer's
+ * proof is wrong (it holds another token) or a store closes the connection
+ * during the handshake (it holds none); XC_ERR_PEER_LOST when a rank does
+ * (it exited, or holds no token); XC_ERR_TIMEOUT.  Sets the thread-local
+ * detail, naming `peer` (e.g. "the store at host:port", "rank 2 at ..."). */
 XC__HIDDEN xc_result_t xc__auth_connect(int fd, const xc__auth_conf_t *conf,
                                         const xc__auth_ctx_t *ctx, uint64_t deadline_ns,
                                         const char *peer);
