@@ -377,6 +377,7 @@ out:
         if (pend[i].fd >= 0 && pend[i].peer < 0) close(pend[i].fd); /* slots own the rest */
     if (slot)
         for (int j = 0; j < n; j++) slot_close(&slot[j]);
+    if (pend) explicit_bzero(pend, (size_t)cap * sizeof *pend); /* token copies */
     free(pend);
     free(pfd);
     free(slot);

@@ -577,6 +577,7 @@ static void conn_free(struct conn *c)
     if (!c) return;
     unpark(c);
     if (c->fd >= 0) close(c->fd);
+    explicit_bzero(&c->auth, sizeof c->auth); /* holds a copy of the token */
     free(c->in);
     free(c->out);
     free(c);
