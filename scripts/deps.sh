@@ -15,6 +15,10 @@ command -v mpirun.openmpi >/dev/null 2>&1 || need="$need openmpi-bin libopenmpi-
 command -v mpiexec.mpich >/dev/null 2>&1 || need="$need mpich"
 command -v ip >/dev/null 2>&1 || need="$need iproute2"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+# libcrypto (OpenSSL): HMAC-SHA256 of the job token handshake (src/core/auth.c).
+[ -f /usr/include/openssl/hmac.h ] || need="$need libssl-dev"
+# clang (libFuzzer): the fuzz harnesses of the wire parsers (tests/fuzz).
+command -v clang >/dev/null 2>&1 || need="$need clang"
 # pgrep/pkill: the fault tests find the ranks a launcher started.
 command -v pgrep >/dev/null 2>&1 || need="$need procps"
 # Debian's own interpreter: the python3 first on PATH may not see apt's

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The test suite, as CI runs it: the representative matrix (ctest label
 # "ci") in a release build and in an ASan+UBSan build, and the threaded
-# subset (label "tsan") under ThreadSanitizer.  The full matrix is
-# tests/long.sh.  Ends with one line "tests: N passed, M failed".
+# subset (label "tsan") under ThreadSanitizer, then the libFuzzer harnesses
+# of the wire parsers for a bounded time (tests/fuzz/run.sh, clang + ASan).
+# The full matrix is tests/long.sh.  Ends with one line "tests: N passed, M failed".
 set -u
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh || exit 1
@@ -49,5 +50,15 @@ run() {
 run build ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXCOLL_WERROR=ON
 run build-asan ci -DCMAKE_BUILD_TYPE=Debug -DXCOLL_SANITIZE=address,undefined
 run build-tsan tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXCOLL_SANITIZE=thread
+echo "=== build-fuzz: tests/fuzz/run.sh 15"
+sh tests/fuzz/run.sh 15 "$PWD/build-fuzz" >build-fuzz.log 2>&1
+frc=$?
+tail -n 8 build-fuzz.log
+if [ $frc -eq 0 ]; then
+    total_pass=$((total_pass + 1))
+elif [ $frc -ne 77 ]; then
+    total_fail=$((total_fail + 1))
+    status=1
+fi
 echo "tests: $total_pass passed, $total_fail failed"
 exit $status

@@ -22,6 +22,11 @@
  *    poll() loop of the main thread.
  *  - Every rank is reaped before the launcher exits; a rank also gets
  *    SIGKILL (PR_SET_PDEATHSIG) if the launcher itself is killed outright.
+ *  - The job token (docs/fault-tolerance.md, "Secure wire") reaches the
+ *    ranks through the environment only, never a command line: the user's
+ *    XCOLL_TOKEN / XCOLL_TOKEN_FILE, or a fresh XCOLL_TOKEN drawn here for
+ *    a job started whole by this invocation.  The launcher's store demands
+ *    the same token.
  */
 #include "core/store.h"
 
@@ -37,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,6 +92,7 @@ typedef struct job {
     int fd_max;              /* fallback bound for closing fds in a child */
     char child_addr[300];    /* XCOLL_ADDR given to the ranks */
     xc__store_server_t *srv;
+    xc__auth_conf_t auth;    /* the job token, if any */
     rank_t *ranks;
     struct pollfd *pfd;      /* poll set: the self-pipe, then 2 per rank */
     stream_t **pstream;      /* the stream of each pfd entry */
@@ -153,6 +160,9 @@ static void usage(FILE *f)
           "Each rank gets XCOLL_RANK, XCOLL_SIZE, XCOLL_LOCAL_RANK,\n"
           "XCOLL_LOCAL_SIZE, XCOLL_ADDR and XCOLL_STORE_EXTERNAL=1; stdin is\n"
           "/dev/null.  When a rank fails the others get SIGTERM, then SIGKILL.\n"
+          "The job token that authenticates every connection is the user's\n"
+          "XCOLL_TOKEN / XCOLL_TOKEN_FILE, else a fresh XCOLL_TOKEN drawn for\n"
+          "the job (environment only, never on a command line).\n"
           "\n"
           "Exit status: 0 if every rank exits 0; else the first failing\n"
           "rank's code (128+S if killed by signal S); 128+S if xcoll-run got\n"
@@ -312,6 +322,48 @@ static int install_signals(void)
     return 0;
 }
 
+/* Settle the job's token (see the top) into job->auth.  0, or 2 after
+ * saying why not. */
+static int job_token(job_t *job)
+{
+    const char *t = getenv("XCOLL_TOKEN"), *f = getenv("XCOLL_TOKEN_FILE");
+    int given = (t && *t) || (f && *f);
+    int whole = job->rank_offset == 0 && job->world == job->n;
+    if (!given && whole) {
+        uint8_t key[XC__TOKEN_LEN];
+        char hex[2 * XC__TOKEN_LEN + 1];
+        size_t got = 0;
+        while (got < sizeof key) {
+            ssize_t r = getrandom(key + got, sizeof key - got, 0);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) {
+                fprintf(stderr, "xcoll-run: cannot draw a job token: getrandom: %s\n",
+                        strerror(errno));
+                return 2;
+            }
+            got += (size_t)r;
+        }
+        for (size_t i = 0; i < sizeof key; ++i)
+            snprintf(hex + 2 * i, 3, "%02x", key[i]);
+        int e = setenv("XCOLL_TOKEN", hex, 1);
+        explicit_bzero(key, sizeof key);
+        explicit_bzero(hex, sizeof hex);
+        if (e != 0) {
+            fprintf(stderr, "xcoll-run: cannot set XCOLL_TOKEN: %s\n", strerror(errno));
+            return 2;
+        }
+    } else if (!given) {
+        fprintf(stderr, "xcoll-run: note: this job spans several invocations and no "
+                        "XCOLL_TOKEN / XCOLL_TOKEN_FILE is set: its connections are not "
+                        "authenticated (give every invocation the same token)\n");
+    }
+    if (xc__auth_conf_env(&job->auth) != XC_OK) {
+        fprintf(stderr, "xcoll-run: %s\n", xc_last_error());
+        return 2;
+    }
+    return 0;
+}
+
 static int is_wildcard(const char *h)
 {
     return !*h || !strcmp(h, "*") || !strcmp(h, "0.0.0.0") || !strcmp(h, "::");
@@ -331,7 +383,7 @@ static int start_store(job_t *job)
         for (size_t i = 0; i < sizeof k_signals / sizeof *k_signals; ++i)
             sigaddset(&block, k_signals[i]);
         pthread_sigmask(SIG_BLOCK, &block, &old);
-        xc_result_t rc = xc__store_server_start(bind_host, port, &job->srv, &port);
+        xc_result_t rc = xc__store_server_start(bind_host, port, &job->auth, &job->srv, &port);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (rc != XC_OK) {
             fprintf(stderr, "xcoll-run: cannot host the rendezvous store on "
@@ -782,6 +834,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < job.n; ++i) job.ranks[i].s[0].fd = job.ranks[i].s[1].fd = -1;
     long fd_max = sysconf(_SC_OPEN_MAX);
     job.fd_max = fd_max > 0 && fd_max < 65536 ? (int)fd_max : 65536;
+    if ((rc = job_token(&job)) != 0) goto out;
     if ((rc = start_store(&job)) != 0) goto out;
     rc = 1;
     if (build_envs(&job) != 0) goto out;

@@ -69,7 +69,8 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
         xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r
                          : xc__now_ns() >= deadline_ns ? XC_ERR_TIMEOUT
                                                        : XC_ERR_SYSTEM;
-        return xc__err(rc, "%s (store key \"%s\"): %s", what, key, xc__tls_error());
+        return xc__err(rc, "%s (store key \"%s\"): %s%s", what, key, xc__tls_error(),
+                       xc__auth_hint());
     }
     if (len != cap)
         return xc__err(XC_ERR_PROTOCOL, "store key \"%s\" holds %zu bytes, expected %zu "
@@ -250,7 +251,7 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
         /* Listen on every interface, as c10d does: the name of the host may
          * resolve to a loopback alias here (Debian maps the hostname to
          * 127.0.1.1) yet to a routable address on the other nodes. */
-        if (xc__store_server_start(NULL, port, &srv, &bound) != XC_OK) {
+        if (xc__store_server_start(NULL, port, &cfg.auth, &srv, &bound) != XC_OK) {
             /* Already hosted (an earlier communicator of ours, or a
              * launcher): use it as a client. */
             XC_INFO("not hosting the store at %s (%s); connecting as a client", addr,
@@ -260,7 +261,7 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     }
     xc_store_t st;
     struct sockaddr_storage local;
-    xc_result_t rc = xc__tcp_store_open(host, port, cfg.timeout_ms, &st, &local);
+    xc_result_t rc = xc__tcp_store_open(host, port, cfg.timeout_ms, &cfg.auth, &st, &local);
     if (rc != XC_OK) {
         xc__store_server_stop(srv);
         return xc__err(rc, "rank %d: cannot reach the rendezvous store at %s: %s", rank, addr,

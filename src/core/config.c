@@ -119,5 +119,6 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     if (s) copy_str(c->ifname, sizeof c->ifname, s);
     s = getenv("XCOLL_NODE_ID");
     if (s) copy_str(c->node_id, sizeof c->node_id, s);
+    XC_CHECK(xc__auth_conf_env(&c->auth));
     return xc__config_override(user, c);
 }

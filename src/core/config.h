@@ -6,6 +6,7 @@
 #ifndef XC_CONFIG_H
 #define XC_CONFIG_H
 
+#include "auth.h"
 #include "common.h"
 
 #define XC__IFNAME_LEN 64
@@ -28,6 +29,7 @@ typedef struct xc__config {
     int socket_buf_kb;    /* TCP send/receive buffers, 0 = autotuning  */
     char ifname[XC__IFNAME_LEN];   /* interface selector, "" = default  */
     char node_id[XC__NODEID_LEN];  /* "" = derive from host/boot/netns  */
+    xc__auth_conf_t auth;          /* job token, handshake deadline (auth.h) */
 } xc__config_t;
 
 /* Resolve `user` (may be NULL) over the environment and the defaults.

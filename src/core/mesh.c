@@ -13,6 +13,15 @@
  * present the right id and a plausible rank and index not yet connected is
  * a stranger and is closed without effect.  Everything is bounded by one
  * deadline, so a rank that never shows up yields XC_ERR_TIMEOUT naming it.
+ *
+ * With a job token (auth.h), every stream first runs the handshake, bound
+ * to the communicator's id and both ranks: the connecting side blocks on it
+ * (its peer is a rank it chose from the store, within the set-up deadline),
+ * the accepting side drives it from its poll loop, so one slow or silent
+ * stranger holds nothing but its own slot, which it loses after
+ * XCOLL_HANDSHAKE_MS (with or without a token).  A HELLO must then come
+ * from the rank the handshake proved.  Rejections are logged (WARN) with the
+ * peer's address and the reason.
  */
 #include "comm.h"
 #include "../algo/shm_coll.h"
@@ -71,13 +80,59 @@ static int hello_ok(const xc_comm_t *comm, const xc__hdr_t *h)
 }
 
 /* A socket whose HELLO is being read: an accepted stranger-until-proven
- * (peer < 0) or our stream 0 to a lower rank, awaiting its answer. */
+ * (peer < 0) or our stream 0 to a lower rank, awaiting its answer.  An
+ * accepted socket of a job with a token first goes through the handshake's
+ * stages. */
+enum { ST_AUTH1, ST_AUTH3, ST_HELLO };
 typedef struct pending {
     int fd;
     int peer;
+    int stage;       /* ST_*: what is being read */
+    int proven;      /* the rank the handshake proved, -1 without a token */
     size_t off;
+    uint64_t since;  /* accepted at (ns) */
     xc__hdr_t h;
+    uint8_t abuf[XC__AUTH_MSG1_LEN]; /* a handshake message being read */
+    xc__auth_t auth;
+    char addr[XC__ADDRSTR_LEN];
 } pending_t;
+
+/* Did a socket open with the first bytes of a frame (an xcoll peer that
+ * has no token), rather than of a handshake? */
+static int frame_magic_prefix(const uint8_t *p, size_t n)
+{
+    uint32_t m = XC__FRAME_MAGIC;
+    return memcmp(p, &m, n < sizeof m ? n : sizeof m) == 0;
+}
+
+/* Advance the handshake of accepted socket `p` by one complete message.
+ * NULL on success, else the reason to reject it (auth.h's categories). */
+static const char *auth_step(xc_comm_t *comm, pending_t *p)
+{
+    const char *why = NULL;
+    if (p->stage == ST_AUTH1) {
+        uint8_t m2[XC__AUTH_MSG2_LEN];
+        if (xc__auth_server_reply(&p->auth, &comm->cfg.auth, XC__AUTH_MESH, p->abuf, m2,
+                                  &why) != XC_OK)
+            return why;
+        const xc__auth_ctx_t *x = &p->auth.ctx;
+        /* Only higher ranks of this communicator connect to us. */
+        if (x->id != comm->uid || x->server != comm->rank || x->client <= comm->rank ||
+            x->client >= comm->size)
+            return "bad frame (a handshake for another communicator or rank)";
+        /* A fresh socket's send buffer is empty: this does not wait. */
+        if (xc__send_all(p->fd, m2, sizeof m2, xc__deadline_ns(100)) != XC_OK)
+            return "closed during the handshake (before our proof was sent)";
+        p->stage = ST_AUTH3;
+    } else {
+        if (xc__auth_server_verify(&p->auth, p->abuf, &why) != XC_OK) return why;
+        p->proven = p->auth.ctx.client;
+        explicit_bzero(&p->auth, sizeof p->auth);
+        p->stage = ST_HELLO;
+    }
+    p->off = 0;
+    return NULL;
+}
 
 /* The streams of one peer's connection as they are made. */
 typedef struct slot {
@@ -144,6 +199,18 @@ xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
                 goto out;
             }
             slot[j].fd[s] = fd;
+            if (comm->cfg.auth.has_token) {
+                char a[XC__ADDRSTR_LEN], peer[XC__ADDRSTR_LEN + 32];
+                xc__addr_str(&addrs[j], a, sizeof a);
+                snprintf(peer, sizeof peer, "rank %d at %s", j, a);
+                xc__auth_ctx_t ctx = {.kind = XC__AUTH_MESH, .id = comm->uid, .client = me,
+                                      .server = j};
+                rc = xc__auth_connect(fd, &comm->cfg.auth, &ctx, deadline_ns, peer);
+                if (rc != XC_OK) {
+                    rc = xc__err(rc, "rank %d: %s", me, xc__tls_error());
+                    goto out;
+                }
+            }
             rc = xc__send_all(fd, &hello, sizeof hello, deadline_ns);
             if (rc != XC_OK) {
                 rc = xc__err(XC_ERR_PEER_LOST,
@@ -152,8 +219,11 @@ xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
             }
             xc__set_nonblock(fd);
         }
-        pend[np++] = (pending_t){.fd = slot[j].fd[0], .peer = j};
+        pend[np++] = (pending_t){.fd = slot[j].fd[0], .peer = j, .stage = ST_HELLO,
+                                 .proven = -1};
     }
+    const int hs_ms = comm->cfg.auth.handshake_ms > 0 ? comm->cfg.auth.handshake_ms
+                                                      : XC__AUTH_DEFAULT_MS;
     /* Answers from lower ranks, introductions from higher ranks. */
     while (missing > 0) {
         int k = 0;
@@ -161,30 +231,75 @@ xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
         for (int i = 0; i < np; i++) pfd[k++] = (struct pollfd){pend[i].fd, POLLIN, 0};
         int ms = xc__poll_ms_left(deadline_ns);
         if (ms == 0) break;
+        for (int i = 0; i < np; i++) /* wake for the first handshake deadline */
+            if (pend[i].peer < 0) {
+                int left = xc__poll_ms_left(pend[i].since + (uint64_t)hs_ms * 1000000ull);
+                if (ms < 0 || left < ms) ms = left;
+            }
         int r = poll(pfd, (nfds_t)k, ms);
         if (r < 0 && errno != EINTR) {
             rc = xc__err_errno("poll");
             goto out;
         }
+        /* Accepted sockets past the handshake deadline lose their slot. */
+        uint64_t now = xc__now_ns();
+        for (int i = 0; i < np; i++) {
+            if (pend[i].peer >= 0 || now < pend[i].since + (uint64_t)hs_ms * 1000000ull)
+                continue;
+            xc__auth_reject("mesh", pend[i].addr,
+                            "timeout (no complete handshake and hello within "
+                            "XCOLL_HANDSHAKE_MS)");
+            close(pend[i].fd);
+            pend[i] = pend[--np];
+            i--;
+        }
         if (r <= 0) continue;
         if ((pfd[0].revents & POLLIN) && np < cap) {
-            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            struct sockaddr_storage from;
+            socklen_t fl = sizeof from;
+            int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
                 xc__set_sockopts(fd, comm->cfg.socket_buf_kb);
-                pend[np++] = (pending_t){.fd = fd, .peer = -1};
+                pend[np] = (pending_t){.fd = fd, .peer = -1, .proven = -1, .since = now,
+                                       .stage = comm->cfg.auth.has_token ? ST_AUTH1 : ST_HELLO};
+                xc__addr_str(&from, pend[np].addr, sizeof pend[np].addr);
+                np++;
             }
         }
         for (int i = 0; i < np; i++) {
-            if (!pfd[i + 1].revents || pfd[i + 1].fd != pend[i].fd) continue;
+            /* The table may have changed since poll(): match by descriptor. */
+            int fi = 0;
+            while (fi < k - 1 && pfd[fi + 1].fd != pend[i].fd) fi++;
+            if (fi == k - 1 || !pfd[fi + 1].revents) continue;
             pending_t *p = &pend[i];
-            ssize_t got = recv(p->fd, (char *)&p->h + p->off, sizeof p->h - p->off, MSG_DONTWAIT);
+            uint8_t *dst = p->stage == ST_HELLO ? (uint8_t *)&p->h : p->abuf;
+            size_t want = p->stage == ST_HELLO  ? sizeof p->h
+                          : p->stage == ST_AUTH1 ? XC__AUTH_MSG1_LEN
+                                                 : XC__AUTH_MSG3_LEN;
+            ssize_t got = recv(p->fd, dst + p->off, want - p->off, MSG_DONTWAIT);
             int drop = 0, done = 0;
+            const char *why = NULL;
             if (got > 0) {
                 p->off += (size_t)got;
-                if (p->off == sizeof p->h) {
+                if (p->stage == ST_AUTH1 && !xc__auth_magic_prefix(p->abuf, p->off)) {
+                    why = frame_magic_prefix(p->abuf, p->off)
+                              ? "no token (a plain xcoll hello: the peer has no job token)"
+                              : "bad frame (not an xcoll handshake)";
+                } else if (p->stage != ST_HELLO) {
+                    if (p->off == want) why = auth_step(comm, p);
+                } else if (p->off == sizeof p->h) {
                     const xc__hdr_t *h = &p->h;
                     if (!hello_ok(comm, h)) {
                         drop = 1;
+                        if (p->peer < 0)
+                            why = !comm->cfg.auth.has_token &&
+                                          xc__auth_magic_prefix((const uint8_t *)h, 4)
+                                      ? "no token here: the peer presented a job token, but "
+                                        "this rank has none (XCOLL_TOKEN)"
+                                      : "bad frame (not a hello of this communicator)";
+                    } else if (p->proven >= 0 && h->tag != p->proven) {
+                        drop = 1;
+                        why = "bad frame (a hello from another rank than the one proven)";
                     } else if (p->peer >= 0) {
                         /* The answer to our stream 0: the peer has them all. */
                         done = h->tag == p->peer && h->algo == slot[p->peer].n;
@@ -198,6 +313,15 @@ xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
                     if (!done) drop = 1;
                 }
             } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+                drop = 1;
+                if (p->peer < 0 && p->stage == ST_AUTH3)
+                    why = "closed during the handshake (after our proof: it holds another "
+                          "token, or is not an xcoll rank)";
+                else if (p->peer < 0 && p->stage == ST_AUTH1 && p->off > 0)
+                    why = "bad frame (a truncated handshake)";
+            }
+            if (why) {
+                xc__auth_reject("mesh", p->addr, why);
                 drop = 1;
             }
             if (drop && p->peer >= 0) {
@@ -236,7 +360,6 @@ xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
             if (drop || done) {
                 if (p->fd >= 0) close(p->fd); /* a stranger */
                 pend[i] = pend[--np];
-                pfd[i + 1] = pfd[np + 1];
                 i--;
             }
         }
@@ -246,14 +369,15 @@ xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
         for (int j = 0; j < n && who < 0; j++)
             if (j != me && !comm->conns[j]) who = j;
         rc = xc__err(XC_ERR_TIMEOUT,
-                     "rank %d: rank %d did not connect within the timeout (%d ms)", me, who,
-                     comm->cfg.timeout_ms);
+                     "rank %d: rank %d did not connect within the timeout (%d ms)%s", me, who,
+                     comm->cfg.timeout_ms, xc__auth_hint());
     }
 out:
     for (int i = 0; i < np; i++)
         if (pend[i].fd >= 0 && pend[i].peer < 0) close(pend[i].fd); /* slots own the rest */
     if (slot)
         for (int j = 0; j < n; j++) slot_close(&slot[j]);
+    if (pend) explicit_bzero(pend, (size_t)cap * sizeof *pend); /* token copies */
     free(pend);
     free(pfd);
     free(slot);

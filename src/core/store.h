@@ -15,17 +15,23 @@
 #ifndef XC_STORE_H
 #define XC_STORE_H
 
+#include "auth.h"
 #include "common.h"
 
 #include <sys/socket.h>
 
 /* Open a TCP store client connected to host:port, retrying the connection
  * until `timeout_ms` passes (the server may start later than the client).
+ * With `auth` holding a token, every connection (and reconnection) first
+ * proves it (auth.h); a server that holds another token or none is
+ * XC_ERR_PROTOCOL "authentication failed", at once, not retried.  NULL or
+ * no token: unauthenticated.
  * On success *out is a usable xc_store_t and, if local != NULL, *local is
  * the local address of the connection (the interface that reaches the
  * store, used as the default address to advertise). */
 XC__HIDDEN xc_result_t xc__tcp_store_open(const char *host, int port,
-                                          int timeout_ms, xc_store_t *out,
+                                          int timeout_ms, const xc__auth_conf_t *auth,
+                                          xc_store_t *out,
                                           struct sockaddr_storage *local);
 /* Close a store opened by xc__tcp_store_open (NULL ctx is a no-op). */
 XC__HIDDEN void xc__tcp_store_close(xc_store_t *store);
@@ -38,8 +44,10 @@ XC__HIDDEN xc_result_t xc__tcp_store_add(xc_store_t *store, const char *key,
 typedef struct xc__store_server xc__store_server_t;
 /* Start a server listening on host:port (port 0 = ephemeral; host NULL or
  * "" = all interfaces).  *port_out receives the bound port.  The server runs
- * on its own thread until xc__store_server_stop. */
+ * on its own thread until xc__store_server_stop.  With `auth` holding a
+ * token, only clients that prove it are served (NULL: unauthenticated). */
 XC__HIDDEN xc_result_t xc__store_server_start(const char *host, int port,
+                                              const xc__auth_conf_t *auth,
                                               xc__store_server_t **out,
                                               int *port_out);
 /* Stop the thread, close every connection, free memory.  NULL is a no-op. */

@@ -12,12 +12,20 @@
  *  - A request header and an answer header share one 8-byte layout,
  *    `code u8 | reserved u8 = 0 | keylen u16 | len u32`: the code is an
  *    opcode in a request and a status in an answer, whose keylen is 0.
+ *  - When the server holds a job token, the connection opens with the
+ *    handshake of auth.h (kind XC__AUTH_STORE, id 0, ranks -1) before the
+ *    hello; a plain hello then gets STORE_HELLO_AUTH_REQUIRED and a close.
+ *  - Parsing of what a peer sent is done by the pure functions at the end
+ *    (store_proto.c), which the fuzzer (tests/fuzz/fuzz_store.c) drives.
  *  - Changing anything here changes the protocol: bump STORE_VERSION and
  *    update docs/rendezvous.md.
  */
 #ifndef XC_STORE_PROTO_H
 #define XC_STORE_PROTO_H
 
+#include "common.h"
+
+#include <stddef.h>
 #include <stdint.h>
 
 #define STORE_MAGIC 0x58435354u /* "XCST" */
@@ -36,7 +44,7 @@ enum { STORE_OP_SET = 1, STORE_OP_GET = 2, STORE_OP_ADD = 3, STORE_OP_WAIT = 4 }
 /* Answer statuses. */
 enum { STORE_ST_OK = 0, STORE_ST_ERR = 1, STORE_ST_TIMEOUT = 2 };
 /* Status word of the server's hello. */
-enum { STORE_HELLO_OK = 0, STORE_HELLO_BAD_VERSION = 1 };
+enum { STORE_HELLO_OK = 0, STORE_HELLO_BAD_VERSION = 1, STORE_HELLO_AUTH_REQUIRED = 2 };
 
 /* ---- big-endian integers */
 
@@ -103,5 +111,29 @@ static inline struct xc__store_hdr xc__store_get_hdr(const uint8_t *p)
                               xc__store_get_u32(p + 4)};
     return h;
 }
+
+/* ---- parsing (store_proto.c) */
+
+/* A client's hello at p[0..avail): 8 (its length) with *version set, 0 if
+ * incomplete but plausible so far, -1 if not a hello (bad magic). */
+XC__HIDDEN int xc__store_parse_hello(const uint8_t *p, size_t avail, uint16_t *version);
+
+/* A request, located in the input buffer. */
+struct xc__store_req {
+    uint8_t op;
+    uint16_t keylen;
+    uint32_t vlen;
+    const char *key;    /* keylen bytes, not NUL-terminated */
+    const uint8_t *val; /* vlen bytes */
+};
+/* One request at p[0..avail): its total length (> 0) with *out filled, 0
+ * if incomplete (the header so far is valid), -1 if malformed: unknown
+ * opcode, nonzero reserved byte, empty or oversized key, value length not
+ * the opcode's.  Never reads beyond avail. */
+XC__HIDDEN long xc__store_parse_req(const uint8_t *p, size_t avail, struct xc__store_req *out);
+
+/* Is an answer header (client side) well-formed: known status, zero
+ * reserved and keylen, length within the status's bound? */
+XC__HIDDEN int xc__store_ans_ok(const struct xc__store_hdr *h);
 
 #endif /* XC_STORE_PROTO_H */

@@ -25,7 +25,13 @@
  *    bad opcode, an oversized key or value, nonzero reserved bytes, no hello
  *    within HELLO_TIMEOUT_MS -- closes that connection and nothing else; the
  *    store is changed only by complete, valid requests.
+ *  - With a job token (auth.h), a connection must complete the handshake
+ *    and its hello within the handshake deadline (XCOLL_HANDSHAKE_MS), and
+ *    nothing it sends before is interpreted as a request; a failure is
+ *    logged (WARN, with the peer's address and the reason) and closes that
+ *    connection only.
  */
+#include "auth.h"
 #include "store.h"
 #include "store_proto.h"
 
@@ -66,12 +72,13 @@ struct entry {
     char key[]; /* keylen bytes + NUL */
 };
 
-enum conn_state { CONN_HELLO, CONN_READY, CONN_CLOSING };
+enum conn_state { CONN_AUTH1, CONN_AUTH3, CONN_HELLO, CONN_READY, CONN_CLOSING };
 
 struct conn {
     int fd;
     enum conn_state state;
     int dead;          /* closed at the end of this loop iteration */
+    int eof;           /* the peer closed its side */
     int queued;        /* on the ready list */
     uint64_t accepted_ns;
     char peer[80];
@@ -85,6 +92,7 @@ struct conn {
     uint64_t park_deadline_ns; /* UINT64_MAX: none */
     struct conn *wprev, *wnext;
     struct conn *rnext; /* ready list */
+    xc__auth_t auth;    /* the handshake in progress (CONN_AUTH3) */
 };
 
 struct xc__store_server {
@@ -99,6 +107,7 @@ struct xc__store_server {
     size_t nbuckets, nentries;
     struct conn *ready; /* connections whose input must be (re)processed */
     uint64_t accept_paused_until_ns;
+    xc__auth_conf_t auth; /* has_token == 0: no handshake */
 };
 
 /* ------------------------------------------------------------------ */
@@ -289,6 +298,75 @@ static void conn_flush(struct conn *c)
     }
 }
 
+/* Reject a connection during the handshake or the hello (auth.h's
+ * categories of `why`). */
+static void conn_reject(struct conn *c, const char *why)
+{
+    if (c->dead) return;
+    xc__auth_reject("store server", c->peer, why);
+    conn_drop(c, NULL);
+}
+
+/* When the connection must have finished its handshake and hello. */
+static uint64_t preamble_deadline(const xc__store_server_t *s, const struct conn *c)
+{
+    int ms = s->auth.has_token ? s->auth.handshake_ms : HELLO_TIMEOUT_MS;
+    return c->accepted_ns + (uint64_t)ms * 1000000ull;
+}
+
+/* The handshake's steps (CONN_AUTH1, CONN_AUTH3): 1 to go on parsing, 0 to
+ * wait for more input or stop. */
+static int conn_auth_step(xc__store_server_t *s, struct conn *c)
+{
+    size_t avail = c->in_len - c->in_off;
+    const uint8_t *p = c->in + c->in_off;
+    const char *why = "";
+    if (c->state == CONN_AUTH1) {
+        uint16_t ver;
+        int plain = xc__store_parse_hello(p, avail, &ver);
+        if (plain > 0) {
+            /* A client without the token: tell it so, then close. */
+            uint8_t ans[STORE_HELLO_LEN];
+            xc__store_put_hello(ans, STORE_HELLO_AUTH_REQUIRED);
+            out_append(c, ans, sizeof ans);
+            c->in_off += STORE_HELLO_LEN;
+            xc__auth_reject("store server", c->peer,
+                            "no token (a plain store hello; this store requires the job token)");
+            c->state = CONN_CLOSING;
+            return 0;
+        }
+        if (!xc__auth_magic_prefix(p, avail)) {
+            if (plain < 0) conn_reject(c, "bad frame (neither a handshake nor a store hello)");
+            return 0;
+        }
+        if (avail < XC__AUTH_MSG1_LEN) return 0;
+        uint8_t m2[XC__AUTH_MSG2_LEN];
+        if (xc__auth_server_reply(&c->auth, &s->auth, XC__AUTH_STORE, p, m2, &why) != XC_OK) {
+            conn_reject(c, why);
+            return 0;
+        }
+        /* A store binds no communicator and no rank. */
+        if (c->auth.ctx.id != 0 || c->auth.ctx.client != -1 || c->auth.ctx.server != -1) {
+            conn_reject(c, "bad frame (handshake context is not a store's)");
+            return 0;
+        }
+        c->in_off += XC__AUTH_MSG1_LEN;
+        if (out_append(c, m2, sizeof m2) != 0) return 0;
+        c->state = CONN_AUTH3;
+        return 1;
+    }
+    if (avail < XC__AUTH_MSG3_LEN) return 0;
+    if (xc__auth_server_verify(&c->auth, p, &why) != XC_OK) {
+        conn_reject(c, why);
+        return 0;
+    }
+    explicit_bzero(&c->auth, sizeof c->auth);
+    c->in_off += XC__AUTH_MSG3_LEN;
+    c->state = CONN_HELLO;
+    XC_TRACE("store server: %s authenticated", c->peer);
+    return 1;
+}
+
 /* Give the waiters of a key that now has a value their answers. */
 static void wake_waiters(xc__store_server_t *s, struct entry *e)
 {
@@ -407,21 +485,26 @@ static void handle_request(xc__store_server_t *s, struct conn *c, uint8_t op,
  * runs out, the connection parks, or its output is backed up. */
 static void conn_process(xc__store_server_t *s, struct conn *c)
 {
-    uint8_t magic[4]; /* the hello's first field, checked byte by byte */
-    xc__store_put_u32(magic, STORE_MAGIC);
     while (!c->dead && !c->parked_on && c->state != CONN_CLOSING &&
            c->out_len - c->out_off < OUT_HIGH) {
         size_t avail = c->in_len - c->in_off;
         if (avail == 0) break;
         const uint8_t *p = c->in + c->in_off;
+        if (c->state == CONN_AUTH1 || c->state == CONN_AUTH3) {
+            if (!conn_auth_step(s, c)) break;
+            continue;
+        }
         if (c->state == CONN_HELLO) {
-            size_t m = XC__MIN(avail, sizeof magic);
-            if (memcmp(p, magic, m) != 0) {
-                conn_drop(c, "not an xcoll store client (bad magic)");
+            uint16_t ver = 0;
+            int hl = xc__store_parse_hello(p, avail, &ver);
+            if (hl < 0) {
+                if (!s->auth.has_token && xc__auth_magic_prefix(p, avail) && avail >= 4)
+                    conn_reject(c, "no token here: the client presented a job token, but this "
+                                   "store has none (set XCOLL_TOKEN where the store runs)");
+                else conn_drop(c, "not an xcoll store client (bad magic)");
                 return;
             }
-            if (avail < STORE_HELLO_LEN) break;
-            uint16_t ver = xc__store_get_u16(p + 4);
+            if (hl == 0) break;
             uint8_t ans[STORE_HELLO_LEN];
             xc__store_put_hello(ans, ver == STORE_VERSION
                                          ? STORE_HELLO_OK
@@ -438,28 +521,15 @@ static void conn_process(xc__store_server_t *s, struct conn *c)
             c->state = CONN_READY;
             continue;
         }
-        if (avail < STORE_HDR_LEN) break;
-        struct xc__store_hdr h = xc__store_get_hdr(p);
-        uint8_t op = h.code;
-        uint16_t klen = h.keylen;
-        uint32_t vlen = h.len;
-        int ok = h.reserved == 0 && klen >= 1 && klen <= STORE_MAX_KEY;
-        switch (op) {
-        case STORE_OP_SET: ok = ok && vlen <= STORE_MAX_VAL; break;
-        case STORE_OP_GET:
-        case STORE_OP_WAIT: ok = ok && vlen == STORE_TMO_LEN; break;
-        case STORE_OP_ADD: ok = ok && vlen == STORE_ADD_LEN; break;
-        default: ok = 0;
-        }
-        if (!ok) {
+        struct xc__store_req rq;
+        long need = xc__store_parse_req(p, avail, &rq);
+        if (need < 0) {
             conn_drop(c, "malformed or oversized request");
             return;
         }
-        size_t need = STORE_HDR_LEN + klen + (size_t)vlen;
-        if (avail < need) break;
-        handle_request(s, c, op, (const char *)p + STORE_HDR_LEN, klen,
-                       p + STORE_HDR_LEN + klen, vlen);
-        c->in_off += need;
+        if (need == 0) break;
+        handle_request(s, c, rq.op, rq.key, rq.keylen, rq.val, rq.vlen);
+        c->in_off += (size_t)need;
     }
     if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
 }
@@ -489,7 +559,7 @@ static void conn_read(struct conn *c)
         if (n > 0) {
             c->in_len += (size_t)n;
         } else if (n == 0) {
-            conn_drop(c, NULL); /* orderly close */
+            c->eof = 1; /* orderly close: dropped once its input is parsed */
             return;
         } else if (errno == EINTR) {
             continue;
@@ -507,6 +577,7 @@ static void conn_free(struct conn *c)
     if (!c) return;
     unpark(c);
     if (c->fd >= 0) close(c->fd);
+    explicit_bzero(&c->auth, sizeof c->auth); /* holds a copy of the token */
     free(c->in);
     free(c->out);
     free(c);
@@ -549,7 +620,7 @@ static void accept_all(xc__store_server_t *s)
             continue;
         }
         c->fd = fd;
-        c->state = CONN_HELLO;
+        c->state = s->auth.has_token ? CONN_AUTH1 : CONN_HELLO;
         c->accepted_ns = xc__now_ns();
         fmt_sockaddr((struct sockaddr *)&ss, sl, c->peer, sizeof c->peer);
         s->conns[s->nconns++] = c;
@@ -616,8 +687,8 @@ static void *server_main(void *arg)
                 ev |= POLLIN;
             if (c->out_off < c->out_len) ev |= POLLOUT;
             pf[i + 2] = (struct pollfd){.fd = c->fd, .events = ev};
-            if (c->state == CONN_HELLO) {
-                uint64_t t = c->accepted_ns + HELLO_TIMEOUT_MS * 1000000ull;
+            if (c->state < CONN_READY) {
+                uint64_t t = preamble_deadline(s, c);
                 if (t < wake_at) wake_at = t;
             }
             if (c->parked_on && c->park_deadline_ns < wake_at)
@@ -645,7 +716,14 @@ static void *server_main(void *arg)
                 conn_read(c);
                 conn_process(s, c);
                 conn_flush(c);
-                if (re & (POLLRDHUP | POLLHUP | POLLERR)) conn_drop(c, NULL);
+                if ((re & (POLLRDHUP | POLLHUP | POLLERR)) || c->eof) {
+                    if (c->state == CONN_AUTH3)
+                        conn_reject(c, "closed during the handshake (after our proof: it "
+                                       "holds another token, or is not an xcoll client)");
+                    else if (c->state == CONN_AUTH1 && c->in_len > c->in_off)
+                        conn_reject(c, "bad frame (a truncated handshake)");
+                    conn_drop(c, NULL);
+                }
             }
         }
         expire_parked(s);
@@ -656,9 +734,10 @@ static void *server_main(void *arg)
         size_t j = 0;
         for (size_t i = 0; i < s->nconns; ++i) {
             struct conn *c = s->conns[i];
-            if (!c->dead && c->state == CONN_HELLO &&
-                now >= c->accepted_ns + HELLO_TIMEOUT_MS * 1000000ull)
-                conn_drop(c, "no hello in time");
+            if (!c->dead && c->state < CONN_READY && now >= preamble_deadline(s, c)) {
+                if (c->state == CONN_HELLO) conn_drop(c, "no hello in time");
+                else conn_reject(c, "timeout (no complete handshake within XCOLL_HANDSHAKE_MS)");
+            }
             if (c->dead) conn_free(c);
             else s->conns[j++] = c;
         }
@@ -753,6 +832,7 @@ static xc_result_t open_listener(const char *host, int port, int *fd_out)
 }
 
 xc_result_t xc__store_server_start(const char *host, int port,
+                                   const xc__auth_conf_t *auth,
                                    xc__store_server_t **out, int *port_out)
 {
     if (!out)
@@ -764,6 +844,7 @@ xc_result_t xc__store_server_start(const char *host, int port,
     xc__store_server_t *s = calloc(1, sizeof *s);
     if (!s) return xc__err(XC_ERR_NOMEM, "store server: out of memory");
     s->lfd = s->wake[0] = s->wake[1] = -1;
+    if (auth) s->auth = *auth;
     xc_result_t rc = XC_OK;
     s->nbuckets = 64;
     s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
@@ -799,7 +880,8 @@ xc_result_t xc__store_server_start(const char *host, int port,
     }
     char where[NI_MAXHOST + 16];
     fmt_sockaddr((struct sockaddr *)&ss, sl, where, sizeof where);
-    XC_INFO("store server listening on %s", where);
+    XC_INFO("store server listening on %s (%s)", where,
+            s->auth.has_token ? "clients must prove the job token" : "unauthenticated");
     if (port_out) *port_out = bound;
     *out = s;
     return XC_OK;
@@ -829,5 +911,6 @@ void xc__store_server_stop(xc__store_server_t *s)
     close(s->lfd);
     close(s->wake[0]);
     close(s->wake[1]);
+    explicit_bzero(&s->auth, sizeof s->auth);
     free(s);
 }

@@ -49,6 +49,7 @@ struct tcp_client {
     int io_timeout_ms; /* deadline of set/add/reconnect; -1 = none */
     char host[256];
     char where[300]; /* "host:port" for messages */
+    xc__auth_conf_t auth; /* has_token: prove it on every connection */
 };
 
 /* One call: what to name in messages and its deadline. */
@@ -191,7 +192,7 @@ static xc_result_t call_fail(struct call *k, xc_result_t rc)
 
 /* One attempt on one address.  Returns the connected, greeted, blocking
  * socket, or -1 with *rc (XC_ERR_PROTOCOL: do not retry) and `why`. */
-static int connect_one(const struct addrinfo *ai,
+static int connect_one(const struct tcp_client *c, const struct addrinfo *ai,
                        uint64_t deadline, xc_result_t *rc, char *why,
                        size_t whycap)
 {
@@ -237,6 +238,20 @@ static int connect_one(const struct addrinfo *ai,
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
+    if (c->auth.has_token) {
+        /* The server is in its poll loop: the handshake deadline bounds it. */
+        xc__auth_ctx_t ctx = {.kind = XC__AUTH_STORE, .id = 0, .client = -1, .server = -1};
+        char peer[340];
+        snprintf(peer, sizeof peer, "the store at %s", c->where);
+        uint64_t adl = XC__MIN(dl, xc__deadline_ns(c->auth.handshake_ms));
+        xc_result_t a = xc__auth_connect(fd, &c->auth, &ctx, adl, peer);
+        if (a != XC_OK) {
+            *rc = a;
+            snprintf(why, whycap, "%s", xc__tls_error());
+            goto fail;
+        }
+    }
+
     uint8_t hello[STORE_HELLO_LEN];
     xc__store_put_hello(hello, 0); /* flags */
     xc_result_t r = send_all(fd, hello, sizeof hello, dl);
@@ -253,6 +268,14 @@ static int connect_one(const struct addrinfo *ai,
         *rc = XC_ERR_PROTOCOL;
         snprintf(why, whycap,
                  "the service there is not an xcoll store (bad hello)");
+        goto fail;
+    }
+    if (xc__store_get_u16(hello + 6) == STORE_HELLO_AUTH_REQUIRED) {
+        *rc = XC_ERR_PROTOCOL;
+        snprintf(why, whycap,
+                 "authentication failed: the store requires the job token and this "
+                 "process has none (set XCOLL_TOKEN or XCOLL_TOKEN_FILE as the store's "
+                 "launcher does)");
         goto fail;
     }
     if (xc__store_get_u16(hello + 6) != STORE_HELLO_OK) {
@@ -291,7 +314,7 @@ static xc_result_t client_connect(struct tcp_client *c, int timeout_ms,
         } else {
             for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
                 xc_result_t rc = XC_OK;
-                int fd = connect_one(ai, deadline, &rc, why, sizeof why);
+                int fd = connect_one(c, ai, deadline, &rc, why, sizeof why);
                 if (fd >= 0) {
                     freeaddrinfo(res);
                     c->fd = fd;
@@ -371,11 +394,7 @@ static xc_result_t request(struct call *k, uint8_t op, const void *val,
     struct xc__store_hdr h = xc__store_get_hdr(ans);
     *status = h.code;
     *rlen = h.len;
-    uint32_t maxlen = h.code == STORE_ST_OK    ? STORE_MAX_VAL
-                      : h.code == STORE_ST_ERR ? STORE_MAX_ERRMSG
-                                               : 0;
-    if (h.code > STORE_ST_TIMEOUT || h.reserved || h.keylen || *rlen > maxlen)
-        return call_fail(k, XC_ERR_PROTOCOL);
+    if (!xc__store_ans_ok(&h)) return call_fail(k, XC_ERR_PROTOCOL);
     if (h.code == STORE_ST_TIMEOUT) return timed_out(k);
     if (h.code == STORE_ST_ERR) {
         char msg[STORE_MAX_ERRMSG + 1];
@@ -486,7 +505,8 @@ xc_result_t xc__tcp_store_add(xc_store_t *store, const char *key,
 /* ------------------------------------------------------------------ */
 
 xc_result_t xc__tcp_store_open(const char *host, int port, int timeout_ms,
-                               xc_store_t *out, struct sockaddr_storage *local)
+                               const xc__auth_conf_t *auth, xc_store_t *out,
+                               struct sockaddr_storage *local)
 {
     if (!out) return xc__err(XC_ERR_INVALID, "store client: NULL output");
     memset(out, 0, sizeof *out);
@@ -499,6 +519,7 @@ xc_result_t xc__tcp_store_open(const char *host, int port, int timeout_ms,
     if (!c) return xc__err(XC_ERR_NOMEM, "store client: out of memory");
     c->fd = -1;
     c->port = port;
+    if (auth) c->auth = *auth;
     c->io_timeout_ms =
         timeout_ms < 0 ? -1 : XC__MAX(timeout_ms, IO_TIMEOUT_MIN_MS);
     size_t hl = strlen(host);
@@ -513,6 +534,7 @@ xc_result_t xc__tcp_store_open(const char *host, int port, int timeout_ms,
     else snprintf(c->where, sizeof c->where, "%s:%d", host, port);
     xc_result_t rc = client_connect(c, timeout_ms, local);
     if (rc != XC_OK) {
+        explicit_bzero(c, sizeof *c);
         free(c);
         return rc;
     }
@@ -529,6 +551,7 @@ void xc__tcp_store_close(xc_store_t *store)
     if (!store || !store->ctx || store->set != tcp_set) return;
     struct tcp_client *c = store->ctx;
     drop_connection(c);
+    explicit_bzero(c, sizeof *c);
     free(c);
     memset(store, 0, sizeof *store);
 }

@@ -51,4 +51,17 @@ typedef struct xc__hdr {
 
 _Static_assert(sizeof(xc__hdr_t) == 48, "frame header must be 48 bytes");
 
+/* Bounds a frame header must respect (frame.c). */
+#define XC__FRAME_MAX_LEN (1ull << 47) /* no buffer is 128 TiB */
+#define XC__FRAME_MAX_ERROR 4096       /* int32 code + message */
+#define XC__FRAME_RNDV_LEN 24          /* {address, bytes, id} */
+
+/* Check a received header after the connection was set up: magic, the
+ * communicator's tag, a kind that may travel then (not HELLO), known flags,
+ * and a payload length within its kind's bounds.  NULL if acceptable, else
+ * what is wrong.  Pure (the fuzzer, tests/fuzz/fuzz_frame.c, drives it);
+ * matching against posted operations is match.c's job. */
+const char *xc__frame_check(const xc__hdr_t *h, uint32_t comm_tag)
+    __attribute__((visibility("hidden")));
+
 #endif

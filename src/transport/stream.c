@@ -7,7 +7,9 @@
  * stream never desynchronises.  A frame completes (xc__tx_done) when its
  * last byte is in the transport's hands.
  *
- * Receive side: a two-state machine, header then payload.  The payload goes
+ * Receive side: a two-state machine, header then payload.  A header is
+ * checked (xc__frame_check: magic, communicator, kind, flags, length
+ * bounds) before anything else is done with it.  The payload goes
  * straight into its final buffer (the posted receive's, or an unexpected
  * message's copy), chosen by the engine's matcher when the header is
  * complete.  Input is always drained, whether or not a receive is posted,
@@ -85,23 +87,17 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
             c->last_rx_ns = xc__now_ns();
             c->rhdr_off += (size_t)r;
             if (c->rhdr_off < sizeof c->rhdr) continue;
-            if (c->rhdr.magic != XC__FRAME_MAGIC ||
-                c->rhdr.comm_tag != (uint32_t)comm->uid) {
+            const char *bad = xc__frame_check(&c->rhdr, (uint32_t)comm->uid);
+            if (bad) {
                 xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
-                                "rank %d (%s) sent a frame with a bad magic or "
-                                "communicator id (foreign or corrupted stream)",
-                                c->peer, c->addr);
+                                "rank %d (%s) sent a malformed frame: %s (kind %d, "
+                                "%llu bytes)",
+                                c->peer, c->addr, bad, (int)c->rhdr.kind,
+                                (unsigned long long)c->rhdr.len);
                 c->state = XC__CONN_CLOSED;
                 return;
             }
-            if (c->rhdr.kind == XC__F_BEAT) { /* liveness only */
-                if (c->rhdr.len != 0) {
-                    xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
-                                    "rank %d (%s) sent a heartbeat with a payload of %llu bytes",
-                                    c->peer, c->addr, (unsigned long long)c->rhdr.len);
-                    c->state = XC__CONN_CLOSED;
-                    return;
-                }
+            if (c->rhdr.kind == XC__F_BEAT) { /* liveness only (empty: checked) */
                 reset_rx(c);
                 continue;
             }

@@ -91,7 +91,7 @@ static void sleep_ms(int ms)
 
 static int open_client(int port, xc_store_t *st)
 {
-    EXPECT_OK(xc__tcp_store_open("127.0.0.1", port, 5000, st, NULL));
+    EXPECT_OK(xc__tcp_store_open("127.0.0.1", port, 5000, NULL, st, NULL));
     return 0;
 }
 
@@ -202,7 +202,7 @@ static int test_tcp_basic(int port)
 {
     xc_store_t st;
     struct sockaddr_storage local;
-    EXPECT_OK(xc__tcp_store_open("127.0.0.1", port, 5000, &st, &local));
+    EXPECT_OK(xc__tcp_store_open("127.0.0.1", port, 5000, NULL, &st, &local));
     EXPECT_EQ(st.size, sizeof(xc_store_t));
     EXPECT_TRUE(st.set && st.get && st.wait && st.ctx);
     EXPECT_EQ(local.ss_family, AF_INET);
@@ -290,7 +290,7 @@ static int test_tcp_basic(int port)
     xc__tcp_store_close(NULL);
 
     /* names and IPv6 */
-    EXPECT_OK(xc__tcp_store_open("localhost", port, 5000, &st, NULL));
+    EXPECT_OK(xc__tcp_store_open("localhost", port, 5000, NULL, &st, NULL));
     EXPECT_OK(get_str(&st, "ctr", buf, sizeof buf, 1000));
     EXPECT_STREQ(buf, "-2");
     xc__tcp_store_close(&st);
@@ -301,7 +301,7 @@ static int test_tcp_basic(int port)
         int v6 = bind(s6, (struct sockaddr *)&a6, sizeof a6) == 0;
         close(s6);
         if (v6) {
-            EXPECT_OK(xc__tcp_store_open("::1", port, 5000, &st, &local));
+            EXPECT_OK(xc__tcp_store_open("::1", port, 5000, NULL, &st, &local));
             EXPECT_EQ(local.ss_family, AF_INET6);
             EXPECT_OK(get_str(&st, "ctr", buf, sizeof buf, 1000));
             EXPECT_STREQ(buf, "-2");
@@ -413,7 +413,7 @@ static void *getter_thread(void *p)
     struct getter *g = p;
     xc_store_t own, *st = g->st;
     if (!st) {
-        if (xc__tcp_store_open("127.0.0.1", g->port, 5000, &own, NULL) != 0) {
+        if (xc__tcp_store_open("127.0.0.1", g->port, 5000, NULL, &own, NULL) != 0) {
             g->rc = -100;
             snprintf(g->err, sizeof g->err, "%s", xc_last_error());
             return NULL;
@@ -689,7 +689,7 @@ static int test_tcp_wrong_service(void)
     EXPECT_EQ(pthread_create(&th, NULL, fake_http_thread, &f), 0);
     xc_store_t st;
     uint64_t t0 = xc__now_ns();
-    int rc = xc__tcp_store_open("127.0.0.1", ntohs(a.sin_port), 8000, &st,
+    int rc = xc__tcp_store_open("127.0.0.1", ntohs(a.sin_port), 8000, NULL, &st,
                                 NULL);
     long long el = ms_since(t0);
     pthread_join(th, NULL);
@@ -717,7 +717,7 @@ static void *early_thread(void *p)
 {
     struct early *e = p;
     uint64_t t0 = xc__now_ns();
-    e->rc = xc__tcp_store_open("127.0.0.1", e->port, 10000, &e->st, NULL);
+    e->rc = xc__tcp_store_open("127.0.0.1", e->port, 10000, NULL, &e->st, NULL);
     e->elapsed_ms = ms_since(t0);
     snprintf(e->err, sizeof e->err, "%s", xc_last_error());
     return NULL;
@@ -728,7 +728,7 @@ static int test_tcp_client_first(void)
     /* find a free port, then release it */
     xc__store_server_t *srv;
     int port = 0;
-    EXPECT_OK(xc__store_server_start("127.0.0.1", 0, &srv, &port));
+    EXPECT_OK(xc__store_server_start("127.0.0.1", 0, NULL, &srv, &port));
     xc__store_server_stop(srv);
 
     /* nobody there: open fails after about its timeout, naming host:port */
@@ -736,7 +736,7 @@ static int test_tcp_client_first(void)
     snprintf(where, sizeof where, "127.0.0.1:%d", port);
     xc_store_t st;
     uint64_t t0 = xc__now_ns();
-    EXPECT_RC(xc__tcp_store_open("127.0.0.1", port, 300, &st, NULL),
+    EXPECT_RC(xc__tcp_store_open("127.0.0.1", port, 300, NULL, &st, NULL),
               XC_ERR_TIMEOUT);
     long long el = ms_since(t0);
     if (el < 250 || el > 3000) FAIL("open timeout of 300 ms took %lld ms", el);
@@ -748,7 +748,7 @@ static int test_tcp_client_first(void)
     sleep_ms(300);
     int rc = -1;
     for (int i = 0; i < 50 && rc != 0; ++i) { /* TIME_WAIT is fine, but retry */
-        rc = xc__store_server_start("127.0.0.1", port, &srv, NULL);
+        rc = xc__store_server_start("127.0.0.1", port, NULL, &srv, NULL);
         if (rc != 0) sleep_ms(20);
     }
     pthread_join(th, NULL);
@@ -771,7 +771,7 @@ static int test_tcp_client_first(void)
     struct getter g = {.port = port, .key = "never", .timeout_ms = 30000};
     EXPECT_EQ(pthread_create(&th, NULL, getter_thread, &g), 0);
     xc_store_t idle; /* short timeout: its later reconnect fails fast */
-    int orc = xc__tcp_store_open("127.0.0.1", port, 300, &idle, NULL);
+    int orc = xc__tcp_store_open("127.0.0.1", port, 300, NULL, &idle, NULL);
     sleep_ms(200);
     t0 = xc__now_ns();
     xc__store_server_stop(srv);
@@ -992,7 +992,7 @@ int main(void)
 
     xc__store_server_t *srv = NULL;
     int port = 0;
-    if (xc__store_server_start(NULL, 0, &srv, &port) != XC_OK) {
+    if (xc__store_server_start(NULL, 0, NULL, &srv, &port) != XC_OK) {
         fprintf(stderr, "FAIL: server start: %s\n", xc_last_error());
         return 1;
     }
