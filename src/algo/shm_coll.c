@@ -43,17 +43,6 @@ static int desc_eq(const xc__desc_t *a, const xc__desc_t *b)
            a->algo == b->algo && a->root == b->root && a->count == b->count;
 }
 
-/* The segment was poisoned by a local peer: adopt its error. */
-static int poisoned(xc_comm_t *comm, xc__shm_t *s)
-{
-    int32_t p = __atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE);
-    if (!p) return 0;
-    if (xc__comm_status(comm) == XC_OK)
-        xc__comm_poison(comm, (xc_result_t)p, 1, "rank %d reported: %s", s->hdr->poison_rank,
-                        s->hdr->poison_msg);
-    return 1;
-}
-
 /* Rank j's description of operation `seq` differs from ours (`mine`):
  * poison the communicator with both. */
 static void mismatch(xc_comm_t *comm, int j, const xc__shm_desc_t *theirs, const xc__desc_t *mine,
@@ -131,7 +120,7 @@ static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o, uint64_t seq_now)
             if (__atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE))
                 xc__comm_peer_lost(comm, nb, "destroyed its communicator");
             else
-                poisoned(comm, s);
+                xc__shm_adopt_poison(comm, s);
             return 0;
         }
         const xc__shm_desc_t *mine = &s->ctl[o->me].desc[seq % XC__SHM_DESC_RING];
@@ -174,7 +163,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
     if (o->phase < 0) { /* first call: the operation starts now */
         /* A rank arriving after the others failed fails too (its peers'
          * error frames may still be on their way). */
-        if (poisoned(comm, s)) return 0;
+        if (xc__shm_adopt_poison(comm, s)) return 0;
         o->base = xc__shm_load(&me->in);
         o->hash = desc_hash(op->seq, &op->desc);
         o->phase = 0;
@@ -187,7 +176,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
             for (int j = 0; o->need && j < o->L; j++) {
                 if (j == o->me) continue;
                 if (xc__shm_load(&s->ctl[j].out) < o->need) {
-                    poisoned(comm, s);
+                    xc__shm_adopt_poison(comm, s);
                     return 0;
                 }
             }
@@ -219,7 +208,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                     /* A rank that left may still have left what we need;
                      * only what it never staged is lost. */
                     if (gone) xc__comm_peer_lost(comm, j, "destroyed its communicator");
-                    else poisoned(comm, s);
+                    else xc__shm_adopt_poison(comm, s);
                     return 0;
                 }
                 if (o->k == 0 && !same_op(comm, op, o, j, g, gone)) return 0;
@@ -256,7 +245,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
         case 4:
             for (int j = 0; j < o->L; j++) {
                 if (j != o->me && xc__shm_load(&s->ctl[j].mid) < g) {
-                    poisoned(comm, s);
+                    xc__shm_adopt_poison(comm, s);
                     return 0;
                 }
             }
@@ -265,6 +254,8 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
         case 5:
             if (o->vt->out) o->vt->out(o, o->k);
             if (o->err) {
+                /* A peer that failed first freed its buffer: its cause. */
+                if (xc__shm_adopt_poison(comm, s)) return 0;
                 if (o->err == ESRCH || __atomic_load_n(&s->ctl[o->err_peer].gone, __ATOMIC_ACQUIRE))
                     xc__comm_peer_lost(comm, o->err_peer, "vanished during a single-copy read");
                 else
@@ -284,7 +275,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                         xc__comm_peer_lost(comm, j, "destroyed its communicator");
                         return 0;
                     }
-                    poisoned(comm, s);
+                    xc__shm_adopt_poison(comm, s);
                     return 0;
                 }
             }

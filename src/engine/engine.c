@@ -365,6 +365,16 @@ void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char 
     xc__comm_kick(comm);
 }
 
+int xc__shm_adopt_poison(xc_comm_t *comm, xc__shm_t *s)
+{
+    int32_t p = s ? __atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE) : 0;
+    if (!p) return 0;
+    if (xc__comm_status(comm) == XC_OK)
+        xc__comm_poison(comm, (xc_result_t)p, 1, "rank %d reported: %s", s->hdr->poison_rank,
+                        s->hdr->poison_msg);
+    return 1;
+}
+
 void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
 {
     xc__conn_t *c = comm->conns[peer];

@@ -174,7 +174,10 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
         struct iovec li = {d, len}, ri = {(void *)r, len};
         ssize_t n = process_vm_readv(pid, &li, 1, &ri, 1, 0);
         if (n <= 0) {
-            xc__comm_peer_lost(comm, peer, "could not be read (process_vm_readv) for a message");
+            /* A sender that failed first poisoned the segment and may have
+             * freed its buffer: report its cause, not a lost peer. */
+            if (!xc__shm_adopt_poison(comm, comm->node_shm))
+                xc__comm_peer_lost(comm, peer, "could not be read (process_vm_readv) for a message");
             return;
         }
         d += n;
@@ -184,12 +187,7 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
     /* A sender that failed (abort, error) may reuse its buffer as soon as
      * its send has failed, which it does after poisoning the segment: look
      * after the copy, and fail rather than deliver what may be torn. */
-    int32_t p = __atomic_load_n(&comm->node_shm->hdr->poison, __ATOMIC_ACQUIRE);
-    if (p) {
-        xc__comm_poison(comm, (xc_result_t)p, 1, "rank %d reported: %s",
-                        comm->node_shm->hdr->poison_rank, comm->node_shm->hdr->poison_msg);
-        return;
-    }
+    if (xc__shm_adopt_poison(comm, comm->node_shm)) return;
     comm->stats.bytes_recv[XC_TRANSPORT_SHM] += rx->len;
     xc__send_control(comm, peer, XC__F_ACK, pay[2]);
     xc__rx_done(comm, rx);

@@ -111,6 +111,11 @@ static inline uint64_t xc__shm_load(const uint64_t *p)
 /* Publish a counter (release: the slot writes before it are visible first)
  * and ring the doorbell if anybody sleeps. */
 XC__HIDDEN void xc__shm_publish(xc__shm_t *s, uint64_t *counter, uint64_t v);
+/* If a rank has poisoned segment `s`, poison `comm` with its cause (unless
+ * already poisoned) and return 1; else 0.  A failing rank poisons the
+ * segment before it gives up its buffers, so a read of a peer's buffer
+ * that fails after that blames the cause, not the peer (engine.c). */
+XC__HIDDEN int xc__shm_adopt_poison(xc_comm_t *comm, xc__shm_t *s);
 /* Ring the doorbell (wakes every sleeper of the node). */
 XC__HIDDEN void xc__shm_ring(xc__shm_t *s);
 /* Sleep until the doorbell moves from `seen` or `timeout_ms` passes. */

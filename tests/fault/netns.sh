@@ -10,7 +10,12 @@
 # then runs
 #   1. ranks 0,1 in A and 2,3 in B (rank 0 hosts the store in-process at
 #      10.123.R.1:PORT): every rank must see node_count 2, local_size 2;
-#   2. all four ranks in A: node_count 1, local_size 4.
+#   2. all four ranks in A: node_count 1, local_size 4;
+#   3. a partition: ranks 0,1 in A and 2,3 in B loop on all-reduces; once
+#      every rank has done 20, the link is taken down (ip link set down):
+#      every rank must end with an error (XC_ERR_PEER_LOST or
+#      XC_ERR_TIMEOUT) within the liveness timeout (2 s here) + 5 s of its
+#      last all-reduce, never hang.
 # twohost_check verifies allreduce/allgather/alltoall/bcast results.  The
 # namespaces (and with them the veth pair) are removed on every exit path.
 set -u
@@ -117,9 +122,53 @@ run_job() {
     return $fail
 }
 
+# run_partition: as run_job's two_hosts layout, then the link goes down.
+run_partition() {
+    r=0
+    pids=""
+    for ns in "$nsA" "$nsA" "$nsB" "$nsB"; do
+        ip netns exec "$ns" env -u XCOLL_NODE_ID -u XCOLL_STORE_EXTERNAL \
+            XCOLL_RANK=$r XCOLL_SIZE=4 XCOLL_ADDR="$ipA:$port" \
+            XCOLL_LIVENESS_MS=2000 XCOLL_HEARTBEAT_MS=250 XCOLL_TIMEOUT_MS=60000 \
+            "$prog" 2 2 partition >"$tmp/part.$r" 2>&1 &
+        pids="$pids $!"
+        r=$((r + 1))
+    done
+    n=0
+    while [ $n -lt 300 ]; do
+        ready=0
+        for r in 0 1 2 3; do grep -q '^looping$' "$tmp/part.$r" && ready=$((ready + 1)); done
+        [ $ready = 4 ] && break
+        sleep 0.1
+        n=$((n + 1))
+    done
+    echo "partition: $ready of 4 ranks looping; taking the link down"
+    ip -n "$nsA" link set "$vethA" down
+    fail=0
+    r=0
+    for p in $pids; do
+        wait "$p"
+        rc=$?
+        sed "s/^/[partition rank $r] /" "$tmp/part.$r" | grep -v '^.*looping$'
+        if [ "$rc" != 0 ]; then
+            echo "FAIL: partition: rank $r exited with $rc"
+            fail=1
+        elif ! grep -q '^partition: XC_ERR_' "$tmp/part.$r"; then
+            echo "FAIL: partition: rank $r reported no error"
+            fail=1
+        fi
+        r=$((r + 1))
+    done
+    pids=""
+    ip -n "$nsA" link set "$vethA" up
+    return $fail
+}
+
 status=0
 run_job two_hosts 2 2 "$nsA" "$nsA" "$nsB" "$nsB" || status=1
 port=$((port + 1))
 run_job one_host 1 4 "$nsA" "$nsA" "$nsA" "$nsA" || status=1
+port=$((port + 1))
+run_partition || status=1
 if [ "$status" = 0 ]; then echo "netns: passed"; else echo "netns: FAILED"; fi
 exit $status

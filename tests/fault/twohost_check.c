@@ -9,6 +9,13 @@
  * index, local ranks are 0..LOCAL_SIZE-1 in rank order), and that allreduce,
  * allgather, alltoall and a bcast give exact results across the hosts.
  * Prints "node_count=N local_size=L" for the script.  Exit 0 = pass.
+ *
+ *   twohost_check NODES LOCAL_SIZE partition
+ * After those checks, loops on 1 MiB all-reduces, printing "looping" once
+ * 20 have completed; the script then takes the link between the hosts
+ * down.  Every rank must fail (XC_ERR_PEER_LOST or XC_ERR_TIMEOUT, a
+ * readable message) within the liveness timeout + 5 s of its last
+ * completed all-reduce -- an error, never a hang.
  */
 #include "harness.h"
 
@@ -21,8 +28,9 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s NODES LOCAL_SIZE\n", argv[0]);
+    int partition = argc == 4 && strcmp(argv[3], "partition") == 0;
+    if (argc != 3 && !partition) {
+        fprintf(stderr, "usage: %s NODES LOCAL_SIZE [partition]\n", argv[0]);
         return 2;
     }
     int want_nodes = atoi(argv[1]), want_local = atoi(argv[2]);
@@ -97,6 +105,41 @@ int main(int argc, char **argv)
         if (!XT_CHECK_INT(v[k], ==, 4242 + k)) break;
 
     printf("node_count=%d local_size=%d\n", nodes, lsize);
+    fflush(stdout);
+    if (partition) {
+        /* 1 MiB per all-reduce: until the link goes down. */
+        static float big[256 * 1024];
+        for (int k = 0; k < 256 * 1024; k++) big[k] = 1.0f;
+        xc_result_t rc = XC_OK;
+        double last = xt_now();
+        const char *lv = getenv("XCOLL_LIVENESS_MS");
+        double bound = (lv ? atof(lv) / 1000.0 : 60.0) + 5.0;
+        for (int it = 0; it < 1000000 && rc == XC_OK; it++) {
+            rc = xc_allreduce(big, big, 256 * 1024, XC_FLOAT32, XC_MAX, comm);
+            if (rc != XC_OK) break;
+            last = xt_now();
+            if (it == 19) {
+                printf("looping\n");
+                fflush(stdout);
+            }
+        }
+        double after = xt_now() - last;
+        const char *msg = xc_comm_last_error(comm);
+        printf("partition: %s %.2f s after the last all-reduce: %s\n", xc_err_name(rc), after, msg);
+        fflush(stdout);
+        XT_CHECK_INT(rc == XC_ERR_PEER_LOST || rc == XC_ERR_TIMEOUT, ==, 1);
+        XT_CHECK_DBL(after, <, bound);
+        XT_CHECK_READABLE(msg);
+        xc_comm_destroy(comm);
+        free(f);
+        free(a2a_in);
+        free(a2a_out);
+        free(g);
+        free(gi);
+        free(all);
+        xt_log("%s", xt_failures ? "FAILED" : "passed");
+        return xt_result();
+    }
     XT_CHECK_RC(xc_barrier(comm), XC_OK);
     XT_CHECK_RC(xc_comm_destroy(comm), XC_OK);
     free(f);

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* What the check lets through respects the documented bounds. */
         if (h.magic != XC__FRAME_MAGIC || h.len > XC__FRAME_MAX_LEN) abort();
         if (h.kind == XC__F_HELLO) abort();
-        if ((h.kind == XC__F_BYE || h.kind == XC__F_ACK) && h.len) abort();
+        if ((h.kind == XC__F_BYE || h.kind == XC__F_ACK || h.kind == XC__F_BEAT) && h.len) abort();
         if (h.kind == XC__F_ERROR && (h.len < 4 || h.len > XC__FRAME_MAX_ERROR)) abort();
     }
 
