@@ -13,6 +13,7 @@
  */
 #include "comm.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,16 @@ static int env_flag(const char *name)
     return s && *s && strcmp(s, "0") != 0;
 }
 
+/* Is `host` a loopback address (127.0.0.0/8, ::1) or "localhost"? */
+static int loopback_host(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (!strcmp(host, "localhost")) return 1;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
 xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
                          const xc_config_t *ucfg)
 {
@@ -248,10 +259,13 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     xc__store_server_t *srv = NULL;
     if (rank == 0 && !env_flag("XCOLL_STORE_EXTERNAL")) {
         int bound;
-        /* Listen on every interface, as c10d does: the name of the host may
-         * resolve to a loopback alias here (Debian maps the hostname to
-         * 127.0.1.1) yet to a routable address on the other nodes. */
-        if (xc__store_server_start(NULL, port, &cfg.auth, &srv, &bound) != XC_OK) {
+        /* A loopback address means a job on this machine: listen on it
+         * only.  Otherwise listen on every interface, as c10d does: the
+         * name of the host may resolve to a loopback alias here (Debian
+         * maps the hostname to 127.0.1.1) yet to a routable address on the
+         * other nodes. */
+        const char *bind_host = loopback_host(host) ? host : NULL;
+        if (xc__store_server_start(bind_host, port, &cfg.auth, &srv, &bound) != XC_OK) {
             /* Already hosted (an earlier communicator of ours, or a
              * launcher): use it as a client. */
             XC_INFO("not hosting the store at %s (%s); connecting as a client", addr,

@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -355,6 +356,33 @@ static int pester_listeners(const xt_job_t *job)
     return ports;
 }
 
+/* The job's store is at 127.0.0.1: it must listen on loopback only.
+ * Connect to its port on this machine's first non-loopback IPv4 address
+ * (none: nothing to check): refused.  1 if reachable there. */
+static int store_reachable_off_loopback(int port)
+{
+    struct ifaddrs *ifs = NULL, *i;
+    if (getifaddrs(&ifs) != 0) return 0;
+    int reachable = 0, tried = 0;
+    for (i = ifs; i && !tried; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        struct sockaddr_in a = *(struct sockaddr_in *)i->ifa_addr;
+        if ((ntohl(a.sin_addr.s_addr) >> 24) == 127) continue;
+        tried = 1;
+        a.sin_port = htons((uint16_t)port);
+        char s[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &a.sin_addr, s, sizeof s);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) break;
+        reachable = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        xt_log("store port %d on %s (%s): %s", port, s, i->ifa_name,
+               reachable ? "REACHABLE" : strerror(errno));
+        close(fd);
+    }
+    freeifaddrs(ifs);
+    return reachable;
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -370,6 +398,7 @@ int main(int argc, char **argv)
         if (visits == 0) usleep(20000);
     }
     XT_CHECK_INT(visits, >, 0);
+    XT_CHECK_INT(store_reachable_off_loopback(job.port), ==, 0);
     xt_sync(0, 2, 20);
 
     /* Phase 2: every port of the running job. */
