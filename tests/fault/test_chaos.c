@@ -124,6 +124,7 @@ static int rank_main(int rank, int size, void *arg)
     if (rc != XC_ERR_PEER_LOST || !hit || since >= bound || !xt_mentions_rank(msg, t->victim))
         xt_log("op %ld: %s %.3f s after the %s (bound %.1f s): \"%s\"", it, xc_err_name(rc),
                since, t->stop ? "stop" : "kill", bound, msg);
+    atomic_store(&xt_shm->stamp_ns[rank], (long long)(since * 1e6)); /* us, for the driver */
     XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
     XT_CHECK_INT(hit, !=, 0);
     XT_CHECK_DBL(since, <, bound);
@@ -153,6 +154,8 @@ static int leftovers(const xt_job_t *job)
     closedir(d);
     return n;
 }
+
+static double g_worst[2]; /* slowest detection, kill / stop (s) */
 
 static int run_trial(int k, trial_t *t)
 {
@@ -186,9 +189,15 @@ static int run_trial(int k, trial_t *t)
         else xt_expect_exit(&job, r, 0);
     }
     XT_CHECK_INT(leftovers(&job), ==, 0);
+    double worst = 0;
+    for (int r = 0; r < t->size; r++)
+        if (r != t->victim && atomic_load(&xt_shm->stamp_ns[r]) / 1e6 > worst)
+            worst = atomic_load(&xt_shm->stamp_ns[r]) / 1e6;
+    if (worst > g_worst[t->stop]) g_worst[t->stop] = worst;
     int bad = atomic_load(&xt_failures) != failures_before;
-    xt_log("trial %d: %d ranks, %s rank %d after %lld ops (seed %u): %s", k, t->size,
-           t->stop ? "SIGSTOP" : "SIGKILL", t->victim, at, t->seed, bad ? "FAILED" : "ok");
+    xt_log("trial %d: %d ranks, %s rank %d after %lld ops (seed %u), last survivor told "
+           "after %.3f s: %s", k, t->size, t->stop ? "SIGSTOP" : "SIGKILL", t->victim, at,
+           t->seed, worst, bad ? "FAILED" : "ok");
     return bad;
 }
 
@@ -221,7 +230,8 @@ int main(int argc, char **argv)
         stops += t.stop;
         failed += run_trial(k, &t);
     }
-    xt_log("%d trials (%d SIGKILL, %d SIGSTOP) in %.0f s: %d failed", trials, kills, stops,
-           xt_now() - t0, failed);
+    xt_log("%d trials (%d SIGKILL, %d SIGSTOP) in %.0f s: %d failed; slowest survivor: "
+           "%.3f s after a kill, %.3f s after a stop (liveness %d ms)", trials, kills, stops,
+           xt_now() - t0, failed, g_worst[0], g_worst[1], LIVENESS_MS);
     return failed ? 1 : xt_result();
 }
