@@ -355,6 +355,52 @@ XC_API xc_result_t xc_barrier(xc_comm_t *comm);
 XC_API xc_result_t xc_ibarrier(xc_comm_t *comm, xc_request_t **req);
 
 /* ------------------------------------------------------------------ */
+/* Compressed all-reduce (docs/compression.md)                         */
+/* ------------------------------------------------------------------ */
+
+/* Wire formats: fp16 / bf16 (2 bytes per value), INT8 (1 byte per value
+ * plus one fp32 scale per block of XC_COMPRESS_BLOCK values). */
+typedef enum xc_compress {
+    XC_COMPRESS_NONE = 0,
+    XC_COMPRESS_FP16,
+    XC_COMPRESS_BF16,
+    XC_COMPRESS_INT8,
+    XC_COMPRESS_COUNT
+} xc_compress_t;
+
+#define XC_COMPRESS_BLOCK 256
+
+/* "none", "fp16", "bf16", "int8" (NULL for an unknown value). */
+XC_API const char *xc_compress_name(xc_compress_t fmt);
+/* The inverse; XC_ERR_INVALID naming `s` if it is none of them. */
+XC_API xc_result_t xc_compress_parse(const char *s, xc_compress_t *fmt);
+
+/* Error feedback: the quantization error of one tensor (or bucket) of
+ * `count` values, carried into its next compressed all-reduce.  Its state
+ * is `bytes` of plain data at `data` (xc_residual_data): save it with a
+ * checkpoint, write it back to restore, zero it to reset. */
+typedef struct xc_residual xc_residual_t;
+XC_API xc_result_t xc_residual_create(size_t count, xc_residual_t **out);
+XC_API void xc_residual_free(xc_residual_t *r);
+XC_API xc_result_t xc_residual_data(xc_residual_t *r, void **data, size_t *bytes);
+
+/*
+ * All-reduce of fp32, fp16 or bf16 values with XC_SUM or XC_AVG, sent
+ * compressed as `fmt`: each rank encodes its input once (XC_AVG divides by
+ * N first), the owner of each of N slices decodes the N contributions and
+ * adds them in fp32 in rank order, encodes the sum once more, and every
+ * rank decodes every slice (two hops: all-to-all, all-gather).  Every rank
+ * ends with the same bits.  With `residual` (created for `count`; NULL for
+ * none) both encodings add the previous call's error before encoding and
+ * keep the new one.  XC_COMPRESS_NONE is xc_allreduce.  Error bounds:
+ * docs/compression.md.  Ranks that disagree on count, format or dtype fail
+ * with XC_ERR_MISMATCH.  In place allowed.
+ */
+XC_API xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count,
+                                           xc_dtype_t dtype, xc_op_t op, xc_compress_t fmt,
+                                           xc_residual_t *residual, xc_comm_t *comm);
+
+/* ------------------------------------------------------------------ */
 /* Point to point                                                      */
 /* ------------------------------------------------------------------ */
 

@@ -1,0 +1,37 @@
+/*
+ * codec.h -- the wire formats of compressed collectives (docs/compression.md):
+ * blocks of XC_COMPRESS_BLOCK fp32 values encoded as fp16, bf16 (2 bytes
+ * each, rounded to nearest even) or INT8 (1 byte each, symmetric: one fp32
+ * scale per block = max|x| / 127, codes round(x / scale) in [-127, 127]).
+ *
+ * Error of one encode/decode, per element of a block whose largest
+ * magnitude is m: INT8 <= m/254 (half a step) up to fp32 rounding of the
+ * product (relative 2^-24), plus 127 x 2^-150 when the scale m/127 is an
+ * fp32 subnormal; fp16 <= 2^-11 |x| in its normal range (|x| >= 2^-14),
+ * <= 2^-25 below it, infinity above 65504; bf16 <= 2^-8 |x| + 2^-134 (half
+ * its smallest subnormal step).
+ * Non-finite values: an INT8 block holding a NaN or an infinity is sent
+ * with a NaN scale and decodes to NaN in every element (a diverged step
+ * stays visible); fp16/bf16 carry NaN and infinities element by element.
+ * Decoding is deterministic: every rank decoding the same bytes gets the
+ * same bits.
+ */
+#ifndef XC_COMPRESS_CODEC_H
+#define XC_COMPRESS_CODEC_H
+
+#include "../core/common.h"
+
+/* Bytes of one code (per element) of format f; 0 for an unknown one. */
+XC__HIDDEN size_t xc__codec_esize(xc_compress_t f);
+
+/* Encode n <= XC_COMPRESS_BLOCK values of `src` into `codes` (n codes);
+ * INT8 also writes *scale.  With `err` (may alias nothing else), store
+ * src - decode(codes) there: the error feedback's residual. */
+XC__HIDDEN void xc__codec_encode(xc_compress_t f, const float *src, size_t n, void *codes,
+                                 float *scale, float *err);
+
+/* Decode n codes into `dst` (add: dst += decoded, in fp32). */
+XC__HIDDEN void xc__codec_decode(xc_compress_t f, const void *codes, float scale, size_t n,
+                                 float *dst, int add);
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * test_compress.c -- xc_allreduce_compressed on N real processes:
+ *
+ *  - bound: fp32 inputs of random scale per rank (1e-3 .. 1e3, an outlier
+ *    per block on one rank, zeros, odd counts 0, 1, 255, 256, 257, 1000,
+ *    70001), sum and avg, fp16 / bf16 / int8: every element within the
+ *    two-hop bound of docs/compression.md against the exact (fp64) result;
+ *    fp16 and bf16 inputs too (bound plus the output's rounding);
+ *  - identical bits on every rank (hash all-gathered), in place too;
+ *  - error feedback: the same input reduced T = 20 times with a residual;
+ *    the sum of the T outputs is within ONE call's bound of T x the exact
+ *    result (without it the error grows with T: shown, not judged);
+ *  - non-finite: a NaN on one rank makes its INT8 block NaN on every rank
+ *    and leaves the other blocks finite;
+ *  - misuse: formats or counts that differ across ranks -> XC_ERR_MISMATCH
+ *    on every rank (and the communicator still works); bad dtype, op,
+ *    format, residual size -> XC_ERR_INVALID.
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define B XC_COMPRESS_BLOCK
+
+static uint64_t rng_state;
+static double urand(void)
+{
+    rng_state = h_mix64(rng_state + 0x9e3779b97f4a7c15ull);
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* Rank r's input: element i of scale 10^(3·(2u-1)) per block, an outlier
+ * in block 0 on rank 0. */
+static void fill(float *x, size_t count, int rank, uint64_t seed)
+{
+    rng_state = seed * 1315423911u + (uint64_t)rank;
+    for (size_t b = 0; b * B < count; b++) {
+        double s = pow(10.0, 3 * (2 * urand() - 1));
+        for (size_t i = b * B; i < count && i < (b + 1) * B; i++) x[i] = (float)((2 * urand() - 1) * s);
+    }
+    if (rank == 0 && count > 3) x[3] = 1e5f;
+}
+
+/* Per-format relative unit of one encoding (of the block max for int8). */
+static double unit(xc_compress_t f)
+{
+    return f == XC_COMPRESS_INT8 ? 1.0 / 254 : f == XC_COMPRESS_FP16 ? ldexp(1, -11) : ldexp(1, -8);
+}
+
+/* Absolute error floor of one encoding: fp16 below its normal range
+ * (2^-25), bf16 below fp32's (2^-134), INT8 with a subnormal scale. */
+static double floor_abs(xc_compress_t f)
+{
+    return f == XC_COMPRESS_FP16 ? ldexp(1, -25) : f == XC_COMPRESS_BF16 ? ldexp(1, -134)
+                                                                         : 127 * ldexp(1, -150);
+}
+
+/*
+ * Two-hop bound for element i in block b: the first encoding errs by at
+ * most u·M_r on rank r's input (M_r: its block max for int8, |x_r,i| for
+ * the float formats), the fp32 sum by N·2^-24·Σ|x|, the second encoding by
+ * u·S (S: the block max of the (sum + first errors) for int8, |sum| + the
+ * first errors for the float formats); avg divides everything by N.
+ */
+static double bound_at(xc_compress_t f, float *const *in, int n, size_t count, size_t i,
+                       double exact_abs_sum, double *blockmax_sum)
+{
+    size_t b = i / B, b0 = b * B, b1 = b0 + B < count ? b0 + B : count;
+    double first = 0;
+    for (int r = 0; r < n; r++) {
+        double m = 0;
+        if (f == XC_COMPRESS_INT8) {
+            for (size_t k = b0; k < b1; k++) m = fabs(in[r][k]) > m ? fabs(in[r][k]) : m;
+        } else {
+            m = fabs(in[r][i]);
+        }
+        first += unit(f) * m + floor_abs(f);
+    }
+    double s2 = f == XC_COMPRESS_INT8 ? blockmax_sum[b] + first : exact_abs_sum + first;
+    return first + unit(f) * s2 + floor_abs(f) + n * ldexp(1, -22) * exact_abs_sum + 1e-30;
+}
+
+static void run_case(xc_compress_t f, xc_op_t op, size_t count, int inplace)
+{
+    int n = H.size;
+    float **all = calloc((size_t)n, sizeof *all);
+    for (int r = 0; r < n; r++) {
+        all[r] = malloc((count + 1) * sizeof(float));
+        fill(all[r], count, r, 7 + count);
+    }
+    float *out = malloc((count + 1) * sizeof(float));
+    float *src = inplace ? out : all[H.rank];
+    if (inplace) memcpy(out, all[H.rank], count * sizeof(float));
+    H_CHECK(H.comm, xc_allreduce_compressed(src, out, count, XC_FLOAT32, op, f, NULL, H.comm));
+    /* exact sums, block maxima of the sum */
+    size_t nb = (count + B - 1) / B;
+    double *bm = calloc(nb + 1, sizeof *bm);
+    for (size_t i = 0; i < count; i++) {
+        double s = 0;
+        for (int r = 0; r < n; r++) s += all[r][i];
+        if (op == XC_AVG) s /= n;
+        if (fabs(s) > bm[i / B]) bm[i / B] = fabs(s);
+    }
+    size_t bad = 0;
+    double div = op == XC_AVG ? n : 1;
+    for (size_t i = 0; i < count; i++) {
+        double s = 0, a = 0;
+        for (int r = 0; r < n; r++) s += all[r][i], a += fabs(all[r][i]);
+        double want = s / div;
+        /* avg: the inputs were divided by N before the first encoding;
+         * bm holds the averaged sum's block maxima (second encoding). */
+        double bnd = bound_at(f, all, n, count, i, a, bm);
+        if (op == XC_AVG) bnd = bnd / div + unit(f) * bm[i / B];
+        /* fp16 overflows beyond 65504 (documented): the outlier's sum */
+        if (f == XC_COMPRESS_FP16 && a > 65504.0 / 2) continue;
+        if (!(fabs(out[i] - want) <= bnd)) {
+            if (bad++ < 3)
+                h_fail(__FILE__, __LINE__, "%s %s count=%zu%s [%zu]: %.9g, exact %.9g, error %.3g > bound %.3g",
+                       xc_compress_name(f), xc_op_name(op), count, inplace ? " in place" : "", i,
+                       out[i], want, fabs(out[i] - want), bnd);
+        }
+    }
+    h_checked();
+    /* identical bits everywhere */
+    uint64_t h = h_hash_bytes(out, count * sizeof(float)), *hs = calloc((size_t)n, sizeof *hs);
+    H_CHECK(H.comm, xc_allgather(&h, hs, 1, XC_UINT64, H.comm));
+    for (int r = 0; r < n; r++) H_EQ_U64("hash of the result on every rank", hs[r], hs[0]);
+    free(hs);
+    free(bm);
+    free(out);
+    for (int r = 0; r < n; r++) free(all[r]);
+    free(all);
+}
+
+static void test_bounds(void)
+{
+    /* 600001: three pipelined chunks of 1024 blocks, the last one short */
+    static const size_t counts[] = {0, 1, 255, 256, 257, 1000, 70001, 600001};
+    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++)
+        for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+            run_case((xc_compress_t)f, XC_SUM, counts[k], 0);
+            run_case((xc_compress_t)f, XC_AVG, counts[k], k == 5);
+        }
+}
+
+/* fp16 / bf16 inputs and outputs: the fp32 path's bound plus one rounding
+ * of the result into the narrow type. */
+static void test_narrow_inputs(void)
+{
+    size_t count = 1000;
+    for (int t = 0; t < 2; t++) {
+        xc_dtype_t dt = t ? XC_BFLOAT16 : XC_FLOAT16;
+        uint16_t *x = malloc(count * 2), *y = malloc(count * 2);
+        for (size_t i = 0; i < count; i++) {
+            float v = (float)((H.rank + 1) * 0.25 + (double)(i % 17) / 16);
+            x[i] = t ? h_float_to_bf16(v) : h_float_to_fp16(v);
+        }
+        H_CHECK(H.comm, xc_allreduce_compressed(x, y, count, dt, XC_SUM, XC_COMPRESS_INT8, NULL, H.comm));
+        for (size_t i = 0; i < count; i += 37) {
+            double want = 0;
+            for (int r = 0; r < H.size; r++) {
+                float v = (float)((r + 1) * 0.25 + (double)(i % 17) / 16);
+                want += t ? h_bf16_to_double(h_float_to_bf16(v)) : h_fp16_to_double(h_float_to_fp16(v));
+            }
+            double got = t ? h_bf16_to_double(y[i]) : h_fp16_to_double(y[i]);
+            double bnd = (2.0 * H.size / 254 + (t ? ldexp(1, -8) : ldexp(1, -11))) * (H.size * 1.5 + 1.1) + 1e-3;
+            h_checked();
+            if (!(fabs(got - want) <= bnd))
+                h_fail(__FILE__, __LINE__, "%s input [%zu]: %g, exact %g, bound %g", xc_dtype_name(dt), i, got, want, bnd);
+        }
+        free(x);
+        free(y);
+    }
+}
+
+/* Error feedback: T calls with the same input; the outputs' sum stays
+ * within one call's error of T x exact. */
+static void test_feedback(void)
+{
+    const size_t count = 3000;
+    const int T = 20;
+    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++) {
+        float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
+        double *acc = calloc(count, sizeof *acc), *acc0 = calloc(count, sizeof *acc0);
+        fill(x, count, H.rank, 99);
+        xc_residual_t *res = NULL;
+        H_CHECK(H.comm, xc_residual_create(count, &res));
+        for (int t = 0; t < T; t++) {
+            H_CHECK(H.comm, xc_allreduce_compressed(x, y, count, XC_FLOAT32, XC_SUM, (xc_compress_t)f, res, H.comm));
+            for (size_t i = 0; i < count; i++) acc[i] += y[i];
+            H_CHECK(H.comm, xc_allreduce_compressed(x, y, count, XC_FLOAT32, XC_SUM, (xc_compress_t)f, NULL, H.comm));
+            for (size_t i = 0; i < count; i++) acc0[i] += y[i];
+        }
+        /* exact sum, from every rank's input */
+        double worst = 0, worst0 = 0, worst_bound = 0;
+        float *xr = malloc(count * sizeof *xr);
+        double *exact = calloc(count, sizeof *exact), *amax = calloc(count, sizeof *amax);
+        for (int r = 0; r < H.size; r++) {
+            fill(xr, count, r, 99);
+            for (size_t i = 0; i < count; i++) {
+                exact[i] += xr[i];
+                amax[i] += fabs(xr[i]);
+            }
+        }
+        size_t fails = 0;
+        for (size_t b = 0; b * B < count; b++) {
+            /* one call's bound for the block: per-rank block maxima (int8) */
+            double m_in = 0, m_out = 0;
+            for (size_t i = b * B; i < count && i < (b + 1) * B; i++) {
+                m_in = amax[i] > m_in ? amax[i] : m_in;
+                m_out = fabs(exact[i]) > m_out ? fabs(exact[i]) : m_out;
+            }
+            for (size_t i = b * B; i < count && i < (b + 1) * B; i++) {
+                double one = f == XC_COMPRESS_INT8 ? unit((xc_compress_t)f) * (m_in + m_out) * 2
+                                                   : unit((xc_compress_t)f) * (amax[i] + fabs(exact[i])) * 2;
+                one += T * H.size * ldexp(1, -22) * amax[i] + 1e-6 * m_in;
+                if (f == XC_COMPRESS_FP16 && amax[i] > 65504.0 / 2) continue; /* overflow */
+                double e = fabs(acc[i] - T * exact[i]), e0 = fabs(acc0[i] - T * exact[i]);
+                worst = e / (one + 1e-30) > worst ? e / (one + 1e-30) : worst;
+                worst0 = e0 / (one + 1e-30) > worst0 ? e0 / (one + 1e-30) : worst0;
+                worst_bound = one > worst_bound ? one : worst_bound;
+                if (!(e <= one) && fails++ < 3)
+                    h_fail(__FILE__, __LINE__, "%s feedback [%zu]: sum of %d outputs off by %.3g > one call's bound %.3g",
+                           xc_compress_name((xc_compress_t)f), i, T, e, one);
+            }
+        }
+        h_checked();
+        if (H.rank == 0)
+            printf("feedback %s: worst error of the %d-call sum / one call's bound: %.2f with "
+                   "feedback, %.2f without\n", xc_compress_name((xc_compress_t)f), T, worst, worst0);
+        xc_residual_free(res);
+        free(xr);
+        free(exact);
+        free(amax);
+        free(x);
+        free(y);
+        free(acc);
+        free(acc0);
+    }
+}
+
+static void test_nonfinite(void)
+{
+    size_t count = 4 * B;
+    if (H.size == 1) return; /* one rank sends nothing: the input, exactly */
+    float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
+    for (size_t i = 0; i < count; i++) x[i] = 1.0f;
+    if (H.rank == H.size - 1) x[B + 5] = NAN; /* block 1 */
+    H_CHECK(H.comm, xc_allreduce_compressed(x, y, count, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, NULL, H.comm));
+    for (size_t i = 0; i < count; i++) {
+        int in_nan_block = i / B == 1;
+        h_checked();
+        if (in_nan_block ? !isnan(y[i]) : !(fabs(y[i] - H.size) <= H.size * 0.01))
+            h_fail(__FILE__, __LINE__, "NaN in block 1 of the last rank: [%zu] = %g", i, y[i]);
+    }
+    free(x);
+    free(y);
+}
+
+static void test_misuse(void)
+{
+    float x[600], y[600];
+    for (int i = 0; i < 600; i++) x[i] = 1;
+    if (H.size > 1) {
+        /* the last rank uses another format of the same size (fp16 vs bf16) */
+        xc_compress_t f = H.rank == H.size - 1 ? XC_COMPRESS_BF16 : XC_COMPRESS_FP16;
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH,
+                    xc_allreduce_compressed(x, y, 600, XC_FLOAT32, XC_SUM, f, NULL, H.comm));
+    }
+    xc_comm_t *c2 = NULL;
+    /* the mismatch may have poisoned nothing: a fresh comm for the rest */
+    H_CHECK(H.comm, xc_comm_split(H.comm, 0, H.rank, &c2, NULL));
+    if (H.size > 1) {
+        /* 590 and 600 values: both 3 blocks, equal segments; the header's
+         * count tells them apart */
+        size_t cnt = H.rank == 0 ? 590 : 600;
+        H_EXPECT_RC(c2, XC_ERR_MISMATCH,
+                    xc_allreduce_compressed(x, y, cnt, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, NULL, c2));
+    }
+    xc_comm_destroy(c2);
+    if (H.size > 1) { /* several chunks: the counts are agreed first */
+        size_t cnt = H.rank == 0 ? 300000 : 300001;
+        float *bx = calloc(300001, sizeof *bx), *by = calloc(300001, sizeof *by);
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH,
+                    xc_allreduce_compressed(bx, by, cnt, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, NULL, H.comm));
+        free(bx);
+        free(by);
+    }
+    H_CHECK(H.comm, xc_comm_split(H.comm, 0, H.rank, &c2, NULL));
+    H_CHECK(c2, xc_allreduce_compressed(x, y, 600, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, NULL, c2));
+    H_EQ_INT("after the mismatches a fresh communicator works", (long long)y[599], H.size);
+    xc_comm_destroy(c2);
+    xc_residual_t *res = NULL;
+    H_CHECK(H.comm, xc_residual_create(10, &res));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_allreduce_compressed(x, y, 600, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, res, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_allreduce_compressed(x, y, 600, XC_INT32, XC_SUM, XC_COMPRESS_INT8, NULL, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_allreduce_compressed(x, y, 600, XC_FLOAT32, XC_MAX, XC_COMPRESS_INT8, NULL, H.comm));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_allreduce_compressed(x, y, 600, XC_FLOAT32, XC_SUM, (xc_compress_t)9, NULL, H.comm));
+    void *data = NULL;
+    size_t bytes = 0;
+    H_CHECK(H.comm, xc_residual_data(res, &data, &bytes));
+    H_EQ_INT("residual bytes", bytes, 2 * 10 * sizeof(float));
+    xc_residual_free(res);
+}
+
+int main(int argc, char **argv)
+{
+    h_init(argc, argv);
+    test_bounds();
+    test_narrow_inputs();
+    test_feedback();
+    test_nonfinite();
+    test_misuse();
+    return h_finish();
+}
