@@ -665,6 +665,25 @@ XC_API xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index);
  * results are unspecified and finish returns XC_ERR_INVALID naming them. */
 XC_API xc_result_t xc_bucketer_finish(xc_bucketer_t *b);
 
+/*
+ * A compression hook (docs/compression.md): each bucket of fp32, fp16 or
+ * bf16 gradients reduced with xc_allreduce_compressed as `fmt`, after
+ * `warmup` steps of plain all-reduce, with error feedback (a residual per
+ * bucket, reset when the layout is rebuilt) unless `feedback` is 0; other
+ * dtypes keep the plain all-reduce.  Fills *hook for xc_bucketer_set_hook;
+ * the state must outlive the bucketer's use of it.  A bucketer created
+ * with XCOLL_COMPRESS=fp16|bf16|int8 installs one itself at commit
+ * (XCOLL_COMPRESS_WARMUP steps, default 10; XCOLL_COMPRESS_FEEDBACK=0
+ * turns the feedback off).  xc_compress_hook_residual exposes a bucket's
+ * residual (for checkpoints), NULL data if it has none yet.
+ */
+typedef struct xc_compress_hook xc_compress_hook_t;
+XC_API xc_result_t xc_compress_hook_create(xc_compress_t fmt, int warmup, int feedback,
+                                           xc_compress_hook_t **out, xc_bucket_hook_t *hook);
+XC_API void xc_compress_hook_free(xc_compress_hook_t *h);
+XC_API xc_result_t xc_compress_hook_residual(xc_compress_hook_t *h, int bucket, void **data,
+                                             size_t *bytes);
+
 /* Install (or with NULL remove) a communication hook; only between steps.
  * The struct is copied. */
 XC_API xc_result_t xc_bucketer_set_hook(xc_bucketer_t *b,

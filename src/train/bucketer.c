@@ -10,6 +10,7 @@
  * it is the caller's array and the arena is the staging copy.
  */
 #include "bucketer.h"
+#include "../core/config.h"
 
 #include <errno.h>
 #include <math.h>
@@ -58,6 +59,25 @@ static xc_result_t capacity(double opt, const char *var, double dflt, size_t *by
     return XC_OK;
 }
 
+/* XCOLL_COMPRESS=fp16|bf16|int8 (none: unset), XCOLL_COMPRESS_WARMUP
+ * (steps, default 10), XCOLL_COMPRESS_FEEDBACK (1): install the
+ * compression hook, owned by the bucketer. */
+static xc_result_t compress_from_env(xc_bucketer_t *b)
+{
+    const char *s = getenv("XCOLL_COMPRESS");
+    if (!s || !*s) return XC_OK;
+    xc_compress_t f;
+    if (xc_compress_parse(s, &f) != XC_OK)
+        return xc__err(XC_ERR_INVALID, "XCOLL_COMPRESS=\"%s\": expected none, fp16, bf16 or int8", s);
+    if (f == XC_COMPRESS_NONE) return XC_OK;
+    long warm = 10, fb = 1;
+    XC_CHECK(xc__env_int("XCOLL_COMPRESS_WARMUP", 0, 1L << 30, &warm));
+    XC_CHECK(xc__env_int("XCOLL_COMPRESS_FEEDBACK", 0, 1, &fb));
+    XC_CHECK(xc_compress_hook_create(f, (int)warm, (int)fb, &b->own_compress, &b->hook));
+    b->has_hook = 1;
+    return XC_OK;
+}
+
 xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
                                xc_bucketer_t **out)
 {
@@ -95,6 +115,7 @@ xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
             o.launch_thread = *s == '1';
         }
     }
+    XC_CHECK_GOTO(compress_from_env(b), rc, fail);
     b->comm = comm;
     b->rank = xc_comm_rank(comm);
     b->size = xc_comm_size(comm);
@@ -107,6 +128,7 @@ xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
     *out = b;
     return XC_OK;
 fail:
+    xc_compress_hook_free(b->own_compress);
     free(b);
     return rc;
 }
@@ -347,6 +369,7 @@ xc_result_t xc_bucketer_destroy(xc_bucketer_t *b)
     free(b->t_mark);
     free(b->hist_ready);
     xc__layout_free(&b->lay);
+    xc_compress_hook_free(b->own_compress);
     free(b);
     return rc;
 }

@@ -118,6 +118,7 @@ struct xc_bucketer {
 
     xc_bucket_hook_t hook;
     int has_hook;
+    xc_compress_hook_t *own_compress; /* XCOLL_COMPRESS's hook, owned */
 
     int use_thread;                 /* launch through `thread`            */
     struct xc__bk_thread *thread;   /* bucket_thread.c; NULL: none         */

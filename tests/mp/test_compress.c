@@ -12,6 +12,10 @@
  *    result (without it the error grows with T: shown, not judged);
  *  - non-finite: a NaN on one rank makes its INT8 block NaN on every rank
  *    and leaves the other blocks finite;
+ *  - the bucketer's compression hook (set explicitly, and from
+ *    XCOLL_COMPRESS): warm-up steps equal the plain all-reduce bit for bit,
+ *    later steps are within the INT8 bound of the exact average and
+ *    identical on every rank; a fp64 gradient keeps the plain all-reduce;
  *  - misuse: formats or counts that differ across ranks -> XC_ERR_MISMATCH
  *    on every rank (and the communicator still works); bad dtype, op,
  *    format, residual size -> XC_ERR_INVALID.
@@ -310,6 +314,94 @@ static void test_misuse(void)
     xc_residual_free(res);
 }
 
+/* Three gradients (fp32, fp32, fp64) over 4 steps through a bucketer with
+ * small buckets and the INT8 hook (warm-up 2). */
+static void test_hook(int from_env)
+{
+    enum { NG = 3 };
+    static const size_t cnt[NG] = {5000, 1234, 300};
+    static const xc_dtype_t dts[NG] = {XC_FLOAT32, XC_FLOAT32, XC_FLOAT64};
+    xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
+    o.bucket_mb = 0.01;
+    o.first_bucket_mb = 0.01;
+    xc_bucketer_t *b = NULL;
+    xc_compress_hook_t *h = NULL;
+    xc_bucket_hook_t hook;
+    if (from_env) {
+        setenv("XCOLL_COMPRESS", "int8", 1);
+        setenv("XCOLL_COMPRESS_WARMUP", "2", 1);
+    }
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    if (from_env) {
+        unsetenv("XCOLL_COMPRESS");
+        unsetenv("XCOLL_COMPRESS_WARMUP");
+    } else {
+        H_CHECK(H.comm, xc_compress_hook_create(XC_COMPRESS_INT8, 2, 1, &h, &hook));
+        H_CHECK(H.comm, xc_bucketer_set_hook(b, &hook));
+    }
+    void *g[NG];
+    for (int i = 0; i < NG; i++) {
+        g[i] = malloc(cnt[i] * xc_dtype_size(dts[i]));
+        H_CHECK(H.comm, xc_bucketer_register(b, g[i], cnt[i], dts[i], NULL, NULL));
+    }
+    H_CHECK(H.comm, xc_bucketer_commit(b));
+    for (int step = 1; step <= 4; step++) {
+        for (int i = 0; i < NG; i++)
+            for (size_t k = 0; k < cnt[i]; k++) {
+                double v = sin((double)(k * 7 + (size_t)i * 3 + (size_t)H.rank * 11 + (size_t)step));
+                if (dts[i] == XC_FLOAT32) ((float *)g[i])[k] = (float)v;
+                else ((double *)g[i])[k] = v;
+            }
+        for (int i = NG - 1; i >= 0; i--) H_CHECK(H.comm, xc_bucketer_mark_ready(b, i));
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        for (int i = 0; i < NG; i++) {
+            double worst = 0;
+            for (size_t k = 0; k < cnt[i]; k++) {
+                double want = 0, got;
+                for (int r = 0; r < H.size; r++)
+                    want += dts[i] == XC_FLOAT32
+                                ? (double)(float)sin((double)(k * 7 + (size_t)i * 3 + (size_t)r * 11 + (size_t)step))
+                                : sin((double)(k * 7 + (size_t)i * 3 + (size_t)r * 11 + (size_t)step));
+                want /= H.size;
+                got = dts[i] == XC_FLOAT32 ? ((float *)g[i])[k] : ((double *)g[i])[k];
+                worst = fabs(got - want) > worst ? fabs(got - want) : worst;
+            }
+            /* plain all-reduce: rounding only; INT8: inputs <= 1, two
+             * encodings of at most 1/254 each (avg: /N), fp32 sums; from
+             * the second compressed step on, the output also carries the
+             * previous step's error back (feedback): twice that */
+            int compressed = step > 2 && dts[i] == XC_FLOAT32 && H.size > 1;
+            double bound = compressed ? (step > 3 ? 2 : 1) * 2.0 / 254 + 1e-5 : 1e-6;
+            h_checked();
+            if (!(worst <= bound))
+                h_fail(__FILE__, __LINE__, "hook%s step %d grad %d: error %.3g > %.3g",
+                       from_env ? " (XCOLL_COMPRESS)" : "", step, i, worst, bound);
+            if (compressed && H.size > 1 && worst == 0)
+                h_fail(__FILE__, __LINE__, "hook step %d grad %d: exact -- not compressed?", step, i);
+            uint64_t hh = h_hash_bytes(g[i], cnt[i] * xc_dtype_size(dts[i]));
+            uint64_t *hs = calloc((size_t)H.size, sizeof *hs);
+            H_CHECK(H.comm, xc_allgather(&hh, hs, 1, XC_UINT64, H.comm));
+            for (int r = 0; r < H.size; r++) H_EQ_U64("hook: same bits on every rank", hs[r], hs[0]);
+            free(hs);
+        }
+    }
+    if (h) {
+        /* the fp32 buckets have residuals (the fp64 one none) */
+        int with = 0;
+        for (int k = 0; k < 16; k++) {
+            void *d = NULL;
+            size_t bytes = 0;
+            H_CHECK(H.comm, xc_compress_hook_residual(h, k, &d, &bytes));
+            with += d && bytes;
+        }
+        h_checked();
+        if (H.size > 1 && with == 0) h_fail(__FILE__, __LINE__, "no bucket has a residual");
+    }
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    xc_compress_hook_free(h);
+    for (int i = 0; i < NG; i++) free(g[i]);
+}
+
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
@@ -317,6 +409,8 @@ int main(int argc, char **argv)
     test_narrow_inputs();
     test_feedback();
     test_nonfinite();
+    test_hook(0);
+    test_hook(1);
     test_misuse();
     return h_finish();
 }
