@@ -281,6 +281,10 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         if (h->len <= 4096 && (c->rux = unexp_new(comm, h))) c->rdst = c->rux->data;
         return;
     }
+    if (h->kind == XC__F_SHRINK) { /* also on a poisoned communicator */
+        xc__shrink_header(comm, c);
+        return;
+    }
     if (xc__comm_status(comm) != XC_OK) return; /* poisoned: discard */
     if ((h->flags & XC__FL_RNDV) && c->tp != &xc__chan_transport) {
         xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
@@ -345,6 +349,10 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
 
 void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
 {
+    if (c->rhdr.kind == XC__F_SHRINK) {
+        xc__shrink_done(comm, c);
+        return;
+    }
     if (c->rrx) {
         if (c->rhdr.flags & XC__FL_RNDV) rndv_pull(comm, c->peer, &c->rhdr, c->rndv, c->rrx);
         else xc__rx_done(comm, c->rrx);
