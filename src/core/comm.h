@@ -172,8 +172,8 @@ XC__HIDDEN xc_result_t xc__comm_build(const xc__config_t *cfg, uint64_t uid, int
 /* -------------------------------------------------------------- shrink.c */
 /* Matcher hooks for a SHRINK frame from conn->peer: choose where its
  * payload goes (header), record it once complete (done).  Work on a
- * poisoned communicator too; a SHRINK frame poisons a healthy one with
- * XC_ERR_ABORTED (its sender has left it). */
+ * poisoned communicator too; on a healthy one, the frame marks its sender
+ * as gone (conn->left) and fails what waits for it. */
 XC__HIDDEN void xc__shrink_header(xc_comm_t *comm, xc__conn_t *conn);
 XC__HIDDEN void xc__shrink_done(xc_comm_t *comm, xc__conn_t *conn);
 /* Free the per-peer SHRINK records. */

@@ -23,7 +23,9 @@
  * and a frame listing its receiver tells the receiver it was excluded.
  *
  * A SHRINK frame poisons a receiver whose communicator is still healthy
- * with the code the sender's failed with (carried in the header's root).
+ * with the code the sender's failed with (carried in the header's root);
+ * from a sender that shrank a healthy communicator, it fails only what
+ * waits for the sender (see xc__shrink_header).
  *
  * Frames travel on the old sockets even when the communicator is poisoned:
  * poisoning finishes a started frame and drops the rest, and receivers keep
@@ -72,15 +74,26 @@ void xc__shrink_free(xc_comm_t *comm)
 void xc__shrink_header(xc_comm_t *comm, xc__conn_t *c)
 {
     const xc__hdr_t *h = &c->rhdr;
-    /* Its sender has left this communicator for the shrink, after a
-     * failure (root: the code its communicator failed with). */
+    /* Its sender has left this communicator for the shrink: nothing more
+     * comes from it here (frames are FIFO).  If it had failed, so does
+     * this one (root: its code); if it shrank a healthy communicator, only
+     * what still waits for it fails (a collective this rank is finishing
+     * with the others may still complete). */
+    c->left = 1;
     if (xc__comm_status(comm) == XC_OK) {
-        xc_result_t code = h->root < 0 && h->root >= XC_ERR_INTERNAL ? (xc_result_t)h->root
-                                                                     : XC_ERR_ABORTED;
-        xc__comm_poison(comm, code, 1,
-                        "rank %d left the communicator to shrink it (xc_comm_shrink) after it "
-                        "failed with %s",
-                        c->peer, xc_err_name(code));
+        const xc__peerq_t *q = &comm->pq[c->peer];
+        int acks = 0;
+        for (xc__tx_t *tx = comm->rndv_wait; tx; tx = tx->next) acks |= tx->peer == c->peer;
+        if (h->root < 0 && h->root >= XC_ERR_INTERNAL)
+            xc__comm_poison(comm, (xc_result_t)h->root, 1,
+                            "rank %d left the communicator to shrink it (xc_comm_shrink) after "
+                            "it failed with %s",
+                            c->peer, xc_err_name((xc_result_t)h->root));
+        else if (q->coll_head || q->p2p_head || acks)
+            xc__comm_poison(comm, XC_ERR_ABORTED, 0,
+                            "rank %d left the communicator to shrink it (xc_comm_shrink) while "
+                            "this rank waits for it",
+                            c->peer);
     }
     c->rdst = NULL; /* discard unless accepted below */
     if (h->len != frame_len(comm->size) || h->count != (uint64_t)comm->size) {
@@ -113,6 +126,7 @@ void xc__shrink_done(xc_comm_t *comm, xc__conn_t *c)
 typedef struct shrink {
     xc_comm_t *comm;
     uint32_t no;             /* this shrink's number on the communicator */
+    xc_result_t cause;       /* what the communicator failed with (XC_OK: healthy) */
     shrink_fixed_t me;       /* this rank's listening address, CPU mask */
     uint8_t *known, *sent;   /* [bm_bytes(n)] */
     uint64_t t0, deadline, silence_ns;
@@ -141,7 +155,7 @@ static void send_all(shrink_t *s, uint32_t round, const uint8_t *bm)
         tx->hdr.comm_tag = (uint32_t)comm->uid;
         tx->hdr.seq = (uint64_t)s->no << 32 | round;
         tx->hdr.count = (uint64_t)comm->size;
-        tx->hdr.root = (int32_t)xc__comm_status(comm);
+        tx->hdr.root = (int32_t)s->cause;
         tx->hdr.len = len;
         tx->buf = buf;
         tx->owned = buf;
@@ -349,8 +363,13 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
     XC_CHECK_GOTO(xc__listen(&comm->my_addr, &lfd, &s.me.addr), rc, out);
 
     pthread_mutex_lock(&comm->mu);
-    if (xc__comm_status(comm) == XC_OK) /* peers in a collective fail now */
-        xc__comm_poison(comm, XC_ERR_ABORTED, 0, "rank %d called xc_comm_shrink", comm->rank);
+    /* A healthy communicator is poisoned here only: peers may still be
+     * finishing the last collective with the others (an error frame or the
+     * shared-memory poison word would fail it); they learn from the SHRINK
+     * frame that this rank has left. */
+    s.cause = xc__comm_status(comm);
+    if (s.cause == XC_OK)
+        xc__comm_poison(comm, XC_ERR_ABORTED, 1, "rank %d called xc_comm_shrink", comm->rank);
     s.no = (uint32_t)++comm->shrink_count;
     const xc__config_t *cfg = &comm->cfg;
     int silence_ms = xc__liveness_on(comm) ? cfg->liveness_ms : cfg->timeout_ms;

@@ -435,7 +435,14 @@ static void fill_hdr(xc_comm_t *comm, const xc__op_t *op, xc__hdr_t *h, size_t l
 static int peer_usable(xc_comm_t *comm, int peer, const char *what)
 {
     xc__conn_t *c = comm->conns[peer];
-    if (!c || c->state == XC__CONN_OPEN) return 1;
+    if (!c || (c->state == XC__CONN_OPEN && !c->left)) return 1;
+    if (c->left) {
+        xc__comm_poison(comm, XC_ERR_ABORTED, 0,
+                        "cannot %s rank %d (%s): it has left the communicator to shrink it "
+                        "(xc_comm_shrink)",
+                        what, peer, c->addr);
+        return 0;
+    }
     xc__comm_poison(comm, XC_ERR_PEER_LOST, 0,
                     "cannot %s rank %d (%s): it has destroyed its communicator or "
                     "closed its connection",

@@ -12,10 +12,12 @@
  *            shrink to 3 and continue; the driver kills it afterwards
  *   two      5 ranks, ranks 1 and 3 raise SIGKILL: shrink to 3
  *   none     4 ranks, no failure: shrink gives the same 4 ranks, which work
- *   during   4 healthy ranks enter shrink; the driver SIGKILLs rank 2 once
- *            all have entered (several trials, different delays): every
+ *   during   4 healthy ranks shrink; rank 2 enters 50 ms after the others
+ *            and the driver SIGKILLs it 0-4 ms after that (a trial per
+ *            delay: in the agreement, the connection, the start): every
  *            survivor returns a working communicator of consistent
- *            membership or an error, never hangs (alarm)
+ *            membership or an error, never hangs (alarm); when all failed,
+ *            a second shrink of the old communicator gives the 3 survivors
  *   twice    5 ranks: rank 4 dies, shrink to 4; then (new) rank 1 dies on
  *            the shrunk communicator, shrink again to 3
  *   invalid  NULL communicator or NULL out pointer: XC_ERR_INVALID, and the
@@ -202,8 +204,18 @@ static int during_rank(int rank, int size)
     xc_comm_t *comm = xt_comm_world(-1);
     if (!comm) return 1;
     XT_REQUIRE_OK(xc_barrier(comm));
-    atomic_fetch_add(&xt_shm->sync[10], 1);
-    xt_sync(1, size + 1, 20); /* with the driver, which then kills rank 2 */
+    if (rank == 2) {
+        /* The others wait in the agreement; the driver kills this rank a
+         * chosen time after it enters it (or, if it is done by then, in
+         * the new communicator). */
+        usleep(50000);
+        atomic_store(&xt_shm->stamp_ns[2], xt_now_ns());
+        xc_comm_t *nc = NULL;
+        xc_result_t rc = xc_comm_shrink(comm, &nc);
+        xt_log("victim's shrink returned %s", xc_err_name(rc));
+        sleep(5); /* until killed */
+        return 1;
+    }
     xc_comm_t *nc = NULL;
     double t = xt_now();
     xc_result_t rc = xc_comm_shrink(comm, &nc);
@@ -230,6 +242,19 @@ static int during_rank(int rank, int size)
         XT_CHECK_INT(nc == NULL, ==, 1);
         XT_CHECK_READABLE(xc_last_error());
         RES(rank) = -1;
+    }
+    /* If every survivor failed, all of them try again on the old
+     * communicator (the victim is dead by now): that must succeed. */
+    xt_sync(2, size - 1, 30);
+    int all_failed = 1;
+    for (int r = 0; r < size; r++)
+        if (r != 2) all_failed &= atomic_load(&RES(r)) == -1;
+    if (all_failed) {
+        int dead[XT_MAX_RANKS] = {0};
+        dead[2] = 1;
+        xc_comm_t *again = shrink_expect(comm, dead);
+        XT_CHECK_INT(again && check_collectives(again), ==, 1);
+        xc_comm_destroy(again);
     }
     xc_comm_destroy(nc);
     xc_comm_destroy(comm);
@@ -308,12 +333,10 @@ static int run_job(unsigned delay_us, int timeout_ms)
         xt_log("killed rank 2 after %lld iterations", (long long)atomic_load(&xt_shm->progress[2]));
     } else if (!strcmp(scenario, "during")) {
         double end = xt_now() + 30;
-        while (atomic_load(&xt_shm->sync[10]) < nranks && xt_now() < end) usleep(500);
-        if (xt_sync(1, nranks + 1, 20) == 0) {
-            usleep(delay_us);
-            kill(job.pid[2], SIGKILL);
-            xt_log("killed rank 2 %u us after all entered the shrink", delay_us);
-        }
+        while (!atomic_load(&xt_shm->stamp_ns[2]) && xt_now() < end) usleep(100);
+        usleep(delay_us);
+        kill(job.pid[2], SIGKILL);
+        xt_log("killed rank 2 %u us after it entered the shrink", delay_us);
     } else if (!strcmp(scenario, "stop")) {
         wait_results(nranks - 1, 40); /* survivors done: then the stopped one goes */
         kill(job.pid[1], SIGKILL);
@@ -363,7 +386,7 @@ int main(int argc, char **argv)
     if (!strcmp(scenario, "during")) {
         /* The kill lands in the agreement, the connection of the new
          * communicator, its start or its first collective. */
-        static const unsigned delays[] = {0, 1000, 5000, 20000};
+        static const unsigned delays[] = {0, 300, 1000, 2000, 4000};
         for (size_t k = 0; k < sizeof delays / sizeof delays[0]; k++) run_job(delays[k], 10000);
     } else {
         run_job(0, DEADLINE_MS);
