@@ -164,13 +164,22 @@ static void send_all(shrink_t *s, uint32_t round, const uint8_t *bm)
 }
 
 /* Send a FINAL frame (bm: the settled set, or one listing this rank: a
- * withdrawal) and push it out: this rank stops reading the old sockets. */
+ * withdrawal) and push it out within 1 s, reading frames meanwhile: this
+ * rank stops reading the old sockets afterwards. */
 static void send_final(shrink_t *s, const uint8_t *bm)
 {
+    xc_comm_t *comm = s->comm;
     send_all(s, FINAL, bm);
-    uint64_t deadline = xc__now_ns() + 1000000000ull; /* 1 s for all peers */
-    for (int p = 0; p < s->comm->size; p++)
-        if (s->comm->conns[p]) xc__conn_flush(s->comm, s->comm->conns[p], deadline);
+    uint64_t deadline = xc__now_ns() + 1000000000ull;
+    for (;;) {
+        int queued = 0;
+        for (int p = 0; p < comm->size; p++) {
+            xc__conn_t *c = comm->conns[p];
+            queued |= c && c->state != XC__CONN_CLOSED && c->sq_head;
+        }
+        if (!queued || xc__now_ns() >= deadline) return;
+        xc__comm_poll(comm, 10);
+    }
 }
 
 /* Rank p is failed (why: for the log, the first one is kept). */
