@@ -255,7 +255,9 @@ XC_API xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key,
  * connect to each other within the deadline (again a failure during the
  * shrink, or survivors that ended with different memberships: they never
  * form inconsistent communicators); XC_ERR_NOMEM, XC_ERR_SYSTEM.  On error
- * *newcomm is NULL.  See docs/fault-tolerance.md, "Shrink".
+ * *newcomm is NULL, and all survivors may call xc_comm_shrink on the old
+ * communicator again.  Not thread-safe with other calls on `comm` (except
+ * xc_comm_abort).  See docs/fault-tolerance.md, "Shrink".
  */
 XC_API xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm);
 
