@@ -182,12 +182,15 @@ static void send_final(shrink_t *s, const uint8_t *bm)
     }
 }
 
-/* Rank p is failed (why: for the log, the first one is kept). */
-static void mark(shrink_t *s, int p, const char *why)
+/* Rank p is failed for this shrink (why: for the log, the first one is
+ * kept); `lasting`: for good (it is gone or silent), so that a retry starts
+ * from it -- not when it only withdrew from this attempt, or another rank
+ * said so, or it was late (another retry may see it take part). */
+static void mark(shrink_t *s, int p, const char *why, int lasting)
 {
     if (xc__failed_has(s->known, p)) return;
     s->known[p / 8] |= (uint8_t)(1u << (p % 8));
-    xc__failed_set(s->comm, p);
+    if (lasting) xc__failed_set(s->comm, p);
     if (!s->why[0]) snprintf(s->why, sizeof s->why, "rank %d %s", p, why);
 }
 
@@ -198,9 +201,9 @@ static void refresh(shrink_t *s)
     for (int p = 0; p < comm->size; p++) {
         if (p == comm->rank) continue;
         xc__conn_t *c = comm->conns[p];
-        if (xc__failed_has(comm->failed, p)) mark(s, p, "was lost");
-        else if (!c || c->state == XC__CONN_CLOSED) mark(s, p, "closed its connection");
-        else if (c->state == XC__CONN_BYE) mark(s, p, "destroyed the communicator");
+        if (xc__failed_has(comm->failed, p)) mark(s, p, "was lost", 1);
+        else if (!c || c->state == XC__CONN_CLOSED) mark(s, p, "closed its connection", 1);
+        else if (c->state == XC__CONN_BYE) mark(s, p, "destroyed the communicator", 1);
     }
 }
 
@@ -270,7 +273,7 @@ static xc_result_t agree(shrink_t *s)
                                        "shrunk communicator",
                                        p, me);
                     if (rd == FINAL && xc__failed_has(bm, p)) {
-                        mark(s, p, "withdrew from the shrink (it gave up)");
+                        mark(s, p, "withdrew from the shrink (it gave up)", 0);
                         continue;
                     }
                     if (rd == FINAL) {
@@ -281,7 +284,7 @@ static xc_result_t agree(shrink_t *s)
                     char by[48];
                     snprintf(by, sizeof by, "was reported failed by rank %d", p);
                     for (int q = 0; q < n; q++)
-                        if (xc__failed_has(bm, q)) mark(s, q, by);
+                        if (xc__failed_has(bm, q)) mark(s, q, by, 0);
                     continue;
                 }
                 /* Not heard from in this round: silent, or too late? */
@@ -291,11 +294,11 @@ static xc_result_t agree(shrink_t *s)
                 if (now - last > s->silence_ns) {
                     snprintf(why, sizeof why, "sent nothing, not even a heartbeat, for %.1f s "
                              "during the shrink", (double)(now - last) * 1e-9);
-                    mark(s, p, why);
+                    mark(s, p, why, 1);
                 } else if (now >= s->deadline) {
                     snprintf(why, sizeof why, "did not take part in the shrink within "
                              "XCOLL_TIMEOUT_MS=%d ms", comm->cfg.timeout_ms);
-                    mark(s, p, why);
+                    mark(s, p, why, 0);
                 } else {
                     waiting++;
                 }
