@@ -231,6 +231,37 @@ XC_API xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key,
                                  xc_comm_t **child, const xc_config_t *cfg);
 
 /*
+ * Shrink: after failures, make a new communicator of the surviving ranks.
+ * Every surviving rank calls it on the old communicator, typically after an
+ * operation failed with XC_ERR_PEER_LOST (or XC_ERR_ABORTED/XC_ERR_TIMEOUT);
+ * the survivors agree on the membership over the old communicator's own
+ * connections -- no store, so it works when rank 0, the store's host, died --
+ * and each gets *newcomm: the survivors, renumbered in old-rank order, with
+ * their own connections, shared memory and progress thread, the old
+ * communicator's settings.  Collective over the survivors; blocking.
+ *
+ * A rank is failed if its connection closed, it was silent (no frame, no
+ * heartbeat) for XCOLL_LIVENESS_MS (XCOLL_TIMEOUT_MS when liveness is off),
+ * it did not take part within XCOLL_TIMEOUT_MS, or another survivor found it
+ * failed.  Called on a healthy communicator, shrink first poisons it with
+ * XC_ERR_ABORTED (every rank must then shrink; with no failure the new
+ * communicator has every rank).  The old communicator stays poisoned and
+ * must still be destroyed by the caller (after the shrink).
+ *
+ * Errors: XC_ERR_INVALID (NULL argument; nothing happens);
+ * XC_ERR_PEER_LOST when this rank was declared failed by a survivor, or the
+ * survivors could not agree on the membership (a further failure during the
+ * shrink); XC_ERR_TIMEOUT (or XC_ERR_PEER_LOST) when the survivors could not
+ * connect to each other within the deadline (again a failure during the
+ * shrink, or survivors that ended with different memberships: they never
+ * form inconsistent communicators); XC_ERR_NOMEM, XC_ERR_SYSTEM.  On error
+ * *newcomm is NULL, and all survivors may call xc_comm_shrink on the old
+ * communicator again.  Not thread-safe with other calls on `comm` (except
+ * xc_comm_abort).  See docs/fault-tolerance.md, "Shrink".
+ */
+XC_API xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm);
+
+/*
  * Destroy a communicator.  Pending operations are first given until their
  * deadline to complete, then fail with XC_ERR_ABORTED; their requests stay
  * valid until xc_request_free.  Not collective, but a rank that destroys a

@@ -383,6 +383,15 @@ class Comm:
         del keep
         return Comm._wrap(child.value) if child.value else None
 
+    def shrink(self):
+        """xc_comm_shrink: after a failure (PeerLost, Aborted, Timeout),
+        every surviving rank calls it; returns a new Comm of the survivors,
+        renumbered in old-rank order.  This communicator stays poisoned:
+        close() it afterwards."""
+        child = _lib.comm_p()
+        _check(_lib.comm_shrink(self.handle, ctypes.byref(child)))
+        return Comm._wrap(child.value)
+
     # -- queries ----------------------------------------------------------
     @property
     def local_rank(self):

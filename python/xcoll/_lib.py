@@ -122,6 +122,7 @@ _PROTOS = {
     "xc_comm_init": (R, [P(comm_p), c_int, c_int, c_char_p, P(Config)]),
     "xc_comm_init_store": (R, [P(comm_p), c_int, c_int, P(Store), P(Config)]),
     "xc_comm_split": (R, [comm_p, c_int, c_int, P(comm_p), P(Config)]),
+    "xc_comm_shrink": (R, [comm_p, P(comm_p)]),
     "xc_comm_destroy": (R, [comm_p]),
     "xc_comm_abort": (R, [comm_p]),
     "xc_comm_rank": (c_int, [comm_p]),

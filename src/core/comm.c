@@ -52,6 +52,7 @@ xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_
     c->local_of = calloc((size_t)size, sizeof *c->local_of);
     c->node_start = calloc((size_t)size + 1, sizeof *c->node_start);
     c->node_ranks = calloc((size_t)size, sizeof *c->node_ranks);
+    c->failed = calloc((size_t)size / 8 + 1, 1);
     c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&c->mu, NULL);
     c->stats.size = sizeof c->stats;
@@ -61,7 +62,7 @@ xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_
     xc__comm_set_wait(c);
     c->nnodes = 1;
     if (!c->conns || !c->pq || !c->node_of || !c->local_of || !c->node_start ||
-        !c->node_ranks || c->efd < 0) {
+        !c->node_ranks || !c->failed || c->efd < 0) {
         xc__comm_free(c);
         return xc__err(XC_ERR_NOMEM, "out of memory (or eventfd) creating a communicator");
     }
@@ -84,6 +85,8 @@ void xc__comm_free(xc_comm_t *c)
     free(c->local_of);
     free(c->node_start);
     free(c->node_ranks);
+    free(c->failed);
+    xc__shrink_free(c);
     if (c->efd >= 0) close(c->efd);
     if (c->node_shm != c->shm) xc__shm_close(c->node_shm);
     xc__shm_close(c->shm);

@@ -100,6 +100,11 @@ struct xc_comm {
     int waiters;             /* threads inside xc__request_wait */
     int stop;                /* progress thread must exit */
     int split_count;
+    int shrink_count;        /* xc_comm_shrink calls on this communicator */
+    uint8_t *failed;         /* bitmap [(size+7)/8]: ranks known failed (lost
+                              * peers, and those the shrink found) */
+    struct xc__shrink_in *shrink_in; /* [size] latest SHRINK frame per peer
+                              * (shrink.c), allocated at the first one */
     uint64_t shm_synced;     /* last shm chunk at which all ranks' `in` was seen */
     uint64_t shm_full[2];    /* last chunk, by slot parity, staged over a whole slot */
     uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (op seq, chunk) */
@@ -149,6 +154,32 @@ XC__HIDDEN void xc__cpumask_self(xc__cpumask_t *m);
 XC__HIDDEN void xc__comm_set_nodes(xc_comm_t *comm, char (*ids)[XC__NODEID_LEN],
                                    const xc__cpumask_t *cpus);
 XC__HIDDEN void xc__comm_set_wait(xc_comm_t *comm);
+
+/* --------------------------------------------------------------- split.c */
+/* splitmix64 finaliser: child communicator ids. */
+XC__HIDDEN uint64_t xc__mix64(uint64_t x);
+/* Build and start a communicator of `size` ranks (this one `rank`) with id
+ * `uid`: connect to the members listening at addrs[] (this rank on `lfd`,
+ * which stays the caller's), node identities ids[] and CPU masks cpus[];
+ * on success *out is the new communicator.  Shared by split and shrink. */
+XC__HIDDEN xc_result_t xc__comm_build(const xc__config_t *cfg, uint64_t uid, int rank,
+                                      int size, const struct sockaddr_storage *my_addr,
+                                      int lfd, const struct sockaddr_storage *addrs,
+                                      char (*ids)[XC__NODEID_LEN],
+                                      const xc__cpumask_t *cpus, uint64_t deadline_ns,
+                                      xc_comm_t **out);
+
+/* -------------------------------------------------------------- shrink.c */
+/* Matcher hooks for a SHRINK frame from conn->peer: choose where its
+ * payload goes (header), record it once complete (done).  Work on a
+ * poisoned communicator too; on a healthy one, the frame marks its sender
+ * as gone (conn->left) and fails what waits for it. */
+XC__HIDDEN void xc__shrink_header(xc_comm_t *comm, xc__conn_t *conn);
+XC__HIDDEN void xc__shrink_done(xc_comm_t *comm, xc__conn_t *conn);
+/* Free the per-peer SHRINK records. */
+XC__HIDDEN void xc__shrink_free(xc_comm_t *comm);
+static inline void xc__failed_set(xc_comm_t *c, int r) { c->failed[r / 8] |= (uint8_t)(1u << (r % 8)); }
+static inline int xc__failed_has(const uint8_t *bm, int r) { return (bm[r / 8] >> (r % 8)) & 1; }
 
 /* ---------------------------------------------------------------- mesh.c */
 /* Identity of this process's node (hostname, boot id, network namespace),
@@ -226,6 +257,9 @@ XC__HIDDEN void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc);
 XC__HIDDEN void xc__comm_poll(xc_comm_t *comm, int timeout_ms);
 /* Advance queued operations (no I/O waiting). */
 XC__HIDDEN void xc__comm_advance(xc_comm_t *comm);
+/* Are peers watched for silence (XCOLL_LIVENESS_MS with heartbeats and a
+ * progress thread on every rank)? */
+XC__HIDDEN int xc__liveness_on(const xc_comm_t *comm);
 /* Wake the progress thread and waiters. */
 XC__HIDDEN void xc__comm_kick(xc_comm_t *comm);
 /* The progress thread's body. */

@@ -7,6 +7,10 @@
  * creation, authenticated with an id derived from the parent's id, the
  * split's sequence number and the color (so no two children share one).
  * Node identities come from the parent, so no store is needed.
+ *
+ * xc__comm_build, the tail that turns (members' listening addresses, node
+ * identities, CPU masks, id) into a started communicator, is shared with
+ * xc_comm_shrink (shrink.c).
  */
 #include "comm.h"
 
@@ -33,12 +37,39 @@ static int member_cmp(const void *a, const void *b)
 }
 
 /* splitmix64: a well-mixed child id from (parent id, split number, color). */
-static uint64_t mix(uint64_t x)
+uint64_t xc__mix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+#define mix xc__mix64
+
+xc_result_t xc__comm_build(const xc__config_t *cfg, uint64_t uid, int rank, int size,
+                           const struct sockaddr_storage *my_addr, int lfd,
+                           const struct sockaddr_storage *addrs, char (*ids)[XC__NODEID_LEN],
+                           const xc__cpumask_t *cpus, uint64_t deadline_ns, xc_comm_t **out)
+{
+    xc_comm_t *c = NULL;
+    XC_CHECK(xc__comm_alloc(rank, size, cfg, &c));
+    c->uid = uid ? uid : 1;
+    c->my_addr = *my_addr;
+    xc__comm_set_nodes(c, ids, cpus); /* mesh_connect needs the nodes */
+    xc_result_t rc = xc__mesh_connect(c, lfd, addrs, deadline_ns);
+    if (rc != XC_OK) {
+        xc__comm_free(c);
+        return rc;
+    }
+    rc = xc__comm_start(c);
+    if (rc != XC_OK) {
+        char msg[XC__ERRMSG_LEN];
+        memcpy(msg, xc__tls_error(), sizeof msg);
+        xc_comm_destroy(c);
+        return xc__err(rc, "%s", msg);
+    }
+    *out = c;
+    return XC_OK;
 }
 
 xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **child,
@@ -61,7 +92,6 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     struct sockaddr_storage *addrs = calloc((size_t)n, sizeof *addrs);
     char(*ids)[XC__NODEID_LEN] = calloc((size_t)n, sizeof *ids);
     xc__cpumask_t *cpus = calloc((size_t)n, sizeof *cpus);
-    xc_comm_t *c = NULL;
     uint64_t split_no = (uint64_t)parent->split_count++;
     if (!all || !mem || !addrs || !ids || !cpus) {
         rc = xc__err(XC_ERR_NOMEM, "out of memory");
@@ -83,27 +113,12 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
         /* Parent node indices stand in for node identities. */
         snprintf(ids[i], XC__NODEID_LEN, "%d", parent->node_of[mem[i].prank]);
     }
-    XC_CHECK_GOTO(xc__comm_alloc(rank, size, &cfg, &c), rc, out);
-    c->uid = mix(parent->uid ^ mix(split_no * 0x100000001ull + (uint64_t)color));
-    if (!c->uid) c->uid = 1;
-    c->my_addr = parent->my_addr;
+    uint64_t uid = mix(parent->uid ^ mix(split_no * 0x100000001ull + (uint64_t)color));
     for (int i = 0; i < size; i++) cpus[i] = all[mem[i].prank].cpus;
-    xc__comm_set_nodes(c, ids, cpus); /* mesh_connect needs the nodes */
-    XC_CHECK_GOTO(xc__mesh_connect(c, lfd, addrs, xc__deadline_ns(cfg.timeout_ms)), rc, out);
-    rc = xc__comm_start(c);
-    if (rc != XC_OK) {
-        char msg[XC__ERRMSG_LEN];
-        memcpy(msg, xc__tls_error(), sizeof msg);
-        xc_comm_destroy(c);
-        c = NULL;
-        rc = xc__err(rc, "%s", msg);
-        goto out;
-    }
-    *child = c;
-    c = NULL;
+    rc = xc__comm_build(&cfg, uid, rank, size, &parent->my_addr, lfd, addrs, ids, cpus,
+                        xc__deadline_ns(cfg.timeout_ms), child);
 out:
     if (lfd >= 0) close(lfd);
-    xc__comm_free(c);
     free(all);
     free(mem);
     free(addrs);

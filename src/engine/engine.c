@@ -380,6 +380,7 @@ void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
     xc__conn_t *c = comm->conns[peer];
     int bye = c && c->state == XC__CONN_BYE;
     if (c) c->state = XC__CONN_CLOSED;
+    xc__failed_set(comm, peer); /* for xc_comm_shrink */
     char during[220] = "while idle";
     if (comm->coll_head) {
         char d[200];
@@ -442,7 +443,7 @@ uint64_t xc__op_deadline(const xc_comm_t *comm, xc__op_t *op)
 
 /* Peers are watched only when every rank beats from a progress thread
  * (without one a rank in a long compute phase would fall silent). */
-static int liveness_on(const xc_comm_t *comm)
+int xc__liveness_on(const xc_comm_t *comm)
 {
     return comm->cfg.liveness_ms > 0 && comm->cfg.heartbeat_ms > 0 && comm->cfg.progress_thread;
 }
@@ -473,7 +474,7 @@ static void heartbeat(xc_comm_t *comm, uint64_t now)
  * by the network.  Checked at most every 20 ms.  1 if it poisoned. */
 static int check_liveness(xc_comm_t *comm, uint64_t now)
 {
-    if (!liveness_on(comm) || now - comm->live_ns < 20000000ull) return 0;
+    if (!xc__liveness_on(comm) || now - comm->live_ns < 20000000ull) return 0;
     comm->live_ns = now;
     uint64_t lim = (uint64_t)comm->cfg.liveness_ms * 1000000ull, seen = comm->polled_ns;
     for (int p = 0; p < comm->size; p++) {

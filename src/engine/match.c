@@ -281,6 +281,10 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         if (h->len <= 4096 && (c->rux = unexp_new(comm, h))) c->rdst = c->rux->data;
         return;
     }
+    if (h->kind == XC__F_SHRINK) { /* also on a poisoned communicator */
+        xc__shrink_header(comm, c);
+        return;
+    }
     if (xc__comm_status(comm) != XC_OK) return; /* poisoned: discard */
     if ((h->flags & XC__FL_RNDV) && c->tp != &xc__chan_transport) {
         xc__comm_poison(comm, XC_ERR_PROTOCOL, 0,
@@ -345,6 +349,10 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
 
 void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
 {
+    if (c->rhdr.kind == XC__F_SHRINK) {
+        xc__shrink_done(comm, c);
+        return;
+    }
     if (c->rrx) {
         if (c->rhdr.flags & XC__FL_RNDV) rndv_pull(comm, c->peer, &c->rhdr, c->rndv, c->rrx);
         else xc__rx_done(comm, c->rrx);
@@ -427,7 +435,14 @@ static void fill_hdr(xc_comm_t *comm, const xc__op_t *op, xc__hdr_t *h, size_t l
 static int peer_usable(xc_comm_t *comm, int peer, const char *what)
 {
     xc__conn_t *c = comm->conns[peer];
-    if (!c || c->state == XC__CONN_OPEN) return 1;
+    if (!c || (c->state == XC__CONN_OPEN && !c->left)) return 1;
+    if (c->left) {
+        xc__comm_poison(comm, XC_ERR_ABORTED, 0,
+                        "cannot %s rank %d (%s): it has left the communicator to shrink it "
+                        "(xc_comm_shrink)",
+                        what, peer, c->addr);
+        return 0;
+    }
     xc__comm_poison(comm, XC_ERR_PEER_LOST, 0,
                     "cannot %s rank %d (%s): it has destroyed its communicator or "
                     "closed its connection",

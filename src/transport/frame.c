@@ -24,6 +24,11 @@ const char *xc__frame_check(const xc__hdr_t *h, uint32_t comm_tag)
         if (h->len < sizeof(int32_t) || h->len > XC__FRAME_MAX_ERROR)
             return "error frame of a bad length";
         return NULL;
+    case XC__F_SHRINK:
+        if (h->flags) return "shrink frame with flags";
+        if (h->len <= XC__FRAME_SHRINK_FIXED || h->len > XC__FRAME_MAX_SHRINK)
+            return "shrink frame of a bad length";
+        return NULL;
     case XC__F_BYE:
     case XC__F_ACK:
     case XC__F_BEAT:

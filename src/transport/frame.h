@@ -22,7 +22,12 @@ enum xc__frame_kind {
     XC__F_BYE = 4,   /* the sender destroyed the communicator (graceful)   */
     XC__F_HELLO = 5, /* connection set-up (bootstrap only)                 */
     XC__F_ACK = 6,   /* a single-copy point-to-point message was read: seq */
-    XC__F_BEAT = 7   /* heartbeat: no payload; says only "alive"           */
+    XC__F_BEAT = 7,  /* heartbeat: no payload; says only "alive"           */
+    XC__F_SHRINK = 8 /* xc_comm_shrink: seq = shrink number << 32 | round,
+                      * count = sender's communicator size, root = the
+                      * code it failed with, payload = its
+                      * new listening address, CPU mask and failed-rank
+                      * bitmap (shrink.c)                                  */
 };
 
 /* hdr.flags */
@@ -55,6 +60,11 @@ _Static_assert(sizeof(xc__hdr_t) == 48, "frame header must be 48 bytes");
 #define XC__FRAME_MAX_LEN (1ull << 47) /* no buffer is 128 TiB */
 #define XC__FRAME_MAX_ERROR 4096       /* int32 code + message */
 #define XC__FRAME_RNDV_LEN 24          /* {address, bytes, id} */
+/* SHRINK: {sockaddr_storage, 16 x u64 CPU mask} then a bitmap of at most
+ * 2^20 ranks (the receiver checks the exact length for its size). */
+#define XC__FRAME_SHRINK_FIXED 256
+#define XC__FRAME_SHRINK_MAX_RANKS (1u << 20)
+#define XC__FRAME_MAX_SHRINK (XC__FRAME_SHRINK_FIXED + XC__FRAME_SHRINK_MAX_RANKS / 8)
 
 /* Check a received header after the connection was set up: magic, the
  * communicator's tag, a kind that may travel then (not HELLO), known flags,

@@ -74,7 +74,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     xc_result_t rc = xc_allgather(&me, creators, 1, XC_INT64, comm);
     int64_t creator = creators[comm->node_ranks[comm->node_start[comm->node]]];
     free(creators);
-    XC_CHECK(rc);
+    if (rc != XC_OK) goto fail;
     if (mine && !leader && creator > 0) {
         seg_name(name, sizeof name, creator, comm);
         if (xc__shm_open(name, comm->local_size, comm->local_rank, &s) != XC_OK)
@@ -87,7 +87,8 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
         s->ctl[comm->local_rank].pid = (uint32_t)getpid();
         s->ctl[comm->local_rank].probe = (uint64_t)(uintptr_t)&comm->uid;
     }
-    XC_CHECK(xc_barrier(comm)); /* every rank's pid and probe are published */
+    /* every rank's pid and probe are published */
+    XC_CHECK_GOTO(xc_barrier(comm), rc, fail);
     int32_t ok[2] = {!mine || s != NULL, !mine};
     if (s) {
         int right = (comm->local_rank + 1) % comm->local_size;
@@ -98,7 +99,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
                 v == comm->uid;
     }
     /* Everybody must agree to use it (and single copy). */
-    XC_CHECK(xc_allreduce(ok, ok, 2, XC_INT32, XC_MIN, comm));
+    XC_CHECK_GOTO(xc_allreduce(ok, ok, 2, XC_INT32, XC_MIN, comm), rc, fail);
     /* Every rank has mapped it (or given up): unlink now, by anyone. */
     if (name[0]) xc__shm_unlink(name);
     if (!ok[0]) {
@@ -117,5 +118,11 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
      * may write to ours before we open them: the bytes wait there. */
     rc = xc__chan_open_all(comm);
     pthread_mutex_unlock(&comm->mu);
+    return rc;
+fail:
+    /* A rank failed in the set-up window: the segment must not outlive
+     * this process in /dev/shm (found by test_shrink during). */
+    if (name[0]) xc__shm_unlink(name);
+    xc__shm_close(s);
     return rc;
 }

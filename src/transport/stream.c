@@ -76,7 +76,19 @@ static void reset_rx(xc__conn_t *c)
     c->rux = NULL;
 }
 
+static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get);
+
 void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
+{
+    /* A poison raised while a frame is dispatched flushes error frames,
+     * and that flush reads whole frames from poisoned connections: never
+     * from this one, which is in the middle of one. */
+    c->reading = 1;
+    read_frames(comm, c, get);
+    c->reading = 0;
+}
+
+static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
 {
     static _Thread_local char discard[XC__DISCARD_LEN]; /* write-only sink */
     while (c->state != XC__CONN_CLOSED) {

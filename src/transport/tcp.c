@@ -305,17 +305,37 @@ void xc__conn_flush(xc_comm_t *comm, xc__conn_t *c, uint64_t deadline_ns)
         int ms = xc__poll_ms_left(deadline_ns);
         if (ms == 0) break;
         /* Keep draining input too: the peer may be blocked writing to us
-         * (the bytes are dropped: only error and goodbye frames are still
-         * sent when this runs). */
+         * (only error, goodbye and shrink frames are still sent when this
+         * runs; what arrives is dropped). */
         int single = c->nstreams <= 1;
         int ns = single ? 1 : c->nstreams;
         struct pollfd p[XC__MAX_STREAMS];
         for (int s = 0; s < ns; s++) {
             p[s].fd = single ? c->fd : c->sfd[s];
-            p[s].events = (short)(POLLIN | (single || s == c->wblock ? POLLOUT : 0));
+            /* (no input while this connection is being read: see below) */
+            p[s].events = (short)((c->reading ? 0 : POLLIN) |
+                                  (single || s == c->wblock ? POLLOUT : 0));
             p[s].revents = 0;
         }
         if (poll(p, (nfds_t)ns, ms > 50 || ms < 0 ? 50 : ms) <= 0) continue;
+        if (xc__comm_status(comm) != XC_OK) {
+            /* Poisoned: read whole frames (the matcher discards them), so
+             * the stream stays frame-synchronised for xc_comm_shrink --
+             * unless this flush runs inside a read of this connection
+             * (then only write, until the deadline). */
+            if (c->reading) continue;
+            for (int s = 0; s < ns; s++)
+                if (p[s].revents & (POLLIN | POLLERR | POLLHUP)) {
+                    if (single) xc__stream_read(comm, c, tcp_get);
+                    else {
+                        ms_check(comm, c);
+                        if (c->state != XC__CONN_CLOSED) xc__stream_read(comm, c, ms_get);
+                        if (c->state != XC__CONN_CLOSED) ms_arm(c);
+                    }
+                    break;
+                }
+            continue;
+        }
         for (int s = 0; s < ns; s++) {
             if (!(p[s].revents & POLLIN)) continue;
             char buf[4096];

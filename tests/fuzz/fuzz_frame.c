@@ -31,6 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (h.kind == XC__F_HELLO) abort();
         if ((h.kind == XC__F_BYE || h.kind == XC__F_ACK || h.kind == XC__F_BEAT) && h.len) abort();
         if (h.kind == XC__F_ERROR && (h.len < 4 || h.len > XC__FRAME_MAX_ERROR)) abort();
+        if (h.kind == XC__F_SHRINK &&
+            (h.flags || h.len <= XC__FRAME_SHRINK_FIXED || h.len > XC__FRAME_MAX_SHRINK))
+            abort();
     }
 
     /* The handshake, with a fixed key: the input plays the peer. */

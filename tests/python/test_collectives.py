@@ -316,9 +316,26 @@ def test_queries(comm):
     h.check(xcoll.library_path, "library path known")
 
 
+def test_shrink(comm):
+    """Shrinking a healthy communicator (a copy: it stays poisoned)."""
+    r = comm.rank
+    old = comm.split(0)
+    x = np.array([1], np.int64)
+    old.allreduce(x)                        # every rank is here
+    new = old.shrink()                      # no failure: the same ranks
+    h.eq((new.rank, new.size), (r, comm.size), "shrink without a failure")
+    y = np.array([r], np.int64)
+    new.allreduce(y)
+    h.eq(int(y[0]), sum(range(comm.size)), "allreduce on the shrunk communicator")
+    h.check(isinstance(old.status(), xcoll.Aborted), "the old communicator stays poisoned")
+    new.close()
+    old.close()
+
+
 if __name__ == "__main__":
     comm = xcoll.init_env()
     h.main([test_allreduce, test_reduce, test_reduce_scatter, test_allgather,
             test_bcast, test_alltoall, test_alltoallv, test_barrier,
-            test_many_outstanding, test_overlap, test_split, test_queries],
+            test_many_outstanding, test_overlap, test_split, test_queries,
+            test_shrink],
            comm)
