@@ -24,7 +24,10 @@ size_t xc__codec_esize(xc_compress_t f)
 /* The loops below vectorise (integer max for the magnitude, a magic-number
  * rounding, integer clamps); each is compiled for AVX-512, AVX2 and the
  * baseline, chosen at load time. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+/* Not under ASan/TSan: the clones' ifunc resolvers run before the
+ * sanitizer runtime is set up, and the process dies at load time. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define XC__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define XC__CLONES
