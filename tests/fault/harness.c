@@ -356,3 +356,15 @@ xc_comm_t *xt_comm_world(int timeout_ms)
     }
     return comm;
 }
+
+void xt_wait_survivors(const xt_job_t *job, int victim, double timeout_s)
+{
+    double end = xt_now() + timeout_s;
+    for (;;) {
+        int done = 0;
+        for (int r = 0; r < job->size; r++)
+            if (r != victim && atomic_load(&xt_shm->flag[r]) != 0) done++;
+        if (done == job->size - 1 || xt_now() > end || atomic_load(&xt_shm->broken)) return;
+        usleep(2000);
+    }
+}

@@ -171,6 +171,10 @@ int xt_job_wait(xt_job_t *job, double timeout_s);
  * Records a failure describing the actual status otherwise. */
 void xt_expect_exit(const xt_job_t *job, int r, int code);
 void xt_expect_signal(const xt_job_t *job, int r, int sig);
+/* Wait until every rank but `victim` has set its xt_shm->flag (done with
+ * its checks, or failed), a rank died unexpectedly, or `timeout_s` passed:
+ * the moment to SIGKILL a stopped victim. */
+void xt_wait_survivors(const xt_job_t *job, int victim, double timeout_s);
 /* Convenience: every rank exited 0. */
 void xt_expect_all_ok(const xt_job_t *job);
 

@@ -174,14 +174,7 @@ static int run_trial(int k, trial_t *t)
     kill(job.pid[t->victim], t->stop ? SIGSTOP : SIGKILL);
     long long at = atomic_load(&xt_shm->progress[t->victim]);
     /* A stopped victim is killed once the survivors are done. */
-    end = xt_now() + 30;
-    for (;;) {
-        int done = 0;
-        for (int r = 0; r < t->size; r++)
-            if (r != t->victim && atomic_load(&xt_shm->flag[r]) != 0) done++;
-        if (done == t->size - 1 || xt_now() > end || atomic_load(&xt_shm->broken)) break;
-        usleep(2000);
-    }
+    xt_wait_survivors(&job, t->victim, 30);
     if (t->stop) kill(job.pid[t->victim], SIGKILL);
     xt_job_wait(&job, 40);
     for (int r = 0; r < t->size; r++) {

@@ -215,14 +215,7 @@ int main(int argc, char **argv)
         job.may_die[victim] = 1;
         /* Kill the stopped rank once every survivor is done with its checks
          * (or has failed), at the latest after 40 s. */
-        double end = xt_now() + 40;
-        for (;;) {
-            int done = 0;
-            for (int r = 0; r < size; r++)
-                if (r != victim && atomic_load(&xt_shm->flag[r]) != 0) done++;
-            if (done == size - 1 || xt_now() > end || atomic_load(&xt_shm->broken)) break;
-            usleep(2000);
-        }
+        xt_wait_survivors(&job, victim, 40);
         kill(job.pid[victim], SIGKILL);
     }
     xt_job_wait(&job, 45);
