@@ -42,8 +42,14 @@ run() {
     fi
     if [ "$rc" -ne 0 ]; then
         status=1
+        # Each failed test's own output (--output-on-failure puts it right
+        # after its result line), at most 60 lines each, then the tail.
+        echo "--- output of the failed tests in $dir.ctest.log ---"
+        awk '/\*\*\*(Failed|Exception|Timeout)|Failed  *[0-9.]+ sec/ {on = 1; n = 0}
+             on && /^ *Start +[0-9]+:|^[0-9]+\/[0-9]+ Test +#/ && !/\*\*\*/ {on = 0}
+             on && n < 60 {print; n++}' "$dir.ctest.log" | head -n 400
         echo "--- last lines of $dir.ctest.log ---"
-        tail -n 150 "$dir.ctest.log"
+        tail -n 60 "$dir.ctest.log"
     fi
 }
 

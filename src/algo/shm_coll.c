@@ -71,7 +71,7 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
      * the ring below decides. */
     if (xc__shm_load(&c->in) == g && __atomic_load_n(&c->in_hash, __ATOMIC_RELAXED) == o->hash)
         return 1;
-    const xc__shm_desc_t *e = &c->desc[op->seq % XC__SHM_DESC_RING];
+    const xc__shm_desc_t *e = &c->desc[o->n % XC__SHM_DESC_RING];
     xc__shm_desc_t theirs = *e;
     if (theirs.seq == op->seq && desc_eq(&theirs.d, &op->desc)) return 1;
     if (gone) { /* it left while in another operation */
@@ -102,6 +102,10 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
  * is not ready for is queued and made at a later operation, against both
  * ranks' description rings -- at the latest NBQ_CAP operations later,
  * when this rank waits for it.  Returns 0 to wait (or on error).
+ * "Operations" here are shared-memory ones (o->n), which index the ring:
+ * not the communicator's op seq, since other operations (over TCP, or
+ * point-to-point algorithms) may run between two of them -- a check
+ * deferred across 32 of those once read an entry already overwritten.
  */
 #define NBQ_CAP ((int)(sizeof ((xc_comm_t *)0)->shm_nbq / sizeof ((xc_comm_t *)0)->shm_nbq[0]))
 /* A check is made at most NBQ_CAP operations late, when the neighbour may
@@ -109,24 +113,24 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
  * still be there. */
 _Static_assert(XC__SHM_DESC_RING > NBQ_CAP + XC__SHM_NSLOT * XC__SHM_RING + 1,
                "deferred checks must fit the description ring");
-static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o, uint64_t seq_now)
+static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o)
 {
     xc__shm_t *s = o->shm;
     int nb = (o->me + 1) % o->L;
     while (comm->shm_nbq_n > 0) {
-        uint64_t seq = comm->shm_nbq[comm->shm_nbq_head][0], g = comm->shm_nbq[comm->shm_nbq_head][1];
+        uint64_t n = comm->shm_nbq[comm->shm_nbq_head][0], g = comm->shm_nbq[comm->shm_nbq_head][1];
         if (xc__shm_load(&s->ctl[nb].in) < g) {
-            if (comm->shm_nbq_n < NBQ_CAP && seq + NBQ_CAP > seq_now) return 1; /* later */
+            if (comm->shm_nbq_n < NBQ_CAP && n + NBQ_CAP > o->n) return 1; /* later */
             if (__atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE))
                 xc__comm_peer_lost(comm, nb, "destroyed its communicator");
             else
                 xc__shm_adopt_poison(comm, s);
             return 0;
         }
-        const xc__shm_desc_t *mine = &s->ctl[o->me].desc[seq % XC__SHM_DESC_RING];
-        xc__shm_desc_t theirs = s->ctl[nb].desc[seq % XC__SHM_DESC_RING];
-        if (theirs.seq != seq || !desc_eq(&theirs.d, &mine->d)) {
-            mismatch(comm, nb, &theirs, &mine->d, seq);
+        const xc__shm_desc_t *mine = &s->ctl[o->me].desc[n % XC__SHM_DESC_RING];
+        xc__shm_desc_t theirs = s->ctl[nb].desc[n % XC__SHM_DESC_RING];
+        if (theirs.seq != mine->seq || !desc_eq(&theirs.d, &mine->d)) {
+            mismatch(comm, nb, &theirs, &mine->d, mine->seq);
             return 0;
         }
         comm->shm_nbq_head = (comm->shm_nbq_head + 1) % NBQ_CAP;
@@ -165,6 +169,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
          * error frames may still be on their way). */
         if (xc__shm_adopt_poison(comm, s)) return 0;
         o->base = xc__shm_load(&me->in);
+        o->n = comm->shm_ops++;
         o->hash = desc_hash(op->seq, &op->desc);
         o->phase = 0;
     }
@@ -186,7 +191,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
             /* fall through */
         case 1: /* stage and publish */
             if (o->k == 0) {
-                xc__shm_desc_t *e = &me->desc[op->seq % XC__SHM_DESC_RING];
+                xc__shm_desc_t *e = &me->desc[o->n % XC__SHM_DESC_RING];
                 e->seq = op->seq;
                 e->d = op->desc;
             }
@@ -216,16 +221,16 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
             int nb = (o->me + 1) % o->L;
             if (o->k == 0 && !o->vt->reads(o, nb)) {
                 /* Checks queued earlier first (this makes room for one). */
-                if (!nb_resolve(comm, o, op->seq)) return 0;
+                if (!nb_resolve(comm, o)) return 0;
                 int gone = __atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE);
                 if (xc__shm_load(&s->ctl[nb].in) >= g) {
                     if (!same_op(comm, op, o, nb, g, gone)) return 0;
                 } else {
                     int t = (comm->shm_nbq_head + comm->shm_nbq_n++) % NBQ_CAP;
-                    comm->shm_nbq[t][0] = op->seq;
+                    comm->shm_nbq[t][0] = o->n;
                     comm->shm_nbq[t][1] = g;
                 }
-            } else if (o->k == 0 && comm->shm_nbq_n && !nb_resolve(comm, o, op->seq)) {
+            } else if (o->k == 0 && comm->shm_nbq_n && !nb_resolve(comm, o)) {
                 return 0;
             }
             if (all) comm->shm_synced = g;

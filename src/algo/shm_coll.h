@@ -68,6 +68,8 @@ struct xc__shm_op {
     int tiny;           /* payload carried inline in the control line */
     int ring;           /* payload in a slot's ring entry (<= slot / XC__SHM_RING) */
     uint64_t base;      /* global chunk number before this operation */
+    uint64_t n;         /* this rank's shared-memory operation number (its
+                         * description ring entry: n % XC__SHM_DESC_RING) */
     uint64_t k, nk;
     uint64_t need;      /* phase 0: the `out` every other rank must reach */
     int phase;

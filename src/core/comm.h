@@ -107,7 +107,8 @@ struct xc_comm {
                               * (shrink.c), allocated at the first one */
     uint64_t shm_synced;     /* last shm chunk at which all ranks' `in` was seen */
     uint64_t shm_full[2];    /* last chunk, by slot parity, staged over a whole slot */
-    uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (op seq, chunk) */
+    uint64_t shm_ops;        /* shared-memory operations started (not every op is one) */
+    uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (shm op number, chunk) */
     int shm_nbq_head, shm_nbq_n;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     uint64_t spin_max_ns;    /* its ceiling (XCOLL_SPIN_US, or auto) */

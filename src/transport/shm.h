@@ -46,7 +46,7 @@ typedef struct xc__shm_ctl {
     uint64_t in_hash;                         /* description hash of chunk `in`'s op */
     _Alignas(64) uint64_t mid;                /* chunks reduced           */
     _Alignas(64) uint64_t out;                /* chunks consumed          */
-    _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by op seq % RING */
+    _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by shm op number % RING */
     _Alignas(64) uint32_t gone;               /* destroyed its communicator */
     uint32_t pid;                             /* for single-copy reads (CMA) */
     uint64_t probe;                           /* address of a known value, to test CMA */

@@ -7,8 +7,15 @@
  * (the root's own buf is unchanged), nothing is written past buf, and
  * xc_comm_stats counts exactly the calls.  An out-of-range root is rejected
  * with XC_ERR_INVALID.
+ *
+ * Interleaved: a root's description check with a late right neighbour is
+ * deferred to a later shared-memory operation; 31 alltoallv (which do not
+ * run in shared memory) between two such broadcasts must not make the
+ * check compare against a description entry already overwritten.
  */
 #include "harness.h"
+
+#include <time.h>
 
 static void run_case(xc_dtype_t dt, size_t count, int root)
 {
@@ -39,10 +46,36 @@ static void run_rejects(void)
              XC_OK);
 }
 
+static void run_interleaved(void)
+{
+    enum { BETWEEN = 31 }; /* the next broadcast's seq lands on the same ring entry */
+    size_t n = (size_t)H.size, cnt[256], dsp[256];
+    int32_t sb[256], rb[256];
+    for (size_t j = 0; j < n; j++) cnt[j] = 1, dsp[j] = j, sb[j] = H.rank;
+    for (int round = 0; round < 2; round++) {
+        if (H.rank == 1) { /* late: rank 0, the root, defers its check */
+            struct timespec ts = {0, 30 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        int32_t v[3] = {0, 0, 0};
+        if (H.rank == 0) v[0] = 11 + round, v[1] = 22, v[2] = 33;
+        H_CHECK(H.comm, xc_bcast(v, 3, XC_INT32, 0, H.comm));
+        H.issued[XC_COLL_BCAST]++;
+        H_EQ_INT("interleaved bcast v[0]", v[0], 11 + round);
+        H_EQ_INT("interleaved bcast v[2]", v[2], 33);
+        for (int i = 0; i < BETWEEN; i++) {
+            H_CHECK(H.comm, xc_alltoallv(sb, cnt, dsp, rb, cnt, dsp, XC_INT32, H.comm));
+            H.issued[XC_COLL_ALLTOALLV]++;
+            for (size_t j = 0; j < n; j++) H_EQ_INT("interleaved alltoallv", rb[j], (int)j);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
     run_rejects();
+    if (H.size <= 256) run_interleaved();
     const size_t *counts;
     size_t ncounts = h_counts(&counts);
     for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
