@@ -5,10 +5,13 @@
  *   xcoll-run -n N build/bench_compress [iters]
  *   bench/netbed.sh -H 2 -k 1 --rate 1gbit -- build/bench_compress
  *
- * Table 1 (rank 0): per size (4..64 MiB of fp32, XC_AVG), the median time
- * of xc_allreduce and of xc_allreduce_compressed with fp16, bf16 and int8
- * (with a residual, as training uses it), and each one's speed-up over
- * fp32.  Rounds alternate the four, so drift hits all alike.
+ * Table 1 (rank 0): per size (64 KiB..64 MiB of fp32, XC_AVG), the median
+ * time of xc_allreduce and of xc_allreduce_compressed with fp16, bf16 and
+ * int8 (with a residual, as training uses it), and each one's speed-up
+ * over fp32.  Rounds alternate the four, so drift hits all alike.
+ * Table 1b: the cost model's prediction of each (xc_compress_predict), its
+ * error against the measurement, and whether the model ranks int8 against
+ * plain as the measurement does (what the hook's "faster" policy uses).
  * Table 2 (rank 0, local): encode (without and with the residual) and
  * decode throughput of each format over 16 MiB of fp32 (GB/s of fp32
  * values) and the ratio to memcpy's GB/s.
@@ -102,7 +105,11 @@ int main(int argc, char **argv)
         printf("# compressed all-reduce, fp32 avg, %d ranks on %d nodes, median of %d\n"
                "%10s %10s %10s %10s %10s %7s %7s %7s\n", n, xc_comm_node_count(c), iters, "bytes",
                "fp32 ms", "fp16 ms", "bf16 ms", "int8 ms", "fp16 x", "bf16 x", "int8 x");
-    for (size_t bytes = (size_t)4 << 20; bytes <= (size_t)64 << 20; bytes *= 4) {
+    enum { MAXROWS = 8 };
+    double meas[MAXROWS][XC_COMPRESS_COUNT], pred[MAXROWS][XC_COMPRESS_COUNT];
+    size_t rowbytes[MAXROWS];
+    int rows = 0;
+    for (size_t bytes = (size_t)64 << 10; bytes <= (size_t)64 << 20 && rows < MAXROWS; bytes *= 4) {
         size_t count = bytes / sizeof(float);
         float *x = malloc(bytes), *y = malloc(bytes);
         for (size_t i = 0; i < count; i++) x[i] = (float)sin((double)(i + (size_t)me));
@@ -123,9 +130,13 @@ int main(int argc, char **argv)
                 if (rc != XC_OK) goto fail;
                 t[f][i] = now_s() - t0;
             }
-        double m[XC_COMPRESS_COUNT];
+        double *m = meas[rows];
+        rowbytes[rows] = bytes;
         for (int f = 0; f < XC_COMPRESS_COUNT; f++) {
             m[f] = median(t[f], iters) * 1e3;
+            if (xc_compress_predict(c, count, XC_FLOAT32, XC_AVG, (xc_compress_t)f, &pred[rows][f]) != XC_OK)
+                pred[rows][f] = -1;
+            pred[rows][f] *= 1e3;
             free(t[f]);
             xc_residual_free(res[f]);
         }
@@ -134,8 +145,24 @@ int main(int argc, char **argv)
                    m[3], m[0] / m[1], m[0] / m[2], m[0] / m[3]);
         free(x);
         free(y);
+        rows++;
     }
-    if (me == 0) codecs();
+    if (me == 0) {
+        printf("\n# model: predicted ms (error vs measured); int8 vs plain as measured?\n"
+               "%10s %16s %16s %16s %16s %6s\n", "bytes", "fp32", "fp16", "bf16", "int8", "rank");
+        int agree = 0;
+        for (int r = 0; r < rows; r++) {
+            printf("%10zu", rowbytes[r]);
+            for (int f = 0; f < XC_COMPRESS_COUNT; f++)
+                printf(" %8.2f (%+4.0f%%)", pred[r][f],
+                       100 * (pred[r][f] - meas[r][f]) / meas[r][f]);
+            int ok = (pred[r][3] < pred[r][0]) == (meas[r][3] < meas[r][0]);
+            agree += ok;
+            printf(" %6s\n", ok ? "yes" : "NO");
+        }
+        printf("# int8-vs-plain ranked as measured at %d of %d sizes\n", agree, rows);
+        codecs();
+    }
     xc_comm_destroy(c);
     return 0;
 fail:

@@ -431,6 +431,21 @@ XC_API xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, s
                                            xc_dtype_t dtype, xc_op_t op, xc_compress_t fmt,
                                            xc_residual_t *residual, xc_comm_t *comm);
 
+/*
+ * The cost model's prediction (docs/cost-model.md) of
+ * xc_allreduce_compressed of `count` values of `dtype` with `op` as `fmt`
+ * on `comm`, in seconds -- XC_COMPRESS_NONE: of the plain all-reduce the
+ * selector would run -- from the bytes the format puts on the wire (codes,
+ * scales, headers, padding), the collectives that carry them, and the
+ * measured cost of the codec passes.  Local (not collective); every rank
+ * of a communicator gets the same value, except that it is scaled up when
+ * a node runs more ranks than it has cores.  XC_ERR_INVALID for bad
+ * arguments (as xc_allreduce_compressed), XC_ERR_UNSUPPORTED if the
+ * communicator has no cost model yet.
+ */
+XC_API xc_result_t xc_compress_predict(xc_comm_t *comm, size_t count, xc_dtype_t dtype,
+                                       xc_op_t op, xc_compress_t fmt, double *seconds);
+
 /* ------------------------------------------------------------------ */
 /* Point to point                                                      */
 /* ------------------------------------------------------------------ */
@@ -705,13 +720,26 @@ XC_API xc_result_t xc_bucketer_finish(xc_bucketer_t *b);
  * the state must outlive the bucketer's use of it.  A bucketer created
  * with XCOLL_COMPRESS=fp16|bf16|int8 installs one itself at commit
  * (XCOLL_COMPRESS_WARMUP steps, default 10; XCOLL_COMPRESS_FEEDBACK=0
- * turns the feedback off).  xc_compress_hook_residual exposes a bucket's
+ * turns the feedback off; XCOLL_COMPRESS_WHEN, below).  xc_compress_hook_residual exposes a bucket's
  * residual (for checkpoints), NULL data if it has none yet.
  */
 typedef struct xc_compress_hook xc_compress_hook_t;
 XC_API xc_result_t xc_compress_hook_create(xc_compress_t fmt, int warmup, int feedback,
                                            xc_compress_hook_t **out, xc_bucket_hook_t *hook);
 XC_API void xc_compress_hook_free(xc_compress_hook_t *h);
+/* When the hook compresses a bucket (past the warm-up):
+ * XC_COMPRESS_WHEN_FASTER (the default) only if xc_compress_predict says
+ * the compressed all-reduce of the bucket's size is faster than the plain
+ * one on the bucketer's communicator -- decided once per bucket size, the
+ * same on every rank (the prediction is the same there), so small buckets
+ * on fast links stay exact; XC_COMPRESS_WHEN_ALWAYS compresses every
+ * float bucket.  XCOLL_COMPRESS_WHEN=faster|always sets it for the hook
+ * that XCOLL_COMPRESS installs. */
+typedef enum xc_compress_when {
+    XC_COMPRESS_WHEN_FASTER = 0,
+    XC_COMPRESS_WHEN_ALWAYS = 1
+} xc_compress_when_t;
+XC_API xc_result_t xc_compress_hook_set_when(xc_compress_hook_t *h, xc_compress_when_t when);
 XC_API xc_result_t xc_compress_hook_residual(xc_compress_hook_t *h, int bucket, void **data,
                                              size_t *bytes);
 

@@ -139,6 +139,9 @@ XC__HIDDEN xc_result_t xc__algo_parse_env(xc_comm_t *comm);
  * freed with one free()). */
 XC__HIDDEN size_t xc__algo_sel_bytes(void);
 XC__HIDDEN xc_result_t xc__algo_sel_init(xc_comm_t *comm, void *mem);
+/* The topology the selector prices calls under (NULL while the
+ * communicator has no profile yet). */
+XC__HIDDEN const xc__model_topo_t *xc__algo_topo(const xc_comm_t *comm);
 
 /* The algorithm to run for this call (honours XCOLL_ALGO). */
 XC__HIDDEN xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a,

@@ -93,6 +93,11 @@ struct xc__sel_state {
     uint64_t logged[XC_COLL_COUNT];
 };
 
+const xc__model_topo_t *xc__algo_topo(const xc_comm_t *comm)
+{
+    return comm->profile && comm->profile->sel ? &comm->profile->sel->topo : NULL;
+}
+
 const xc__algo_t *xc__algo_table(size_t *n)
 {
     *n = XC__ALGO_COUNT;

@@ -100,9 +100,7 @@ static size_t slice_first(const plan_t *p, int k)
     return p->b0 + (size_t)k * p->nb / (size_t)p->n;
 }
 
-/* Blocks per chunk: 1 MiB of fp32.  Chunks pipeline: while chunk c's
- * all-to-all is on the wire, chunk c+1 is encoded and chunk c-1 decoded. */
-#define CHUNK_BLOCKS ((size_t)1024)
+#define CHUNK_BLOCKS XC__COMPRESS_CHUNK_BLOCKS
 
 static plan_t chunk_plan(xc_compress_t f, size_t count, int n, size_t c)
 {
@@ -110,8 +108,7 @@ static plan_t chunk_plan(xc_compress_t f, size_t count, int n, size_t c)
     plan_t p = {f, count, c * CHUNK_BLOCKS, 0, 0, xc__codec_esize(f), 0, n};
     p.nb = nb_all - p.b0 < CHUNK_BLOCKS ? nb_all - p.b0 : CHUNK_BLOCKS;
     p.maxnb = (p.nb + (size_t)n - 1) / (size_t)n;
-    p.seg = 8 + p.maxnb * ((f == XC_COMPRESS_INT8 ? sizeof(float) : 0) + XC_COMPRESS_BLOCK * p.es);
-    p.seg = (p.seg + 7) & ~(size_t)7;
+    p.seg = xc__compress_seg_bytes(f, p.maxnb);
     return p;
 }
 

@@ -34,4 +34,18 @@ XC__HIDDEN void xc__codec_encode(xc_compress_t f, const float *src, size_t n, vo
 XC__HIDDEN void xc__codec_decode(xc_compress_t f, const void *codes, float scale, size_t n,
                                  float *dst, int add);
 
+/* Blocks per pipeline chunk of xc_allreduce_compressed: 1 MiB of fp32.
+ * While chunk c's all-to-all is on the wire, chunk c+1 is encoded and
+ * chunk c-1 decoded. */
+#define XC__COMPRESS_CHUNK_BLOCKS ((size_t)1024)
+
+/* Bytes of one segment (a slice of at most `maxnb` blocks, padded) on the
+ * wire: an 8-byte header, INT8's fp32 scales, the codes; 8-aligned. */
+static inline size_t xc__compress_seg_bytes(xc_compress_t f, size_t maxnb)
+{
+    size_t seg = 8 + maxnb * ((f == XC_COMPRESS_INT8 ? sizeof(float) : 0) +
+                              XC_COMPRESS_BLOCK * xc__codec_esize(f));
+    return (seg + 7) & ~(size_t)7;
+}
+
 #endif

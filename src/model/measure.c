@@ -26,6 +26,8 @@
  *    and on buffers beyond the cache.  The quick run measures the memory
  *    regime of memcpy only and takes a reduction beyond the cache to cost
  *    max(its cache-resident gamma, 1.5 x memcpy's: 3 streams instead of 2).
+ *    The compression codecs' encode (with a residual) and decode-add are
+ *    timed the same way over up to 64 blocks of fp32.
  *    The first write to fresh memory is timed against a second one: the
  *    page faults and zeroing that large scratch buffers pay per call.
  *    The calibration also times memcpy at working sets up to 64 MiB (the
@@ -38,6 +40,7 @@
  * caller's promise).
  */
 #include "../algo/algos.h"
+#include "../compress/codec.h"
 #include "../reduce/reduce.h"
 #include "model.h"
 
@@ -483,6 +486,40 @@ static double time_reduce(char *dst, const char *a, const char *b, size_t bytes,
     return median(t, reps) / (double)(count * xc_dtype_size(d));
 }
 
+/* The compression codecs over n cache-resident fp32 values (x, residual
+ * res, codes): median seconds per byte of fp32 of the encode with a
+ * residual and of the decode-add, block by block as the compressed
+ * all-reduce runs them. */
+static void measure_codecs(const plan_t *pl, float *x, float *res, char *codes, size_t n,
+                           xc__profile_t *p)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)(i % 1000) * 1e-3 - 0.5), res[i] = 0;
+    size_t nb = n / XC_COMPRESS_BLOCK, B = XC_COMPRESS_BLOCK;
+    float scales[64];
+    if (nb > 64) nb = 64;
+    if (nb == 0) return;
+    int reps = pl->gamma_reps < 31 ? pl->gamma_reps : 31;
+    double t[31];
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++) {
+        size_t es = xc__codec_esize((xc_compress_t)f);
+        for (int w = 0; w < 2; w++) {
+            for (int i = 0; i < reps; i++) {
+                double t0 = now_s();
+                for (size_t b = 0; b < nb; b++) {
+                    if (w == 0)
+                        xc__codec_encode((xc_compress_t)f, x + b * B, B, codes + b * B * es,
+                                         &scales[b], res + b * B);
+                    else
+                        xc__codec_decode((xc_compress_t)f, codes + b * B * es,
+                                         f == XC_COMPRESS_INT8 ? scales[b] : 1.0f, B, res + b * B, 1);
+                }
+                t[i] = now_s() - t0;
+            }
+            p->codec[f][w] = median(t, reps) / (double)(nb * B * sizeof(float));
+        }
+    }
+}
+
 /* memcpy and gamma, on this rank. */
 static xc_result_t measure_host(const plan_t *pl, xc__profile_t *p)
 {
@@ -542,8 +579,12 @@ static xc_result_t measure_host(const plan_t *pl, xc__profile_t *p)
                 gm[1] = gm[0] > 1.5 * p->copy_mem ? gm[0] : 1.5 * p->copy_mem;
         }
     }
-    XC_TRACE("cost model: memcpy %.2f ms, reductions %.2f ms", (double)(t1 - t0) * 1e-6,
-             (double)(xc__now_ns() - t1) * 1e-6);
+    uint64_t t2 = xc__now_ns();
+    measure_codecs(pl, (float *)sm, (float *)(sm + small), (char *)(sm + 2 * small),
+                   small / sizeof(float), p);
+    XC_TRACE("cost model: memcpy %.2f ms, reductions %.2f ms, codecs %.2f ms",
+             (double)(t1 - t0) * 1e-6, (double)(t2 - t1) * 1e-6,
+             (double)(xc__now_ns() - t2) * 1e-6);
     free(mem);
     free(sm);
     return XC_OK;

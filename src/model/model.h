@@ -105,6 +105,11 @@ typedef struct xc__profile {
     /* Reduction: seconds per byte of output of dst = a op b, [0] operands
      * cache-resident, [1] beyond the cache. */
     double gamma[XC_DTYPE_COUNT][XC__GOP_COUNT][2];
+    /* Compression codecs (xc_allreduce_compressed): seconds per byte of
+     * fp32 values, cache-resident, [0] encode with a residual, [1] decode
+     * and add; [XC_COMPRESS_NONE] unused.  Beyond the cache a pass costs
+     * at least 1.5 x memcpy's (as gamma). */
+    double codec[XC_COMPRESS_COUNT][2];
     char source[48];                     /* "measured at creation", a path */
     /* --- not measured data: per-communicator selector state (select.c),
      * NULL in a standalone profile; everything above is broadcast. --- */
@@ -157,6 +162,14 @@ XC__HIDDEN double xc__model_predict(const xc__profile_t *p, const xc__model_topo
 XC__HIDDEN int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
                                 const xc__model_call_t *c, double *pred, int *second,
                                 double *second_pred);
+
+/* Predicted seconds of xc_allreduce_compressed(count, dt, op, f) under t
+ * (f = XC_COMPRESS_NONE: the plain all-reduce the selector would run),
+ * not scaled for oversubscription, so that every rank decides alike; < 0
+ * if nothing can run (cost_compress.c). */
+XC__HIDDEN double xc__model_compressed(const xc__profile_t *p, const xc__model_topo_t *t,
+                                       size_t count, xc_dtype_t dt, xc_op_t op,
+                                       xc_compress_t f);
 
 /* A topology for nranks on nnodes nodes with ppn ranks each (block layout),
  * with the shared-memory settings of the environment (XCOLL_SHM_*), for

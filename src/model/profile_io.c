@@ -95,7 +95,11 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
                     p->gamma[d][g][1] / PS, g + 1 < XC__GOP_COUNT ? ", " : "");
         fprintf(f, "}%s\n", d + 1 < XC_DTYPE_COUNT ? "," : "");
     }
-    fprintf(f, "    }\n  }\n}\n");
+    fprintf(f, "    },\n    \"codec_ps\": {");
+    for (int c = XC_COMPRESS_FP16; c < XC_COMPRESS_COUNT; c++)
+        fprintf(f, "\"%s\": [%.3f, %.3f]%s", xc_compress_name((xc_compress_t)c),
+                p->codec[c][0] / PS, p->codec[c][1] / PS, c + 1 < XC_COMPRESS_COUNT ? ", " : "");
+    fprintf(f, "}\n  }\n}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
         return xc__err(XC_ERR_SYSTEM, "cannot write profile \"%s\": %s", path, strerror(errno));
@@ -154,6 +158,28 @@ static const xc__json_t *object(reader_t *r, const xc__json_t *obj, const char *
     return v;
 }
 
+/* a = [x, y], two numbers >= 0 in picoseconds per byte, into out[2]. */
+static int pair(reader_t *r, const xc__json_t *a, const char *where, const char *form,
+                double *out)
+{
+    if (!a) {
+        bad(r, where, "missing");
+        return 0;
+    }
+    const xc__json_t *c0 = a->type == XC__J_ARR ? a->child : NULL;
+    const xc__json_t *c1 = c0 ? c0->next : NULL;
+    if (!c1 || c1->next || c0->type != XC__J_NUM || c1->type != XC__J_NUM ||
+        !isfinite(c0->num) || !isfinite(c1->num) || c0->num < 0 || c1->num < 0) {
+        char what[64];
+        snprintf(what, sizeof what, "expected %s: two numbers >= 0", form);
+        bad(r, where, what);
+        return 0;
+    }
+    out[0] = c0->num * PS;
+    out[1] = c1->num * PS;
+    return 1;
+}
+
 static void read_gamma(reader_t *r, const xc__json_t *g, xc__profile_t *p)
 {
     for (int d = 0; d < XC_DTYPE_COUNT && r->rc == XC_OK; d++) {
@@ -164,21 +190,27 @@ static void read_gamma(reader_t *r, const xc__json_t *g, xc__profile_t *p)
             char where[96];
             snprintf(where, sizeof where, "host.gamma_ps.%s.%s", xc_dtype_name((xc_dtype_t)d),
                      k_gops[k]);
-            const xc__json_t *a = xc__json_get(o, k_gops[k]);
-            if (!a) {
-                bad(r, where, "missing");
+            if (!pair(r, xc__json_get(o, k_gops[k]), where, "[cache, mem]", p->gamma[d][k]))
                 return;
-            }
-            const xc__json_t *c0 = a->type == XC__J_ARR ? a->child : NULL;
-            const xc__json_t *c1 = c0 ? c0->next : NULL;
-            if (!c1 || c1->next || c0->type != XC__J_NUM || c1->type != XC__J_NUM ||
-                !isfinite(c0->num) || !isfinite(c1->num) || c0->num < 0 || c1->num < 0) {
-                bad(r, where, "expected [cache, mem]: two numbers >= 0");
-                return;
-            }
-            p->gamma[d][k][0] = c0->num * PS;
-            p->gamma[d][k][1] = c1->num * PS;
         }
+    }
+}
+
+/* Optional host.codec_ps: {"fp16": [encode, decode], ...}; a profile
+ * without it (older) gets twice fp32 sum's gamma for both. */
+static void read_codecs(reader_t *r, const xc__json_t *c, xc__profile_t *p)
+{
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT && r->rc == XC_OK; f++) {
+        if (!c) {
+            double g = 2 * p->gamma[XC_FLOAT32][XC__GOP_SUM][0];
+            p->codec[f][0] = p->codec[f][1] = g;
+            continue;
+        }
+        char where[64];
+        snprintf(where, sizeof where, "host.codec_ps.%s", xc_compress_name((xc_compress_t)f));
+        if (!pair(r, xc__json_get(c, xc_compress_name((xc_compress_t)f)), where,
+                  "[encode, decode]", p->codec[f]))
+            return;
     }
 }
 
@@ -266,6 +298,9 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
         }
         const xc__json_t *g = r.rc == XC_OK ? object(&r, host, "host", "gamma_ps", 1) : NULL;
         if (g) read_gamma(&r, g, p);
+        const xc__json_t *cd = xc__json_get(host, "codec_ps");
+        if (cd && cd->type != XC__J_OBJ) bad(&r, "host.codec_ps", "expected an object");
+        else if (r.rc == XC_OK) read_codecs(&r, cd, p);
         p->have |= XC__HAVE_HOST;
     }
     snprintf(p->source, sizeof p->source, "%s", name);

@@ -60,8 +60,9 @@ static xc_result_t capacity(double opt, const char *var, double dflt, size_t *by
 }
 
 /* XCOLL_COMPRESS=fp16|bf16|int8 (none: unset), XCOLL_COMPRESS_WARMUP
- * (steps, default 10), XCOLL_COMPRESS_FEEDBACK (1): install the
- * compression hook, owned by the bucketer. */
+ * (steps, default 10), XCOLL_COMPRESS_FEEDBACK (1), XCOLL_COMPRESS_WHEN
+ * (faster|always, default faster): install the compression hook, owned
+ * by the bucketer. */
 static xc_result_t compress_from_env(xc_bucketer_t *b)
 {
     const char *s = getenv("XCOLL_COMPRESS");
@@ -73,7 +74,15 @@ static xc_result_t compress_from_env(xc_bucketer_t *b)
     long warm = 10, fb = 1;
     XC_CHECK(xc__env_int("XCOLL_COMPRESS_WARMUP", 0, 1L << 30, &warm));
     XC_CHECK(xc__env_int("XCOLL_COMPRESS_FEEDBACK", 0, 1, &fb));
+    const char *w = getenv("XCOLL_COMPRESS_WHEN");
+    xc_compress_when_t when = XC_COMPRESS_WHEN_FASTER;
+    if (w && *w) {
+        if (!strcmp(w, "always")) when = XC_COMPRESS_WHEN_ALWAYS;
+        else if (strcmp(w, "faster"))
+            return xc__err(XC_ERR_INVALID, "XCOLL_COMPRESS_WHEN=\"%s\": expected faster or always", w);
+    }
     XC_CHECK(xc_compress_hook_create(f, (int)warm, (int)fb, &b->own_compress, &b->hook));
+    xc_compress_hook_set_when(b->own_compress, when);
     b->has_hook = 1;
     return XC_OK;
 }

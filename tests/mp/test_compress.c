@@ -15,7 +15,12 @@
  *  - the bucketer's compression hook (set explicitly, and from
  *    XCOLL_COMPRESS): warm-up steps equal the plain all-reduce bit for bit,
  *    later steps are within the INT8 bound of the exact average and
- *    identical on every rank; a fp64 gradient keeps the plain all-reduce;
+ *    identical on every rank; a fp64 gradient keeps the plain all-reduce
+ *    (policy "always");
+ *  - policy "faster" (the default): a small and a large bucket are
+ *    compressed exactly when xc_compress_predict says it pays (a plain
+ *    bucket is exact), the same on every rank; the prediction shrinks with
+ *    the wire bytes (int8 < fp16 on a slow link);
  *  - misuse: formats or counts that differ across ranks -> XC_ERR_MISMATCH
  *    on every rank (and the communicator still works); bad dtype, op,
  *    format, residual size -> XC_ERR_INVALID.
@@ -330,13 +335,16 @@ static void test_hook(int from_env)
     if (from_env) {
         setenv("XCOLL_COMPRESS", "int8", 1);
         setenv("XCOLL_COMPRESS_WARMUP", "2", 1);
+        setenv("XCOLL_COMPRESS_WHEN", "always", 1);
     }
     H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
     if (from_env) {
         unsetenv("XCOLL_COMPRESS");
         unsetenv("XCOLL_COMPRESS_WARMUP");
+        unsetenv("XCOLL_COMPRESS_WHEN");
     } else {
         H_CHECK(H.comm, xc_compress_hook_create(XC_COMPRESS_INT8, 2, 1, &h, &hook));
+        H_CHECK(H.comm, xc_compress_hook_set_when(h, XC_COMPRESS_WHEN_ALWAYS));
         H_CHECK(H.comm, xc_bucketer_set_hook(b, &hook));
     }
     void *g[NG];
@@ -402,6 +410,89 @@ static void test_hook(int from_env)
     for (int i = 0; i < NG; i++) free(g[i]);
 }
 
+/* Policy "faster": two fp32 gradients in buckets of their own, a small and
+ * a large one, no warm-up: each is compressed iff the model says so. */
+static void test_hook_faster(void)
+{
+    enum { NG = 2 };
+    static const size_t cnt[NG] = {300, 1 << 20};
+    xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
+    o.bucket_mb = 0.001;
+    o.first_bucket_mb = 0.001;
+    xc_bucketer_t *b = NULL;
+    xc_compress_hook_t *h = NULL;
+    xc_bucket_hook_t hook;
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    H_CHECK(H.comm, xc_compress_hook_create(XC_COMPRESS_INT8, 0, 1, &h, &hook));
+    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hook));
+    float *g[NG];
+    int want[NG];
+    for (int i = 0; i < NG; i++) {
+        g[i] = malloc(cnt[i] * sizeof(float));
+        H_CHECK(H.comm, xc_bucketer_register(b, g[i], cnt[i], XC_FLOAT32, NULL, NULL));
+        double tc, tp;
+        H_CHECK(H.comm, xc_compress_predict(H.comm, cnt[i], XC_FLOAT32, XC_AVG, XC_COMPRESS_INT8, &tc));
+        H_CHECK(H.comm, xc_compress_predict(H.comm, cnt[i], XC_FLOAT32, XC_AVG, XC_COMPRESS_NONE, &tp));
+        h_checked();
+        if (!(tc > 0 && tp > 0) && H.size > 1)
+            h_fail(__FILE__, __LINE__, "predictions %g (int8), %g (plain) for %zu values", tc, tp,
+                   cnt[i]);
+        want[i] = H.size > 1 && tc < tp;
+        if (H.rank == 0)
+            printf("policy faster: %zu values: int8 %.3f ms, plain %.3f ms -> %s\n", cnt[i],
+                   tc * 1e3, tp * 1e3, want[i] ? "compressed" : "plain");
+    }
+    H_CHECK(H.comm, xc_bucketer_commit(b));
+    for (int step = 1; step <= 2; step++) {
+        for (int i = 0; i < NG; i++)
+            for (size_t k = 0; k < cnt[i]; k++)
+                g[i][k] = (float)sin((double)(k * 7 + (size_t)H.rank * 11 + (size_t)step));
+        for (int i = NG - 1; i >= 0; i--) H_CHECK(H.comm, xc_bucketer_mark_ready(b, i));
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        for (int i = 0; i < NG; i++) {
+            double worst = 0;
+            for (size_t k = 0; k < cnt[i]; k++) {
+                double w = 0;
+                for (int r = 0; r < H.size; r++)
+                    w += (double)(float)sin((double)(k * 7 + (size_t)r * 11 + (size_t)step));
+                w /= H.size;
+                worst = fabs(g[i][k] - w) > worst ? fabs(g[i][k] - w) : worst;
+            }
+            h_checked();
+            if (want[i] && (worst == 0 || worst > 2 * 2.0 / 254 + 1e-5))
+                h_fail(__FILE__, __LINE__, "faster: %zu values step %d: error %.3g (compressed "
+                       "as predicted?)", cnt[i], step, worst);
+            if (!want[i] && worst > 1e-6)
+                h_fail(__FILE__, __LINE__, "faster: %zu values step %d: error %.3g (the model "
+                       "said plain)", cnt[i], step, worst);
+            uint64_t hh = h_hash_bytes(g[i], cnt[i] * sizeof(float));
+            uint64_t *hs = calloc((size_t)H.size, sizeof *hs);
+            H_CHECK(H.comm, xc_allgather(&hh, hs, 1, XC_UINT64, H.comm));
+            for (int r = 0; r < H.size; r++) H_EQ_U64("faster: same bits on every rank", hs[r], hs[0]);
+            free(hs);
+        }
+    }
+    /* Wire bytes: int8 (1 B + scales) is predicted below fp16 (2 B) at
+     * 16 Mi values wherever the wire costs anything; both below plain. */
+    double t8, t16, tp;
+    H_CHECK(H.comm, xc_compress_predict(H.comm, 16u << 20, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, &t8));
+    H_CHECK(H.comm, xc_compress_predict(H.comm, 16u << 20, XC_FLOAT32, XC_SUM, XC_COMPRESS_FP16, &t16));
+    H_CHECK(H.comm, xc_compress_predict(H.comm, 16u << 20, XC_FLOAT32, XC_SUM, XC_COMPRESS_NONE, &tp));
+    if (H.rank == 0)
+        printf("predicted at 16 Mi values: int8 %.2f ms, fp16 %.2f ms, plain %.2f ms\n",
+               t8 * 1e3, t16 * 1e3, tp * 1e3);
+    double bad;
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_compress_predict(H.comm, 10, XC_INT32, XC_SUM, XC_COMPRESS_INT8, &bad));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_compress_predict(H.comm, 10, XC_FLOAT32, XC_MAX, XC_COMPRESS_INT8, &bad));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_compress_predict(NULL, 10, XC_FLOAT32, XC_SUM,
+                                                            XC_COMPRESS_INT8, &bad));
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    xc_compress_hook_free(h);
+    for (int i = 0; i < NG; i++) free(g[i]);
+}
+
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
@@ -411,6 +502,7 @@ int main(int argc, char **argv)
     test_nonfinite();
     test_hook(0);
     test_hook(1);
+    test_hook_faster();
     test_misuse();
     return h_finish();
 }

@@ -125,6 +125,59 @@ static xc__model_call_t ar(size_t count)
     return (xc__model_call_t){XC_COLL_ALLREDUCE, count, XC_FLOAT32, XC_SUM};
 }
 
+/*
+ * The compressed all-reduce's price (cost_compress.c).  One chunk (1024
+ * blocks or fewer), N ranks over a flat TCP profile: the selector's
+ * all-to-all and all-gather of one segment each, plus the codec passes
+ * (encode E and E/N, decode 2E, copy in and out); its wire bytes shrink
+ * with the format (int8 < fp16 < plain on a slow link); on a fast link
+ * with slow codecs, plain wins; XC_COMPRESS_NONE is the selector's price.
+ */
+static void test_compressed(void)
+{
+    const int n = 4;
+    xc__profile_t p = flat_profile(50e-6, 8e-9 /* 1 Gbit/s */, 1e-10, 1e-10, 0);
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
+        p.codec[f][0] = 2e-10, p.codec[f][1] = 3e-10;
+    xc__model_topo_t t = tcp_topo(n);
+    size_t E = 1000 * XC_COMPRESS_BLOCK; /* one chunk */
+    size_t maxnb = (1000 + n - 1) / n;
+    double seg8 = (double)((8 + maxnb * (4 + XC_COMPRESS_BLOCK) + 7) & ~(size_t)7);
+    xc__model_call_t a2a = {XC_COLL_ALLTOALL, (size_t)seg8, XC_UINT8, XC_SUM};
+    xc__model_call_t ag = {XC_COLL_ALLGATHER, (size_t)seg8, XC_UINT8, XC_SUM};
+    double ta, tg;
+    xc__model_choose(&p, &t, &a2a, &ta, NULL, NULL);
+    xc__model_choose(&p, &t, &ag, &tg, NULL, NULL);
+    double B = 4.0 * E;
+    double comp = 2 * B * 1e-10 + B * 2e-10 * (1 + 1.0 / n) + B * 3e-10 * 2;
+    EXPECT_NEAR(xc__model_compressed(&p, &t, E, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8),
+                ta + tg + comp);
+    xc__model_call_t plain = ar(E);
+    double tp;
+    xc__model_choose(&p, &t, &plain, &tp, NULL, NULL);
+    EXPECT_NEAR(xc__model_compressed(&p, &t, E, XC_FLOAT32, XC_SUM, XC_COMPRESS_NONE), tp);
+    size_t big = (size_t)16 << 20;
+    double t8 = xc__model_compressed(&p, &t, big, XC_FLOAT32, XC_AVG, XC_COMPRESS_INT8);
+    double t16 = xc__model_compressed(&p, &t, big, XC_FLOAT32, XC_AVG, XC_COMPRESS_FP16);
+    double t0 = xc__model_compressed(&p, &t, big, XC_FLOAT32, XC_AVG, XC_COMPRESS_NONE);
+    EXPECT_TRUE(t8 > 0 && t8 < t16 && t16 < t0);
+    EXPECT_TRUE(t0 / t8 > 3 && t0 / t16 > 1.8); /* the targets, on paper */
+    /* Many chunks pipeline: well under the sum of communication and
+     * computation (which one chunk pays). */
+    EXPECT_TRUE(xc__model_compressed(&p, &t, 2 * big, XC_FLOAT32, XC_AVG, XC_COMPRESS_INT8) <
+                2.05 * t8);
+    /* A fast link (shared memory speeds) and slow codecs: plain wins. */
+    xc__profile_t fast = flat_profile(1e-6, 5e-11, 1e-10, 1e-10, 0);
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
+        fast.codec[f][0] = fast.codec[f][1] = 1e-9;
+    EXPECT_TRUE(xc__model_compressed(&fast, &t, big, XC_FLOAT32, XC_AVG, XC_COMPRESS_INT8) >
+                xc__model_compressed(&fast, &t, big, XC_FLOAT32, XC_AVG, XC_COMPRESS_NONE));
+    /* Oversubscription does not change it (every rank decides alike). */
+    xc__model_topo_t crowded = t;
+    crowded.cores = 1;
+    EXPECT_NEAR(xc__model_compressed(&p, &crowded, big, XC_FLOAT32, XC_AVG, XC_COMPRESS_INT8), t8);
+}
+
 /* The double binary tree across nodes: its tree edges that cross a
  * node's boundary share that node's link (2 nodes x 2 ranks: 4 edges,
  * one segment each way per step), so over a slow network it moves about
@@ -587,6 +640,8 @@ static void test_roundtrip(void)
             p.gamma[d][k][0] = (10 + d + 0.5 * k) * 1e-12;
             p.gamma[d][k][1] = (100 + 2 * d + 0.25 * k) * 1e-12;
         }
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
+        p.codec[f][0] = (20 + f) * 1e-12, p.codec[f][1] = (30.5 + f) * 1e-12;
     snprintf(p.source, sizeof p.source, "round \"trip\"");
     char path[128];
     snprintf(path, sizeof path, "%s/good.json", g_dir);
@@ -624,6 +679,10 @@ static void test_roundtrip(void)
             EXPECT_NEAR(q.gamma[d][k][0], p.gamma[d][k][0]);
             EXPECT_NEAR(q.gamma[d][k][1], p.gamma[d][k][1]);
         }
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++) {
+        EXPECT_NEAR(q.codec[f][0], p.codec[f][0]);
+        EXPECT_NEAR(q.codec[f][1], p.codec[f][1]);
+    }
     /* Same numbers, same choices. */
     xc__model_topo_t t = shm_topo(4);
     for (size_t n = 1; n < ((size_t)1 << 24); n *= 4) {
@@ -688,6 +747,21 @@ static void test_malformed(void)
     bad_case(good, "[67108864, 180.500]", "[1024, 180.500]", "ladder");
     bad_case(good, "}\n", "}}\n", "after the end");
     bad_case(good, "{", "[", "line 2, column 11");
+    bad_case(good, "\"int8\": [23.000, 33.500]", "\"int8\": [23.000]",
+             "codec_ps.int8: expected [encode, decode]");
+    bad_case(good, "\"codec_ps\": {", "\"codec_ps\": 3, \"x\": {", "codec_ps: expected an object");
+    /* An older profile without codec_ps: twice fp32 sum's gamma. */
+    char *cut = strstr(good, ",\n    \"codec_ps\"");
+    if (!cut) FAIL("no codec_ps in good.json");
+    else {
+        strcpy(cut, "\n  }\n}\n");
+        snprintf(path, sizeof path, "%s/old.json", g_dir);
+        write_file(path, good);
+        xc__profile_t o;
+        EXPECT_RC(xc__profile_read(path, &o), XC_OK);
+        for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
+            EXPECT_NEAR(o.codec[f][1], 2 * o.gamma[XC_FLOAT32][XC__GOP_SUM][0]);
+    }
     free(good);
     /* Not there at all. */
     snprintf(path, sizeof path, "%s/absent.json", g_dir);
@@ -785,6 +859,7 @@ int main(void)
     test_other_collectives();
     test_link_classes();
     test_dbtree_nodes();
+    test_compressed();
     test_crowding();
     test_argmin_grid();
     test_selector();
