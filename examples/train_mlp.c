@@ -61,6 +61,7 @@ typedef struct opts {
     int run_none, run_bucketed;
     double bucket_mb, first_mb; /* < 0: XCOLL_BUCKET_MB / XCOLL_FIRST_BUCKET_MB */
     int views, sweep, tune, verify;
+    int eval_every;       /* --eval-every K: held-out loss every K steps (rank 0; slows it) */
     double tol;
     int verify_steps;
     const char *ckpt_dir; /* --checkpoint DIR */
@@ -74,6 +75,9 @@ typedef struct result {
     double bucket_mb; /* as configured (-1: the variable / default) */
     int nbuckets, layout;
     double *loss;     /* per step, mean over the global batch */
+    double eval_loss; /* the final model's, over the held-out rows */
+    double train_eval; /* the final model's, over the first training rows */
+    double *curve;    /* --eval-every K: train_eval after steps K, 2K, ... (rank 0) */
     double step_ms, wait_ms, fwd_ms, bwd_ms, opt_ms, issue_ms;
     int traced;
     double tr_comm_ms, tr_exposed_ms;
@@ -182,6 +186,9 @@ typedef struct runner {
 
 enum { NQ = 8 };
 
+/* Held-out rows after the training rows (the same teacher). */
+#define EVAL_ROWS(o) ((o)->batch * 8)
+
 static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, int tune,
                      result_t *res)
 {
@@ -192,6 +199,7 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
     res->bucket_mb = bucket_mb;
     r->tune = tune;
     res->loss = calloc((size_t)o->steps, sizeof *res->loss);
+    if (o->eval_every > 0) res->curve = calloc((size_t)(o->steps / o->eval_every + 1), sizeof *res->curve);
     r->per = calloc((size_t)o->steps * NQ, sizeof *r->per);
     int widths[MLP_MAX_LAYERS + 1];
     r->bl = o->batch / g_size;
@@ -218,6 +226,24 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
         CHECK(xc_bucketer_commit(r->b));
     }
     res->traced = xc_trace_enabled();
+}
+
+/* The model's mean loss over rows [from, from + ev) of the dataset, in
+ * batches of the model's capacity: one number per run, without the
+ * batch-to-batch noise of the training loss -- what runs that differ only
+ * in how gradients travel (e.g. XCOLL_COMPRESS) are compared on.  From
+ * d->n: the held-out rows (never trained on); from 0: a fixed sample of
+ * the training rows (how far the optimisation got: this small model on
+ * few rows overfits, so the two part ways). */
+static double eval_loss(runner_t *r, const dataset_t *d, int from, int ev)
+{
+    double total = 0;
+    for (int row = from; row < from + ev; row += r->bl) {
+        int B = from + ev - row < r->bl ? from + ev - row : r->bl;
+        if (mlp_forward(&r->m, d, row, B)) die("out of memory");
+        total += mlp_loss(&r->m, d, row, B, 1.0f) * B;
+    }
+    return total / ev;
 }
 
 static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
@@ -251,6 +277,8 @@ static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
     double t4 = now_ms();
     xc_step_summary_t st = {0};
     if (r->res->traced) CHECK(xc_trace_step(&st));
+    if (o->eval_every > 0 && (s + 1) % o->eval_every == 0 && g_rank == 0)
+        r->res->curve[(s + 1) / o->eval_every - 1] = eval_loss(r, d, 0, EVAL_ROWS(o));
     if (s < o->warmup) return;
     double v[NQ] = {t4 - t0, t3 - t2, t1 - t0, t2 - t1, t4 - t3, g_issue_ms, st.comm_ms,
                     st.exposed_ms};
@@ -259,7 +287,7 @@ static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
 }
 
 /* Collective: the same runs ended in the same order on every rank. */
-static void run_end(runner_t *r, const opts_t *o)
+static void run_end(runner_t *r, const opts_t *o, const dataset_t *d)
 {
     result_t *res = r->res;
     double q[NQ];
@@ -294,6 +322,8 @@ static void run_end(runner_t *r, const opts_t *o)
     res->issue_ms = q[5];
     res->tr_comm_ms = q[6];
     res->tr_exposed_ms = q[7];
+    res->eval_loss = eval_loss(r, d, d->n, EVAL_ROWS(o));
+    res->train_eval = eval_loss(r, d, 0, EVAL_ROWS(o));
     free(r->flat);
     mlp_free(&r->m);
 }
@@ -394,7 +424,7 @@ static void train_interleaved(const opts_t *o, const dataset_t *d, runner_t *r, 
     if (g_rank == 0 && o->ckpt_dir)
         printf("train_mlp: final parameters fingerprint %016llx\n",
                (unsigned long long)params_hash(r, n));
-    for (int i = 0; i < n; i++) run_end(&r[i], o);
+    for (int i = 0; i < n; i++) run_end(&r[i], o, d);
 }
 
 /* ------------------------------------------------------------ references */
@@ -537,11 +567,13 @@ static void usage(void)
             "  --layers L (8 hidden) --input D (256) --classes C (10) --lr X (0.02)\n"
             "  --momentum X (0.9) --seed S (1) --small (CI-sized model)\n"
             "  --tol X (1e-4) --verify-steps K (12): N ranks vs one rank, relative loss\n"
+            "            difference over the first K steps\n"
+            "  --eval-every K: the loss on a fixed sample of training rows every K steps\n"
+            "            (rank 0; slows its steps)\n"
             "  --checkpoint DIR --checkpoint-every K: save the state every K steps\n"
             "            (asynchronously) and at the end; --resume: start from DIR's newest\n"
             "            complete checkpoint; --crash-at S: the last rank kills itself at\n"
-            "            step S on the first start (for xcoll-run --max-restarts tests)\n"
-            "            difference over the first K steps\n");
+            "            step S on the first start (for xcoll-run --max-restarts tests)\n");
     exit(2);
 }
 
@@ -562,6 +594,7 @@ static void parse(int argc, char **argv, opts_t *o)
         else if (OPT("--first-bucket-mb")) o->first_mb = atof(v);
         else if (OPT("--views")) o->views = atoi(v);
         else if (OPT("--steps")) o->steps = atoi(v);
+        else if (OPT("--eval-every")) o->eval_every = atoi(v);
         else if (OPT("--warmup")) o->warmup = atoi(v);
         else if (OPT("--batch")) o->batch = atoi(v);
         else if (OPT("--hidden")) o->hidden = atoi(v);
@@ -613,7 +646,8 @@ int main(int argc, char **argv)
     }
     dataset_t d;
     int nrows = o.batch * 64;
-    if (dataset_make(&d, nrows, o.input, o.classes, o.seed)) die("out of memory");
+    if (dataset_make(&d, nrows + EVAL_ROWS(&o), o.input, o.classes, o.seed)) die("out of memory");
+    d.n = nrows; /* training rows; the held-out ones follow */
 
     int widths[MLP_MAX_LAYERS + 1];
     widths_of(&o, widths);
@@ -731,12 +765,21 @@ int main(int argc, char **argv)
         double mean_tail = 0;
         for (int s = o.steps - tail; s < o.steps; s++) mean_tail += runs[0].loss[s];
         mean_tail /= tail;
-        printf("\nsummary: loss %.4f -> %.4f over %d steps (mean of the last %d: %.4f); ",
-               runs[0].loss[0], runs[0].loss[o.steps - 1], o.steps, tail, mean_tail);
+        printf("\nsummary: loss %.4f -> %.4f over %d steps (mean of the last %d: %.4f); "
+               "final model: %.4f on %d training rows, %.4f held out; ",
+               runs[0].loss[0], runs[0].loss[o.steps - 1], o.steps, tail, mean_tail,
+               runs[0].train_eval, EVAL_ROWS(&o), runs[0].eval_loss);
         if (nruns > 1)
             printf("runs %s", same ? "bit-identical" : "agree");
         if (nruns > 1 && !same) printf(" (max rel. diff %.1e)", worst);
         printf("\n");
+        for (int i = 0; o.eval_every > 0 && i < nruns; i++) {
+            char lb[32];
+            printf("loss on %d training rows every %d steps, %s:", EVAL_ROWS(&o), o.eval_every,
+                   label(&runs[i], lb, sizeof lb));
+            for (int k = 0; k < o.steps / o.eval_every; k++) printf(" %.4f", runs[i].curve[k]);
+            printf("\n");
+        }
         if (none && bk) {
             printf("summary: step time %.2f ms without overlap, %.2f ms bucketed (%.2fx); "
                    "communication %.2f ms per step, %.0f%% hidden (exposed %.2f ms)",
@@ -751,7 +794,7 @@ int main(int argc, char **argv)
         if (o.verify) fails = verify(&o, &d, runs, nruns);
     }
     CHECK(xc_bcast(&fails, 1, XC_INT32, 0, g_comm));
-    for (int i = 0; i < nruns; i++) free(runs[i].loss);
+    for (int i = 0; i < nruns; i++) free(runs[i].loss), free(runs[i].curve);
     dataset_free(&d);
     CHECK(xc_comm_destroy(g_comm));
     if (fails && g_rank == 0) printf("train_mlp: verification FAILED (%d)\n", fails);
