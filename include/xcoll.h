@@ -432,6 +432,22 @@ XC_API xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, s
                                            xc_residual_t *residual, xc_comm_t *comm);
 
 /*
+ * Reduce-scatter of fp32, fp16 or bf16 values with XC_SUM or XC_AVG, sent
+ * compressed as `fmt` (the first hop of xc_allreduce_compressed): sendbuf
+ * holds N parts of `count` values, part j for rank j; each rank encodes
+ * every part once (XC_AVG divides by N first), and rank j decodes the N
+ * contributions to its part and adds them in fp32 in rank order into
+ * recvbuf (`count` values).  With `residual` (created for count x N
+ * values: the input's size) the encoding adds the previous call's error
+ * and keeps the new one.  XC_COMPRESS_NONE is xc_reduce_scatter.  Not in
+ * place.  Error bound (one encoding per contribution): docs/compression.md.
+ * Ranks that disagree on count, format or dtype fail with XC_ERR_MISMATCH.
+ */
+XC_API xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, size_t count,
+                                                xc_dtype_t dtype, xc_op_t op, xc_compress_t fmt,
+                                                xc_residual_t *residual, xc_comm_t *comm);
+
+/*
  * The cost model's prediction (docs/cost-model.md) of
  * xc_allreduce_compressed of `count` values of `dtype` with `op` as `fmt`
  * on `comm`, in seconds -- XC_COMPRESS_NONE: of the plain all-reduce the

@@ -21,6 +21,13 @@
  *    compressed exactly when xc_compress_predict says it pays (a plain
  *    bucket is exact), the same on every rank; the prediction shrinks with
  *    the wire bytes (int8 < fp16 on a slow link);
+ *  - reduce-scatter (xc_reduce_scatter_compressed): per format, sum and
+ *    avg, counts 0 .. 600001 (several chunks): every element of every
+ *    rank's part within one encoding per contribution of the exact sum;
+ *    with a residual, T calls sum to within one call's bound of T x exact;
+ *    a rank with another format, and an all-reduce against a
+ *    reduce-scatter, fail with XC_ERR_MISMATCH; in place and a residual
+ *    of the wrong size are XC_ERR_INVALID;
  *  - misuse: formats or counts that differ across ranks -> XC_ERR_MISMATCH
  *    on every rank (and the communicator still works); bad dtype, op,
  *    format, residual size -> XC_ERR_INVALID.
@@ -249,6 +256,96 @@ static void test_feedback(void)
         free(acc);
         free(acc0);
     }
+}
+
+/* Rank r's part j of a reduce-scatter input of parts of `count`. */
+static void fill_part(float *x, size_t count, int r, int j, uint64_t seed)
+{
+    fill(x, count, r * 257 + j, seed);
+}
+
+/* One reduce-scatter case (T calls with a residual when T > 1): every
+ * element of this rank's part against T x the exact sum, within one
+ * call's bound -- one encoding per contribution
+ * (u x its block max for int8, u x |x| for the float formats) plus the
+ * fp32 sum's rounding; avg divides the inputs by N first. */
+static void rs_case(xc_compress_t f, xc_op_t op, size_t count, int T)
+{
+    int n = H.size, me = H.rank;
+    size_t all = count * (size_t)n;
+    float *x = malloc((all + 1) * sizeof *x), *y = malloc((count + 1) * sizeof *y);
+    double *acc = calloc(count + 1, sizeof *acc);
+    for (int j = 0; j < n; j++) fill_part(x + (size_t)j * count, count, me, j, 5 + count);
+    xc_residual_t *res = NULL;
+    if (T > 1) H_CHECK(H.comm, xc_residual_create(all, &res));
+    for (int t = 0; t < T; t++) {
+        H_CHECK(H.comm, xc_reduce_scatter_compressed(x, y, count, XC_FLOAT32, op, f, res, H.comm));
+        for (size_t i = 0; i < count; i++) acc[i] += y[i];
+    }
+    /* exact: every rank's part `me` */
+    double div = op == XC_AVG ? n : 1;
+    double *exact = calloc(count + 1, sizeof *exact), *bnd = calloc(count + 1, sizeof *bnd);
+    float *xr = malloc((count + 1) * sizeof *xr);
+    for (int r = 0; r < n; r++) {
+        fill_part(xr, count, r, me, 5 + count);
+        for (size_t b = 0; b * B < count; b++) {
+            size_t b0 = b * B, b1 = b0 + B < count ? b0 + B : count;
+            double m = 0;
+            for (size_t i = b0; i < b1; i++) m = fabs(xr[i]) > m ? fabs(xr[i]) : m;
+            for (size_t i = b0; i < b1; i++) {
+                exact[i] += xr[i];
+                double mi = f == XC_COMPRESS_INT8 ? m : fabs(xr[i]);
+                /* the floor is absolute: of the encoded x/N */
+                bnd[i] += unit(f) * mi / div + floor_abs(f) + T * n * ldexp(1, -22) * fabs(xr[i]);
+            }
+        }
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        double want = T * exact[i] / div;
+        if (f == XC_COMPRESS_FP16 && fabs(exact[i]) > 65504.0 / 4) continue; /* overflow */
+        if (!(fabs(acc[i] - want) <= bnd[i] + 1e-30) && bad++ < 3)
+            h_fail(__FILE__, __LINE__, "reduce-scatter %s %s count=%zu T=%d [%zu]: %.9g, exact %.9g, "
+                   "error %.3g > bound %.3g", xc_compress_name(f), xc_op_name(op), count, T, i,
+                   acc[i], want, fabs(acc[i] - want), bnd[i]);
+    }
+    h_checked();
+    xc_residual_free(res);
+    free(x);
+    free(y);
+    free(xr);
+    free(acc);
+    free(exact);
+    free(bnd);
+}
+
+static void test_reduce_scatter(void)
+{
+    static const size_t counts[] = {0, 1, 257, 1000, 600001};
+    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++)
+        for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+            if (counts[k] > 100000 && H.size > 4) continue; /* memory: N parts */
+            rs_case((xc_compress_t)f, XC_SUM, counts[k], 1);
+            rs_case((xc_compress_t)f, XC_AVG, counts[k], 1);
+        }
+    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++)
+        rs_case((xc_compress_t)f, XC_SUM, 3000, 20); /* error feedback */
+    float x[4 * 600], y[600];
+    size_t n = (size_t)H.size;
+    for (size_t i = 0; i < 600 * (n < 4 ? n : 4); i++) x[i] = 1;
+    if (H.size > 1 && H.size <= 4) {
+        xc_compress_t f = H.rank == H.size - 1 ? XC_COMPRESS_BF16 : XC_COMPRESS_FP16;
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH,
+                    xc_reduce_scatter_compressed(x, y, 600 / n, XC_FLOAT32, XC_SUM, f, NULL, H.comm));
+    }
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                xc_reduce_scatter_compressed(x, x, 10, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, NULL, H.comm));
+    xc_residual_t *res = NULL;
+    H_CHECK(H.comm, xc_residual_create(10, &res)); /* needs 10 x N */
+    if (H.size > 1)
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                    xc_reduce_scatter_compressed(x, y, 10, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, res, H.comm));
+    xc_residual_free(res);
 }
 
 static void test_nonfinite(void)
@@ -500,6 +597,7 @@ int main(int argc, char **argv)
     test_narrow_inputs();
     test_feedback();
     test_nonfinite();
+    test_reduce_scatter();
     test_hook(0);
     test_hook(1);
     test_hook_faster();
