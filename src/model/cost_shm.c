@@ -48,6 +48,24 @@ static int use_cma(const xc__m_t *m, double bytes)
     return m->t->cma && bytes > 0 && bytes >= (double)m->t->cma_min;
 }
 
+/* The single-copy reductions run from XC__SHM_CMA_REDUCE_MIN bytes
+ * (xc__shm_use_cma_reduce). */
+static int use_cma_reduce(const xc__m_t *m, double bytes)
+{
+    return bytes >= XC__SHM_CMA_REDUCE_MIN && use_cma(m, bytes);
+}
+
+/* One block of `blk` bytes reduced single-copy (xc__shm_cma_reduce): pulled
+ * from the L-1 peers' inputs, reduced piece by piece (cache-resident
+ * pieces, the own input from its buffer), finalised. */
+static double cma_reduce_block(const xc__m_t *m, double blk)
+{
+    int n = m->t->nranks;
+    double pieces = ceil(blk / XC__SHM_CMA_PIECE);
+    if (pieces < 1) pieces = 1;
+    return (n - 1) * cma(m, blk) + pieces * xc__m_reduce(m, blk / pieces, n) + xc__m_fin(m, blk);
+}
+
 /* Elements per chunk of a staged layout of `blocks` blocks (xc__shm_ce). */
 static double chunk_elems(const xc__m_t *m, int blocks)
 {
@@ -116,14 +134,11 @@ XC__COST(shm_allreduce)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (B >= XC__SHM_CMA_REDUCE_MIN && use_cma(m, B)) {
-        /* Three syncs; pull block r of every peer's input, reduce it piece
-         * by piece (cache-resident pieces, the own input from its buffer),
-         * pull the other blocks from their owners. */
-        double blk = xc__m_blk(m, n), piece = XC__SHM_CMA_PIECE;
-        double pieces = ceil(blk / piece);
-        return 3 * sync_cost(m) + (n - 1) * (cma(m, blk) + cma_x(m, blk, 1)) +
-               pieces * xc__m_reduce(m, blk / pieces, n) + xc__m_fin(m, blk);
+    if (use_cma_reduce(m, B)) {
+        /* Three syncs; block r of every input reduced, then the other
+         * blocks pulled from their owners. */
+        double blk = xc__m_blk(m, n);
+        return 3 * sync_cost(m) + cma_reduce_block(m, blk) + (n - 1) * cma_x(m, blk, 1);
     }
     if (one_shot_size(m, B)) return one_shot(m, B);
     return chunked_reduce(m);
@@ -134,6 +149,12 @@ XC__COST(shm_reduce)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
+    if (use_cma_reduce(m, B)) {
+        /* Two syncs; block r of every input reduced, and (off the root)
+         * written into the root's output with process_vm_writev. */
+        double blk = xc__m_blk(m, n);
+        return 2 * sync_cost(m) + cma_reduce_block(m, blk) + (n > 1 ? cma_x(m, blk, 1) : 0);
+    }
     if (one_shot_size(m, B)) return one_shot(m, B);
     return chunked_reduce(m);
 }
@@ -144,6 +165,9 @@ XC__COST(shm_reduce_scatter)
 {
     XC__COST_SETUP();
     if (!t_->shm) return -1;
+    /* Single copy: two syncs; block r of every input reduced into recvbuf. */
+    if (use_cma_reduce(m, xc__m_bytes(m) * n))
+        return 2 * sync_cost(m) + cma_reduce_block(m, xc__m_bytes(m));
     double ce = chunk_elems(m, n), full, last;
     if (xc__m_bytes(m) * n <= XC__SHM_INLINE) ce = c_->count ? (double)c_->count : 1;
     chunks((double)c_->count, ce, &full, &last);
