@@ -838,6 +838,45 @@ XC_API xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t);
 XC_API xc_result_t xc_bucketer_destroy(xc_bucketer_t *b);
 
 /* ------------------------------------------------------------------ */
+/* Global-norm clipping with one synchronisation (docs/training.md)    */
+/* ------------------------------------------------------------------ */
+
+/* One gradient tensor, or this rank's shard of one, as the clip sees it.
+ * `replicas`: how many ranks of the communicator hold these very values --
+ * 1 for a shard only this rank owns (ZeRO, a tensor-parallel slice), R for
+ * a tensor replicated on R ranks of the group (e.g. a layer norm's weight
+ * in a tensor-parallel group): its squared norm counts 1/R on each of them,
+ * so the total counts it once. */
+typedef struct xc_grad {
+    void *data;
+    size_t count;
+    xc_dtype_t dtype; /* XC_FLOAT32, XC_FLOAT64, XC_FLOAT16 or XC_BFLOAT16 */
+    int replicas;     /* >= 1 */
+} xc_grad_t;
+
+/*
+ * Global-norm gradient clipping with exactly one collective.  Every rank
+ * computes the squared L2 norm of its gradients (in fp64, replicas counted
+ * once), whether any value is infinite or NaN, and appends `nscalars`
+ * scalars of its own (e.g. its batch's loss sum and token count); ONE
+ * all-reduce (XC_SUM of nscalars + 2 fp64 values) gives every rank the
+ * global norm, the overflow flag and the scalars' global sums (written
+ * back into `scalars`).  Then, if every value was finite, max_norm > 0
+ * and the norm exceeds it, every gradient is scaled in place by
+ * max_norm / (norm + 1e-6) (the rule of PyTorch's clip_grad_norm_); if
+ * any value on any rank was not finite, nothing is scaled and *nonfinite
+ * is 1 on every rank (skip the step, as loss scalers do).  `comm` is the
+ * group over which the gradients are partitioned (the shard group, the
+ * tensor-parallel group, or both): data-parallel replicas hold equal
+ * gradients after their all-reduce and must not be summed again.
+ * norm and nonfinite may be NULL.  Collective; every rank passes the same
+ * nscalars (else XC_ERR_MISMATCH) and max_norm.
+ */
+XC_API xc_result_t xc_clip_grad_norm(xc_comm_t *comm, const xc_grad_t *grads, int ngrads,
+                                     double max_norm, double *scalars, int nscalars,
+                                     double *norm, int *nonfinite);
+
+/* ------------------------------------------------------------------ */
 /* Checkpoint / restart (docs/checkpoint.md)                           */
 /* ------------------------------------------------------------------ */
 /*

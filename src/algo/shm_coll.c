@@ -62,6 +62,14 @@ static void mismatch(xc_comm_t *comm, int j, const xc__shm_desc_t *theirs, const
     }
 }
 
+/* Rank j left the communicator (its `gone` flag) while this rank needs
+ * it: lost -- unless the segment is poisoned, when the cause it names
+ * (e.g. the mismatch that made j give up) is the error, not j's leaving. */
+static void left(xc_comm_t *comm, xc__shm_t *s, int j)
+{
+    if (!xc__shm_adopt_poison(comm, s)) xc__comm_peer_lost(comm, j, "destroyed its communicator");
+}
+
 /* Does rank j run the same operation as ours (its chunk g has arrived)?
  * A rank that left (`gone`) and disagrees is lost, not mismatched. */
 static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64_t g, int gone)
@@ -75,7 +83,7 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
     xc__shm_desc_t theirs = *e;
     if (theirs.seq == op->seq && desc_eq(&theirs.d, &op->desc)) return 1;
     if (gone) { /* it left while in another operation */
-        xc__comm_peer_lost(comm, j, "destroyed its communicator");
+        left(comm, o->shm, j);
         return 0;
     }
     mismatch(comm, j, &theirs, &op->desc, op->seq);
@@ -122,7 +130,7 @@ static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o)
         if (xc__shm_load(&s->ctl[nb].in) < g) {
             if (comm->shm_nbq_n < NBQ_CAP && n + NBQ_CAP > o->n) return 1; /* later */
             if (__atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE))
-                xc__comm_peer_lost(comm, nb, "destroyed its communicator");
+                left(comm, s, nb);
             else
                 xc__shm_adopt_poison(comm, s);
             return 0;
@@ -212,7 +220,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                 if (xc__shm_load(&s->ctl[j].in) < g) {
                     /* A rank that left may still have left what we need;
                      * only what it never staged is lost. */
-                    if (gone) xc__comm_peer_lost(comm, j, "destroyed its communicator");
+                    if (gone) left(comm, s, j);
                     else xc__shm_adopt_poison(comm, s);
                     return 0;
                 }
@@ -277,7 +285,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                 for (int j = 0; j < o->L; j++) {
                     if (j == o->me || xc__shm_load(&s->ctl[j].out) >= g) continue;
                     if (__atomic_load_n(&s->ctl[j].gone, __ATOMIC_ACQUIRE)) {
-                        xc__comm_peer_lost(comm, j, "destroyed its communicator");
+                        left(comm, s, j);
                         return 0;
                     }
                     xc__shm_adopt_poison(comm, s);

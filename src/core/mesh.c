@@ -401,5 +401,14 @@ xc_result_t xc__comm_start(xc_comm_t *comm)
     if (rc != XC_OK)
         return xc__err(rc, "rank %d: shared memory set-up failed: %s", comm->rank,
                        xc__tls_error());
-    return xc__model_init(comm);
+    XC_CHECK(xc__model_init(comm));
+    /* Every rank has finished setting up once this barrier completes: a
+     * rank that returned first could otherwise fail its next operation
+     * (e.g. on a mismatch) and leave while a peer still set up, and that
+     * peer would learn only that it had left, not why. */
+    rc = xc_barrier(comm);
+    if (rc != XC_OK)
+        return xc__err(rc, "rank %d: closing start-up barrier failed: %s", comm->rank,
+                       xc__tls_error());
+    return XC_OK;
 }
