@@ -877,6 +877,83 @@ XC_API xc_result_t xc_clip_grad_norm(xc_comm_t *comm, const xc_grad_t *grads, in
                                      double *norm, int *nonfinite);
 
 /* ------------------------------------------------------------------ */
+/* ZeRO: sharded data parallelism (docs/zero.md)                       */
+/* ------------------------------------------------------------------ */
+/*
+ * The parameters of a model (fp32 tensors, registered in forward order)
+ * are sharded over the ranks of a data-parallel communicator: tensor i of
+ * c values is cut into N shards of s = ceil(c / N) values, rank r owning
+ * values [r s, min((r+1) s, c)) (the last shards may be short or empty).
+ * Rank r keeps the optimizer state of its shards only (stage 1), also
+ * only its shards of the gradients (stage 2: each gradient is reduce-
+ * scattered, averaged, as soon as it is marked ready and the full one
+ * dropped), and also only its shards of the parameters (stage 3: a
+ * tensor is all-gathered by xc_zero_fetch before use and dropped by
+ * xc_zero_release after; the next `prefetch` tensors in the direction of
+ * the pass are gathered ahead, at most `inflight` gathers at once).
+ *
+ * Per step: xc_zero_begin(z, XC_ZERO_FORWARD); for each tensor in order
+ * fetch, compute, release; xc_zero_begin(z, XC_ZERO_BACKWARD); for each in
+ * reverse fetch, write its gradient into xc_zero_grad(z, i), mark it ready,
+ * release; xc_zero_step(z, update, ctx): update(ctx, i, shard of the
+ * parameter, shard of the averaged gradient, its optimizer state, n, offset)
+ * runs on every owned shard, then (stages 1 and 2) the updated shards are
+ * all-gathered into every rank's full parameters.  Stages 1 and 2 keep full
+ * parameters: fetch returns them at once and release does nothing.
+ * Every rank must make the same calls in the same order (they issue
+ * collectives).  Errors are returned and described by xc_last_error().
+ */
+typedef struct xc_zero xc_zero_t;
+
+typedef struct xc_zero_opts {
+    size_t size;       /* sizeof(xc_zero_opts_t), by XC_ZERO_OPTS_INIT */
+    int stage;         /* 1, 2 or 3 */
+    int prefetch;      /* stage 3: tensors gathered ahead (default 2; 0: none) */
+    int inflight;      /* stage 3: gathers in flight at most (default 2, >= 1) */
+    int state_per_value; /* optimizer state floats per parameter value (e.g. 1 for
+                          * momentum, 2 for Adam; default 0) */
+} xc_zero_opts_t;
+
+#define XC_ZERO_OPTS_INIT { sizeof(xc_zero_opts_t), 1, 2, 2, 0 }
+
+typedef enum xc_zero_pass { XC_ZERO_FORWARD = 0, XC_ZERO_BACKWARD = 1 } xc_zero_pass_t;
+
+/* The optimizer of one shard: param[0..n) (values [offset, offset + n)
+ * of tensor `tensor`), its averaged gradient, state[0..n x
+ * state_per_value).  Returns 0, or non-zero to fail the step. */
+typedef int (*xc_zero_update_fn)(void *ctx, int tensor, float *param, const float *grad,
+                                 float *state, size_t n, size_t offset);
+
+/* Memory this rank holds for the model, in bytes (now and at most). */
+typedef struct xc_zero_memory {
+    size_t params, grads, state;                /* now */
+    size_t peak_params, peak_grads, peak_total; /* since commit */
+    uint64_t gathers, max_inflight;             /* stage 3 all-gathers issued, most at once */
+} xc_zero_memory_t;
+
+XC_API xc_result_t xc_zero_create(xc_comm_t *comm, const xc_zero_opts_t *opts, xc_zero_t **out);
+/* Register a tensor of `count` fp32 values with its initial values (every
+ * rank the same; copied); its index in *index (0, 1, ... in order). */
+XC_API xc_result_t xc_zero_register(xc_zero_t *z, const float *init, size_t count, int *index);
+XC_API xc_result_t xc_zero_commit(xc_zero_t *z);
+XC_API xc_result_t xc_zero_begin(xc_zero_t *z, xc_zero_pass_t pass);
+/* The full values of tensor i (stage 3: gathered; valid until release). */
+XC_API xc_result_t xc_zero_fetch(xc_zero_t *z, int i, float **values);
+XC_API xc_result_t xc_zero_release(xc_zero_t *z, int i);
+/* Where to write tensor i's full gradient this step (zeroed), and
+ * mark it written (stage 2/3: its reduce-scatter starts). */
+XC_API float *xc_zero_grad(xc_zero_t *z, int i);
+XC_API xc_result_t xc_zero_grad_ready(xc_zero_t *z, int i);
+XC_API xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx);
+/* This rank's shard of tensor i: its first value's offset and its length. */
+XC_API xc_result_t xc_zero_shard(const xc_zero_t *z, int i, size_t *offset, size_t *n);
+/* Copy the full current values of tensor i into out (collective: stage 3
+ * gathers them). */
+XC_API xc_result_t xc_zero_gather(xc_zero_t *z, int i, float *out);
+XC_API xc_result_t xc_zero_memory(const xc_zero_t *z, xc_zero_memory_t *m);
+XC_API void xc_zero_destroy(xc_zero_t *z);
+
+/* ------------------------------------------------------------------ */
 /* Checkpoint / restart (docs/checkpoint.md)                           */
 /* ------------------------------------------------------------------ */
 /*

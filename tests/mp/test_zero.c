@@ -1,0 +1,225 @@
+/*
+ * test_zero.c -- ZeRO stages 1, 2, 3 (xc_zero_*) on N real processes:
+ *
+ *  - five tensors of uneven sizes (1, 5, 33, 1000, 4099 values: shards
+ *    that are short or empty on the last ranks) trained 4 steps with SGD +
+ *    momentum through the update callback, every rank's "gradient" a known
+ *    function of the rank and the current parameters; after each step the
+ *    full parameters (xc_zero_gather) equal the serial reference (the
+ *    average over ranks, one process) to 1e-4 relative, on every stage;
+ *  - every fetch, forward and backward, returns the current values
+ *    (prefetched gathers included);
+ *  - stage 3 prefetch: gathers issued = 2 x tensors per step, never more
+ *    than `inflight` at once, for prefetch 0, 1, 2, 4 and inflight 1, 2;
+ *  - memory per rank: parameters 1/N (stage 3, outside fetches), gradient
+ *    shards 1/N after the step (stages 2-3), state 1/N (every stage);
+ *  - misuse: bad options, calls before commit, double release / ready,
+ *    ranks registering different tensors (XC_ERR_MISMATCH on every rank).
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { NT = 5, STEPS = 4 };
+static const size_t k_count[NT] = {1, 5, 33, 1000, 4099};
+static const float LR = 0.1f, MU = 0.9f;
+
+static float init_val(int i, size_t j) { return (float)sin((double)(j * 3 + (size_t)i * 17)) * 0.5f; }
+/* Rank r's gradient of value j of tensor i at step k, given the value p. */
+static float grad_val(int r, int i, int k, size_t j, float p)
+{
+    return (float)cos((double)(j + (size_t)i * 7 + (size_t)k * 11 + (size_t)r * 5)) + 0.1f * p;
+}
+
+static int update(void *ctx, int tensor, float *param, const float *grad, float *state, size_t n,
+                  size_t offset)
+{
+    (void)ctx, (void)tensor, (void)offset;
+    for (size_t j = 0; j < n; j++) {
+        state[j] = MU * state[j] + grad[j];
+        param[j] -= LR * state[j];
+    }
+    return 0;
+}
+
+typedef struct ref {
+    float *p[NT], *v[NT];
+} ref_t;
+
+static void ref_init(ref_t *r)
+{
+    for (int i = 0; i < NT; i++) {
+        r->p[i] = malloc(k_count[i] * sizeof(float));
+        r->v[i] = calloc(k_count[i], sizeof(float));
+        for (size_t j = 0; j < k_count[i]; j++) r->p[i][j] = init_val(i, j);
+    }
+}
+
+static void ref_step(ref_t *r, int k)
+{
+    for (int i = 0; i < NT; i++)
+        for (size_t j = 0; j < k_count[i]; j++) {
+            double g = 0;
+            for (int q = 0; q < H.size; q++) g += grad_val(q, i, k, j, r->p[i][j]);
+            float gf = (float)(g / H.size);
+            r->v[i][j] = MU * r->v[i][j] + gf;
+            r->p[i][j] -= LR * r->v[i][j];
+        }
+}
+
+static void ref_free(ref_t *r)
+{
+    for (int i = 0; i < NT; i++) free(r->p[i]), free(r->v[i]);
+}
+
+static size_t close_count(const float *a, const float *b, size_t n, double tol)
+{
+    size_t bad = 0;
+    for (size_t j = 0; j < n; j++)
+        if (!(fabs((double)a[j] - b[j]) <= tol * (fabs((double)b[j]) + 1e-3))) bad++;
+    return bad;
+}
+
+static void run(int stage, int prefetch, int inflight)
+{
+    xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
+    o.stage = stage, o.prefetch = prefetch, o.inflight = inflight, o.state_per_value = 1;
+    xc_zero_t *z = NULL;
+    H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
+    ref_t ref;
+    ref_init(&ref);
+    for (int i = 0; i < NT; i++) {
+        int idx = -1;
+        H_CHECK(H.comm, xc_zero_register(z, ref.p[i], k_count[i], &idx));
+        H_EQ_INT("tensor index", idx, i);
+    }
+    H_CHECK(H.comm, xc_zero_commit(z));
+    size_t nshard = 0, nfull = 0, n = (size_t)H.size;
+    for (int i = 0; i < NT; i++) {
+        size_t s = (k_count[i] + n - 1) / n;
+        nshard += s, nfull += s * n;
+        size_t off, len;
+        H_CHECK(H.comm, xc_zero_shard(z, i, &off, &len));
+        size_t lo = s * (size_t)H.rank < k_count[i] ? s * (size_t)H.rank : k_count[i];
+        H_EQ_U64("shard offset", off, lo);
+        H_EQ_U64("shard length", len, k_count[i] - lo < s ? k_count[i] - lo : s);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "stage %d prefetch %d inflight %d", stage, prefetch, inflight);
+    xc_zero_memory_t m0;
+    H_CHECK(H.comm, xc_zero_memory(z, &m0));
+    for (int k = 0; k < STEPS; k++) {
+        size_t stale = 0;
+        H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_FORWARD));
+        for (int i = 0; i < NT; i++) {
+            float *v = NULL;
+            H_CHECK(H.comm, xc_zero_fetch(z, i, &v));
+            stale += close_count(v, ref.p[i], k_count[i], 1e-4);
+            H_CHECK(H.comm, xc_zero_release(z, i));
+        }
+        H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_BACKWARD));
+        for (int i = NT - 1; i >= 0; i--) {
+            float *v = NULL;
+            H_CHECK(H.comm, xc_zero_fetch(z, i, &v));
+            stale += close_count(v, ref.p[i], k_count[i], 1e-4);
+            float *g = xc_zero_grad(z, i);
+            h_checked();
+            if (!g) h_fail(__FILE__, __LINE__, "%s: xc_zero_grad NULL", what);
+            for (size_t j = 0; g && j < k_count[i]; j++) g[j] = grad_val(H.rank, i, k, j, v[j]);
+            H_CHECK(H.comm, xc_zero_grad_ready(z, i));
+            H_CHECK(H.comm, xc_zero_release(z, i));
+        }
+        H_EQ_U64("fetched values equal the current parameters (stale values)", stale, 0);
+        H_CHECK(H.comm, xc_zero_step(z, update, NULL));
+        ref_step(&ref, k);
+        size_t bad = 0;
+        for (int i = 0; i < NT; i++) {
+            float *full = malloc(k_count[i] * sizeof *full);
+            H_CHECK(H.comm, xc_zero_gather(z, i, full));
+            bad += close_count(full, ref.p[i], k_count[i], 1e-4);
+            free(full);
+        }
+        h_checked();
+        if (bad) h_fail(__FILE__, __LINE__, "%s step %d: %zu values differ from the serial reference", what, k, bad);
+        xc_zero_memory_t m;
+        H_CHECK(H.comm, xc_zero_memory(z, &m));
+        H_EQ_U64("state bytes (1/N)", m.state, nshard * 4);
+        H_EQ_U64("parameter bytes after the step", m.params, (stage == 3 ? nshard : nfull) * 4);
+        H_EQ_U64("gradient bytes after the step", m.grads, (stage == 1 ? nfull + nshard : nshard) * 4);
+        if (stage == 3) {
+            H_EQ_U64("gathers per step: every tensor forward and backward", m.gathers, (uint64_t)(k + 1) * 2 * NT);
+            h_checked();
+            if (m.max_inflight > (uint64_t)inflight)
+                h_fail(__FILE__, __LINE__, "%s: %llu gathers in flight > %d", what,
+                       (unsigned long long)m.max_inflight, inflight);
+            if (prefetch > 0 && H.size > 1 && m.max_inflight < (uint64_t)(inflight < prefetch + 1 ? inflight : prefetch + 1) - 0 && inflight > 1 && m.max_inflight < 2)
+                h_fail(__FILE__, __LINE__, "%s: no prefetch seen (most in flight %llu)", what,
+                       (unsigned long long)m.max_inflight);
+        }
+    }
+    if (H.rank == 0) {
+        xc_zero_memory_t m;
+        H_CHECK(H.comm, xc_zero_memory(z, &m));
+        printf("zero %s: peak params %zu B, peak grads %zu B, state %zu B (unsharded %zu B each)\n",
+               what, m.peak_params, m.peak_grads, m.state, nfull * 4);
+    }
+    xc_zero_destroy(z);
+    ref_free(&ref);
+}
+
+static void test_misuse(void)
+{
+    xc_zero_t *z = NULL;
+    xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
+    o.stage = 4;
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_create(H.comm, &o, &z));
+    o.stage = 3, o.inflight = 0;
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_create(H.comm, &o, &z));
+    o.inflight = 2;
+    o.state_per_value = 1; /* the update below keeps momentum */
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_create(NULL, &o, &z));
+    H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
+    float init[10] = {0};
+    int idx;
+    H_CHECK(H.comm, xc_zero_register(z, init, 10, &idx));
+    float *v;
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_fetch(z, 0, &v));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_begin(z, XC_ZERO_FORWARD));
+    H_CHECK(H.comm, xc_zero_commit(z));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_register(z, init, 10, &idx));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_fetch(z, 1, &v));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_release(z, 0)); /* not fetched */
+    H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_FORWARD));
+    H_CHECK(H.comm, xc_zero_fetch(z, 0, &v));
+    H_CHECK(H.comm, xc_zero_release(z, 0));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_release(z, 0));
+    H_CHECK(H.comm, xc_zero_grad_ready(z, 0));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_grad_ready(z, 0));
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_step(z, NULL, NULL));
+    H_CHECK(H.comm, xc_zero_step(z, update, NULL));
+    xc_zero_destroy(z);
+    /* different tensors on the last rank: every rank learns it at commit */
+    if (H.size > 1) {
+        H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
+        H_CHECK(H.comm, xc_zero_register(z, init, H.rank == H.size - 1 ? 9 : 10, &idx));
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH, xc_zero_commit(z));
+        xc_zero_destroy(z);
+    }
+    H_EQ_INT("communicator still usable", xc_comm_status(H.comm), XC_OK);
+}
+
+int main(int argc, char **argv)
+{
+    h_init(argc, argv);
+    run(1, 0, 1);
+    run(2, 0, 1);
+    run(3, 0, 1);
+    run(3, 1, 1);
+    run(3, 2, 2);
+    run(3, 4, 2);
+    test_misuse();
+    return h_finish();
+}
