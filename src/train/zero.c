@@ -224,6 +224,10 @@ xc_result_t xc_zero_release(xc_zero_t *z, int i)
     if (z->o.stage < 3) return XC_OK;
     if (!t->held) return xc__err(XC_ERR_INVALID, "xc_zero_release: tensor %d is not fetched", i);
     t->held = 0;
+    /* The last tensor of the forward pass is the first of the backward:
+     * it stays gathered (as FSDP keeps its root unsharded) -- one gather
+     * fewer per step.  xc_zero_step drops it if the backward never came. */
+    if (z->pass == XC_ZERO_FORWARD && i == z->nt - 1) return XC_OK;
     free_f(z, &z->mem.params, &t->full, t->s * (size_t)z->n);
     return XC_OK;
 }
@@ -280,6 +284,10 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
     if (!z) return xc__err(XC_ERR_INVALID, "xc_zero_step: z is NULL");
     if (!z->committed) return xc__err(XC_ERR_INVALID, "xc_zero_step: before xc_zero_commit");
     if (!update) return xc__err(XC_ERR_INVALID, "xc_zero_step: update is NULL");
+    for (int i = 0; i < z->nt; i++)
+        if (z->t[i].held)
+            return xc__err(XC_ERR_INVALID, "xc_zero_step: tensor %d is still fetched (release it "
+                                           "first: the step changes its values)", i);
     /* Stages 2-3: the reduce-scatters issued at grad_ready complete
      * (waiting issues nothing).  Then, in tensor order, a blocking one for
      * every other tensor: all of them in stage 1, the never-marked ones
@@ -304,6 +312,14 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
             grad_done(z, t);
         }
         t->ready = 0;
+    }
+    /* Stage 3: gathered copies not held by the caller (kept or prefetched
+     * and never fetched) would be stale after the update: dropped. */
+    for (int i = 0; z->o.stage == 3 && i < z->nt; i++) {
+        tensor_t *t = &z->t[i];
+        if (t->held || !t->full) continue;
+        XC_CHECK(gather_wait(z, t));
+        free_f(z, &z->mem.params, &t->full, t->s * (size_t)z->n);
     }
     for (int i = 0; i < z->nt; i++) {
         tensor_t *t = &z->t[i];
