@@ -185,15 +185,15 @@ static void train(const opts_t *o, int stage, xc_comm_t *comm, result_t *res)
         double t0 = now_ms();
         memcpy(act, X, sizeof(float) * (size_t)n * H);
         CHECK(xc_zero_begin(z, XC_ZERO_FORWARD));
-        xc_trace_begin("forward");
-        for (int l = 0; l < L; l++) {
+        for (int l = 0; l < L; l++) { /* compute spans only: waits for gathers are not compute */
             float *w;
             CHECK(xc_zero_fetch(z, l, &w));
+            xc_trace_begin("forward");
             layer_fwd(n, H, w, act + (size_t)l * n * H, pre + (size_t)l * n * H,
                       act + (size_t)(l + 1) * n * H, l + 1 < L);
+            xc_trace_end();
             CHECK(xc_zero_release(z, l));
         }
-        xc_trace_end();
         double loss = 0;
         const float *Z = act + (size_t)L * n * H;
         for (size_t i = 0; i < (size_t)n * H; i++) {
@@ -202,22 +202,21 @@ static void train(const opts_t *o, int stage, xc_comm_t *comm, result_t *res)
             da[i] = d / (float)n; /* the mean over this rank's rows; AVG over ranks */
         }
         CHECK(xc_zero_begin(z, XC_ZERO_BACKWARD));
-        xc_trace_begin("backward");
         for (int l = L - 1; l >= 0; l--) {
             float *w;
             CHECK(xc_zero_fetch(z, l, &w));
             float *g = xc_zero_grad(z, l);
             if (!g) CHECK(XC_ERR_NOMEM);
+            xc_trace_begin("backward");
             layer_bwd(n, H, w, act + (size_t)l * n * H, pre + (size_t)l * n * H, l + 1 < L, da, g,
                       l > 0 ? din : NULL, tmp);
+            xc_trace_end();
             CHECK(xc_zero_grad_ready(z, l));
             CHECK(xc_zero_release(z, l));
             if (l > 0) memcpy(da, din, sizeof(float) * (size_t)n * H);
         }
-        xc_trace_end();
-        xc_trace_begin("optimizer");
+        /* no compute span: the step is mostly communication (stage 1-2) */
         CHECK(xc_zero_step(z, sgd_momentum, &opt));
-        xc_trace_end();
         step[s] = now_ms() - t0;
         res->bytes = (double)(bytes_sent(comm) - b0);
         CHECK(xc_allreduce(&loss, &loss, 1, XC_FLOAT64, XC_SUM, comm));
