@@ -1,0 +1,196 @@
+/*
+ * test_plan.c -- the step planner (src/model/plan.c, xcoll-plan) against
+ * the formulas it must reproduce exactly:
+ *   - data parallel: all-reduce 2 (N-1)/N Psi per rank; ZeRO 1-2: a
+ *     reduce-scatter and an all-gather, (N-1)/N Psi each (2 Psi like DP);
+ *     ZeRO-3: 3 Psi;
+ *   - tensor parallel (Megatron): 4 all-reduces of b s h per layer per
+ *     micro-batch, 2 (t-1)/t of each sent;
+ *   - pipeline: b s h per micro-batch across a stage boundary, forward and
+ *     backward; bubble (p-1)/(m+p-1);
+ *   - MoE: 4 all-to-alls of b s k h per MoE layer per micro-batch;
+ * and: every time is the runtime selector's price for the group's
+ * topology (one model); groups span the right number of nodes; keeping
+ * TP inside a node and compressing a slow DP all-reduce are predicted to
+ * gain; bad layouts are XC_ERR_INVALID.
+ */
+#include "../../src/algo/algos.h"
+#include "../../src/model/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int g_fail;
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fputc('\n', stderr);                                                   \
+        g_fail++;                                                              \
+    } while (0)
+#define NEAR(got, want)                                                        \
+    do {                                                                       \
+        double g_ = (got), w_ = (want);                                        \
+        if (!(fabs(g_ - w_) <= 1e-9 * fabs(w_) + 1e-12))                       \
+            FAIL("%s = %.12g, want %s = %.12g", #got, g_, #want, w_);          \
+    } while (0)
+
+static xc__plan_in_t base(void)
+{
+    xc__plan_in_t in = {.params = 0, .layers = 8, .hidden = 1024, .seq = 512, .vocab = 1000,
+                        .experts = 0, .topk = 1, .moe_every = 1, .act_bytes = 2, .grad_bytes = 2,
+                        .micro_batch = 2, .global_batch = 64, .dp = 4, .tp = 2, .pp = 2, .ep = 1,
+                        .zero = 0, .nodes = 4, .rpn = 4, .flops = 100e12, .bucket_mb = 0,
+                        .compress = XC_COMPRESS_NONE, .shm = 0};
+    return in;
+}
+
+static const xc__plan_row_t *row(const xc__plan_out_t *o, const char *prefix)
+{
+    for (int i = 0; i < o->nrows; i++)
+        if (!strncmp(o->row[i].what, prefix, strlen(prefix))) return &o->row[i];
+    FAIL("no row \"%s\"", prefix);
+    return NULL;
+}
+
+/* The selector's own price of a call on a group (what the planner must use). */
+static double selector(const xc__profile_t *p, xc_coll_t coll, int g, int nodes, size_t count,
+                       xc_dtype_t dt)
+{
+    xc__model_topo_t t;
+    memset(&t, 0, sizeof t);
+    t.nranks = g, t.nnodes = nodes, t.ppn = (g + nodes - 1) / nodes, t.blocked = 1;
+    t.slot_bytes = 256 * 1024, t.cma_min = 64 * 1024;
+    xc__model_call_t c = {coll, count, dt, XC_SUM};
+    double v = -1;
+    xc__model_choose(p, &t, &c, &v, NULL, NULL);
+    return v;
+}
+
+static void test_volumes(const xc__profile_t *p)
+{
+    xc__plan_in_t in = base();
+    xc__plan_out_t o;
+    if (xc__plan(p, &in, &o) != XC_OK) {
+        FAIL("plan: %s", xc_last_error());
+        return;
+    }
+    double h = in.hidden, s = in.seq, b = in.micro_batch;
+    double P = in.layers * 12.0 * h * h + in.vocab * h, psi = P / (in.tp * in.pp) * 2;
+    int m = in.global_batch / (in.micro_batch * in.dp);
+    if (o.micro != m) FAIL("micro-batches %d, want %d", o.micro, m);
+    const xc__plan_row_t *r = row(&o, "dp gradient all-reduce");
+    if (r) {
+        NEAR(r->sent, 2.0 * (in.dp - 1) / in.dp * psi);
+        NEAR(r->calls, 1);
+        NEAR(r->msg, psi);
+        NEAR(r->t_call, selector(p, XC_COLL_ALLREDUCE, in.dp, 4, (size_t)(psi / 2), XC_BFLOAT16));
+        if (r->span != 4) FAIL("dp group spans %d nodes, want 4 (stride 4 over 4-rank nodes)", r->span);
+    }
+    r = row(&o, "tp activation all-reduce");
+    if (r) {
+        double act = b * s * h * 2;
+        NEAR(r->calls, 4.0 * in.layers / in.pp * m);
+        NEAR(r->msg, act);
+        NEAR(r->sent, r->calls * 2.0 * (in.tp - 1) / in.tp * act);
+        if (r->span != 1) FAIL("tp group spans %d nodes, want 1", r->span);
+        NEAR(r->t_call, selector(p, XC_COLL_ALLREDUCE, in.tp, 1, (size_t)(act / 2), XC_BFLOAT16));
+    }
+    r = row(&o, "pp send/recv");
+    if (r) {
+        NEAR(r->calls, 2.0 * m);
+        NEAR(r->msg, b * s * h * 2);
+        NEAR(r->sent, 2.0 * m * b * s * h * 2);
+    }
+    NEAR(o.bubble, (double)(in.pp - 1) / (m + in.pp - 1));
+    NEAR(o.compute_s, 6.0 * P * in.global_batch * s / (in.dp * in.tp * in.pp) / in.flops);
+    /* batch bucketed: 25 MiB buckets, the same bytes in more calls */
+    in.bucket_mb = 25;
+    xc__plan(p, &in, &o);
+    r = row(&o, "dp gradient all-reduce");
+    if (r) {
+        NEAR(r->calls, ceil(psi / (25.0 * 1048576)));
+        NEAR(r->sent, 2.0 * (in.dp - 1) / in.dp * psi);
+    }
+    /* ZeRO */
+    for (int z = 1; z <= 3; z++) {
+        in = base();
+        in.zero = z;
+        xc__plan(p, &in, &o);
+        const xc__plan_row_t *rs = row(&o, "zero gradient reduce-scatter"), *ag = row(&o, "zero");
+        const xc__plan_row_t *g = NULL;
+        for (int i = 0; i < o.nrows; i++)
+            if (o.row[i].coll == XC_COLL_ALLGATHER) g = &o.row[i];
+        if (!rs || !ag || !g) continue;
+        double unit = (double)(in.dp - 1) / in.dp * psi;
+        NEAR(rs->sent, unit);
+        NEAR(g->sent, (z == 3 ? 2 : 1) * unit);
+        NEAR(rs->sent + g->sent, (z == 3 ? 3 : 2) * unit); /* 2 Psi like DP; 3 Psi */
+        NEAR(rs->t_call, selector(p, XC_COLL_REDUCE_SCATTER, in.dp, 4, (size_t)(psi / 2 / in.dp), XC_BFLOAT16));
+    }
+    /* MoE: 4 all-to-alls of b s k h per MoE layer per micro-batch */
+    in = base();
+    in.experts = 8, in.topk = 2, in.moe_every = 2, in.ep = 4;
+    xc__plan(p, &in, &o);
+    r = row(&o, "moe token all-to-all");
+    if (r) {
+        double tok = b * s * 2 * h * 2;
+        NEAR(r->calls, 4.0 * (in.layers / in.pp / 2) * m);
+        NEAR(r->msg, tok);
+        NEAR(r->sent, r->calls * 3.0 / 4 * tok);
+    }
+}
+
+static void test_advice_and_errors(const xc__profile_t *p)
+{
+    /* TP over two nodes against TP inside a node with the pipeline doubled */
+    xc__plan_in_t in = base();
+    in.tp = 8, in.pp = 1, in.dp = 2, in.layers = 8;
+    xc__plan_out_t across, inside;
+    if (xc__plan(p, &in, &across) != XC_OK) FAIL("%s", xc_last_error());
+    if (row(&across, "tp")->span != 2) FAIL("tp 8 on 4-rank nodes spans %d", row(&across, "tp")->span);
+    in.tp = 4, in.pp = 2;
+    if (xc__plan(p, &in, &inside) != XC_OK) FAIL("%s", xc_last_error());
+    if (!(inside.step_s < across.step_s))
+        FAIL("TP inside a node (%.3f s) not predicted faster than across (%.3f s)", inside.step_s,
+             across.step_s);
+    /* compression of a network-bound DP all-reduce */
+    in = base();
+    in.tp = 1, in.pp = 1, in.dp = 16, in.flops = 1e15, in.grad_bytes = 4;
+    in.nodes = 16, in.rpn = 1; /* one rank per node: the wire is the bottleneck */
+    xc__plan_out_t plain, int8;
+    xc__plan(p, &in, &plain);
+    in.compress = XC_COMPRESS_INT8;
+    xc__plan(p, &in, &int8);
+    const xc__plan_row_t *a = row(&plain, "dp"), *c = row(&int8, "dp");
+    if (a && c) {
+        NEAR(c->sent, a->sent * (1 + 4.0 / 256) / 4);
+        if (!(c->t_step < a->t_step)) FAIL("int8 DP not predicted faster on a slow link");
+    }
+    /* bad layouts */
+    in = base();
+    in.dp = 3;
+    if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("dp x tp x pp != ranks accepted");
+    in = base();
+    in.global_batch = 63;
+    if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("batch not a multiple accepted");
+    in = base();
+    in.layers = 7;
+    if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("layers not a multiple of pp accepted");
+}
+
+int main(void)
+{
+    xc__profile_t p;
+    /* intra 3 us, 100 GB/s; inter 10 us, 1.25 GB/s (10 Gbit/s) */
+    xc__plan_profile(&p, 3e-6, 100e9, 10e-6, 1.25e9, 20e9);
+    test_volumes(&p);
+    test_advice_and_errors(&p);
+    if (g_fail) {
+        fprintf(stderr, "test_plan: %d failure(s)\n", g_fail);
+        return 1;
+    }
+    printf("test_plan: ok\n");
+    return 0;
+}

@@ -1,0 +1,292 @@
+/*
+ * xcoll-plan.c -- the communication plan of a training job before it is
+ * launched (docs/plan.md): per step and per primitive, calls, bytes per
+ * rank (the seed's formulas), the group's links, the time the runtime
+ * selector's cost model predicts with the algorithm it would pick, how much
+ * compute hides, the pipeline bubble, and advice with predicted gains.
+ *
+ *   xcoll-plan --layers 32 --hidden 4096 --seq 2048 --vocab 32000 \
+ *              --global-batch 512 --micro-batch 1 --dp 8 --tp 8 --pp 2 \
+ *              --nodes 16 --rpn 8 --cluster h100-ib400
+ *   xcoll-plan ... --profile prof.json      a calibrated profile (this machine)
+ *   xcoll-plan ... --json                   the same as JSON
+ *   xcoll-plan ... --svg step.svg           the step's timeline as a picture
+ */
+#include "../src/model/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cluster {
+    const char *name, *desc;
+    double intra_alpha, intra_bps, inter_alpha, inter_bps, host_bps, flops;
+    int shm;
+} cluster_t;
+
+/* Presets: their figures, stated (alpha in seconds, bandwidth per
+ * direction per rank in bytes/s, compute per rank in FLOP/s). */
+static const cluster_t k_clusters[] = {
+    {"h100-ib400", "8x H100 per node, NVLink 4 (450 GB/s per GPU per direction, 3 us), "
+                   "one 400 Gb/s InfiniBand NIC per GPU (50 GB/s, 5 us), 400 TFLOP/s bf16 achieved",
+     3e-6, 450e9, 5e-6, 50e9, 1e12, 400e12, 0},
+    {"a100-ib200", "8x A100 per node, NVLink 3 (300 GB/s, 3 us), 200 Gb/s InfiniBand per GPU "
+                   "(25 GB/s, 5 us), 150 TFLOP/s bf16 achieved",
+     3e-6, 300e9, 5e-6, 25e9, 1e12, 150e12, 0},
+    {"cpu-1g", "CPU nodes like this one: shared memory inside (10 GB/s, 0.5 us), 1 Gbit/s "
+               "Ethernet across (0.119 GB/s, 50 us), 50 GFLOP/s per rank",
+     0.5e-6, 10e9, 50e-6, 0.119e9, 10e9, 50e9, 1},
+};
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: xcoll-plan [model] [training] [layout] [cluster] [output]\n"
+            "  model:    --layers L --hidden H --seq S [--vocab V] [--params P (else 12 L H^2 + V H)]\n"
+            "            [--experts E --topk K --moe-every N] [--act-bytes 2|4] [--grad-bytes 2|4]\n"
+            "  training: --global-batch B --micro-batch b\n"
+            "  layout:   --dp D --tp T --pp P [--ep E] [--zero 0|1|2|3] [--bucket-mb MB]\n"
+            "            [--compress none|fp16|bf16|int8]   (ranks: TP fastest, then PP, then DP)\n"
+            "  cluster:  --nodes N --rpn R and one of --cluster NAME (h100-ib400, a100-ib200,\n"
+            "            cpu-1g), --profile FILE (xcoll-perf --calibrate), or --intra A_US,GBPS\n"
+            "            --inter A_US,GBPS [--flops TFLOPS per rank]\n"
+            "  output:   [--json] [--svg FILE] [--no-advice]\n");
+    exit(2);
+}
+
+static double num(const char *flag, const char *v)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || !(x >= 0)) {
+        fprintf(stderr, "xcoll-plan: %s: not a number >= 0: '%s'\n", flag, v);
+        exit(2);
+    }
+    return x;
+}
+
+static void pair(const char *flag, const char *v, double *a, double *bps)
+{
+    double us, gbps;
+    if (sscanf(v, "%lf,%lf", &us, &gbps) != 2 || us < 0 || gbps <= 0) {
+        fprintf(stderr, "xcoll-plan: %s: expected ALPHA_US,GBPS, got '%s'\n", flag, v);
+        exit(2);
+    }
+    *a = us * 1e-6, *bps = gbps * 1e9;
+}
+
+static const char *algo_name(const xc__plan_row_t *r)
+{
+    if (r->coll == XC_COLL_SEND) return "p2p";
+    if (strstr(r->what, "compressed")) return "compressed";
+    const char *n = xc_algo_name(r->algo);
+    return n ? n : "-";
+}
+
+static void print_table(const xc__plan_in_t *in, const xc__plan_out_t *o)
+{
+    printf("%-34s %5s %5s %8s %12s %14s %-22s %10s %10s %s\n", "primitive", "group", "nodes",
+           "calls", "bytes/call", "sent/rank", "algorithm", "ms/call", "ms/step", "overlaps");
+    for (int i = 0; i < o->nrows; i++) {
+        const xc__plan_row_t *r = &o->row[i];
+        printf("%-34s %5d %5d %8.0f %12.0f %14.0f %-22s %10.3f %10.2f %s\n", r->what, r->group,
+               r->span, r->calls, r->msg, r->sent, algo_name(r), r->t_call * 1e3, r->t_step * 1e3,
+               r->hidden_by == 2 ? "fwd+bwd" : r->hidden_by == 1 ? "backward" : "-");
+    }
+    printf("\nper step and rank: compute %.2f ms, communication %.2f ms, exposed %.2f ms; "
+           "%d micro-batches, bubble %.1f %% (P-1)/(m+P-1); step %.2f ms\n",
+           o->compute_s * 1e3, o->comm_s * 1e3, o->exposed_s * 1e3, o->micro, 100 * o->bubble,
+           o->step_s * 1e3);
+    (void)in;
+}
+
+static void print_json(const xc__plan_in_t *in, const xc__plan_out_t *o)
+{
+    printf("{\n  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"ep\": %d, \"zero\": %d, "
+           "\"nodes\": %d, \"rpn\": %d},\n  \"primitives\": [\n", in->dp, in->tp, in->pp, in->ep,
+           in->zero, in->nodes, in->rpn);
+    for (int i = 0; i < o->nrows; i++) {
+        const xc__plan_row_t *r = &o->row[i];
+        printf("    {\"what\": \"%s\", \"group\": %d, \"nodes\": %d, \"calls\": %.0f, "
+               "\"bytes_per_call\": %.0f, \"bytes_sent_per_rank\": %.0f, \"algorithm\": \"%s\", "
+               "\"s_per_call\": %.9g, \"s_per_step\": %.9g, \"overlaps\": \"%s\"}%s\n",
+               r->what, r->group, r->span, r->calls, r->msg, r->sent, algo_name(r), r->t_call,
+               r->t_step, r->hidden_by == 2 ? "fwd+bwd" : r->hidden_by == 1 ? "backward" : "none",
+               i + 1 < o->nrows ? "," : "");
+    }
+    printf("  ],\n  \"micro_batches\": %d, \"compute_s\": %.9g, \"communication_s\": %.9g, "
+           "\"exposed_s\": %.9g, \"bubble\": %.6f, \"step_s\": %.9g\n}\n", o->micro, o->compute_s,
+           o->comm_s, o->exposed_s, o->bubble, o->step_s);
+}
+
+/* The step as bars: compute (forward, backward), the critical-path
+ * communication, the overlapped traffic beside backward, the bubble. */
+static int write_svg(const char *path, const xc__plan_out_t *o)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    double W = 900, scale = o->step_s > 0 ? (W - 180) / o->step_s : 0;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", W, 60 + 30 * (o->nrows + 2));
+    fprintf(f, "<text x=\"10\" y=\"20\">one step: %.2f ms (compute %.2f, exposed communication "
+               "%.2f, bubble %.1f %%)</text>\n", o->step_s * 1e3, o->compute_s * 1e3,
+            o->exposed_s * 1e3, 100 * o->bubble);
+    int y = 40;
+    double fwd = o->compute_s / 3, bwd = 2 * o->compute_s / 3;
+    fprintf(f, "<text x=\"10\" y=\"%d\">compute</text>\n", y + 15);
+    fprintf(f, "<rect x=\"170\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"#4a90d9\"/>\n", y,
+            fwd * scale);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"#2c5f9e\"/>\n",
+            170 + fwd * scale, y, bwd * scale);
+    y += 30;
+    for (int i = 0; i < o->nrows; i++, y += 30) {
+        const xc__plan_row_t *r = &o->row[i];
+        double x0 = r->hidden_by == 1 ? fwd : r->hidden_by == 2 ? 0 : o->compute_s;
+        fprintf(f, "<text x=\"10\" y=\"%d\">%s</text>\n", y + 15, r->what);
+        fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"%s\"/>\n",
+                170 + x0 * scale, y, r->t_step * scale, r->hidden_by ? "#7bc47f" : "#d9534f");
+    }
+    if (o->bubble > 0) {
+        double idle = o->step_s * o->bubble;
+        fprintf(f, "<text x=\"10\" y=\"%d\">pipeline bubble</text>\n", y + 15);
+        fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"#bbbbbb\"/>\n",
+                170 + (o->step_s - idle) * scale, y, idle * scale);
+    }
+    fprintf(f, "</svg>\n");
+    return fclose(f);
+}
+
+/* Advice: re-plan with one change; print it when it gains. */
+static void advise(const xc__profile_t *p, const xc__plan_in_t *in, const xc__plan_out_t *o)
+{
+    int any = 0;
+    xc__plan_in_t alt;
+    xc__plan_out_t ao;
+#define TRY(cond, change, fmt, ...)                                                        \
+    do {                                                                                   \
+        alt = *in;                                                                         \
+        if (!(cond)) break;                                                                \
+        change;                                                                            \
+        if (xc__plan(p, &alt, &ao) != XC_OK || ao.step_s >= o->step_s * 0.99) break;       \
+        printf("- " fmt ": step %.2f -> %.2f ms (%.2fx)\n", __VA_ARGS__, o->step_s * 1e3,   \
+               ao.step_s * 1e3, o->step_s / ao.step_s);                                     \
+        any = 1;                                                                           \
+    } while (0)
+    printf("\nadvice:\n");
+    /* TP spanning nodes: TP inside a node, the rest into the pipeline */
+    TRY(in->tp > in->rpn && in->tp % in->rpn == 0 && in->layers % (in->pp * (in->tp / in->rpn)) == 0,
+        (alt.pp = in->pp * (in->tp / in->rpn), alt.tp = in->rpn),
+        "keep tensor parallelism inside a node (tp %d -> %d, pp %d -> %d)", in->tp, alt.tp, in->pp,
+        alt.pp);
+    /* the bubble: more, smaller micro-batches */
+    TRY(o->bubble > 0.1 && in->micro_batch > 1, alt.micro_batch = in->micro_batch / 2,
+        "halve the micro-batch (%d -> %d: %d micro-batches, bubble %.0f %% -> %.0f %%)",
+        in->micro_batch, alt.micro_batch, 2 * o->micro, 100 * o->bubble,
+        100.0 * (in->pp - 1) / (2 * o->micro + in->pp - 1));
+    /* exposed data-parallel traffic: compression or ZeRO-2's overlap */
+    TRY(in->zero == 0 && in->dp > 1 && in->compress == XC_COMPRESS_NONE,
+        alt.compress = XC_COMPRESS_INT8, "compress the gradient all-reduce to INT8%s", "");
+    TRY(in->zero == 1, alt.zero = 2, "ZeRO stage 2 instead of 1 (its reduce-scatter overlaps "
+                                     "backward)%s", "");
+    TRY(in->zero == 0 && in->dp > 1 && in->bucket_mb > 0 && in->bucket_mb < 25,
+        alt.bucket_mb = in->bucket_mb * 4, "larger gradient buckets (%g -> %g MiB)", in->bucket_mb,
+        alt.bucket_mb);
+    if (!any) printf("- nothing predicted to gain 1 %% or more\n");
+#undef TRY
+}
+
+int main(int argc, char **argv)
+{
+    xc__plan_in_t in = {.params = 0, .layers = 0, .hidden = 0, .seq = 0, .vocab = 0,
+                        .experts = 0, .topk = 1, .moe_every = 1, .act_bytes = 2, .grad_bytes = 2,
+                        .micro_batch = 1, .global_batch = 0, .dp = 1, .tp = 1, .pp = 1, .ep = 1,
+                        .zero = 0, .nodes = 1, .rpn = 1, .flops = 0, .bucket_mb = 25,
+                        .compress = XC_COMPRESS_NONE, .shm = 0};
+    const char *profile = NULL, *cname = NULL, *svg = NULL;
+    double ia = -1, ib = 0, xa = -1, xb = 0, tflops = -1;
+    int json = 0, advice = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name) (!strcmp(a, name) && v && ++i)
+        if (OPT("--layers")) in.layers = (int)num(a, v);
+        else if (OPT("--hidden")) in.hidden = (int)num(a, v);
+        else if (OPT("--seq")) in.seq = (int)num(a, v);
+        else if (OPT("--vocab")) in.vocab = (int)num(a, v);
+        else if (OPT("--params")) in.params = num(a, v);
+        else if (OPT("--experts")) in.experts = (int)num(a, v);
+        else if (OPT("--topk")) in.topk = (int)num(a, v);
+        else if (OPT("--moe-every")) in.moe_every = (int)num(a, v);
+        else if (OPT("--act-bytes")) in.act_bytes = (int)num(a, v);
+        else if (OPT("--grad-bytes")) in.grad_bytes = (int)num(a, v);
+        else if (OPT("--global-batch")) in.global_batch = (int)num(a, v);
+        else if (OPT("--micro-batch")) in.micro_batch = (int)num(a, v);
+        else if (OPT("--dp")) in.dp = (int)num(a, v);
+        else if (OPT("--tp")) in.tp = (int)num(a, v);
+        else if (OPT("--pp")) in.pp = (int)num(a, v);
+        else if (OPT("--ep")) in.ep = (int)num(a, v);
+        else if (OPT("--zero")) in.zero = (int)num(a, v);
+        else if (OPT("--bucket-mb")) in.bucket_mb = num(a, v);
+        else if (OPT("--nodes")) in.nodes = (int)num(a, v);
+        else if (OPT("--rpn")) in.rpn = (int)num(a, v);
+        else if (OPT("--cluster")) cname = v;
+        else if (OPT("--profile")) profile = v;
+        else if (OPT("--intra")) pair(a, v, &ia, &ib);
+        else if (OPT("--inter")) pair(a, v, &xa, &xb);
+        else if (OPT("--flops")) tflops = num(a, v);
+        else if (OPT("--svg")) svg = v;
+        else if (OPT("--compress")) {
+            if (xc_compress_parse(v, &in.compress) != XC_OK) usage();
+        } else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--no-advice")) advice = 0;
+        else usage();
+#undef OPT
+    }
+    if ((in.act_bytes != 2 && in.act_bytes != 4) || (in.grad_bytes != 2 && in.grad_bytes != 4))
+        usage();
+    xc__profile_t prof;
+    const cluster_t *cl = NULL;
+    if (cname) {
+        for (size_t k = 0; k < sizeof k_clusters / sizeof *k_clusters; k++)
+            if (!strcmp(cname, k_clusters[k].name)) cl = &k_clusters[k];
+        if (!cl) {
+            fprintf(stderr, "xcoll-plan: unknown --cluster '%s' (h100-ib400, a100-ib200, cpu-1g)\n", cname);
+            return 2;
+        }
+        xc__plan_profile(&prof, cl->intra_alpha, cl->intra_bps, cl->inter_alpha, cl->inter_bps,
+                         cl->host_bps);
+        in.flops = cl->flops;
+        in.shm = cl->shm;
+    } else if (profile) {
+        if (xc__profile_read(profile, &prof) != XC_OK) {
+            fprintf(stderr, "xcoll-plan: %s\n", xc_last_error());
+            return 1;
+        }
+        in.shm = 1;
+    } else if (ia >= 0 && xa >= 0) {
+        xc__plan_profile(&prof, ia, ib, xa, xb, 10e9);
+    } else {
+        fprintf(stderr, "xcoll-plan: give the cluster: --cluster, --profile or --intra and --inter\n");
+        return 2;
+    }
+    if (tflops >= 0) in.flops = tflops * 1e12;
+    xc__plan_out_t out;
+    if (xc__plan(&prof, &in, &out) != XC_OK) {
+        fprintf(stderr, "xcoll-plan: %s\n", xc_last_error());
+        return 2;
+    }
+    if (json) {
+        print_json(&in, &out);
+    } else {
+        if (cl) printf("cluster %s: %s\n", cl->name, cl->desc);
+        printf("layout: dp %d x tp %d x pp %d (ep %d, zero %d) on %d nodes x %d ranks\n\n", in.dp,
+               in.tp, in.pp, in.ep, in.zero, in.nodes, in.rpn);
+        print_table(&in, &out);
+        if (advice) advise(&prof, &in, &out);
+    }
+    if (svg && write_svg(svg, &out) != 0) {
+        fprintf(stderr, "xcoll-plan: cannot write %s\n", svg);
+        return 1;
+    }
+    return 0;
+}
