@@ -28,7 +28,7 @@
  * Every rank recomputes the whole layer for all tokens in one process and
  * compares the loss and its experts' final weights (relative 1e-4).
  */
-#include <xcoll.h>
+#include "common/example.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -36,32 +36,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        xc_result_t rc_ = (call);                                                         \
-        if (rc_ != XC_OK) {                                                               \
-            fprintf(stderr, "moe_mlp: %s failed: %s: %s\n", #call, xc_err_name(rc_),     \
-                    xc_last_error());                                                     \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+const char *example_name = "moe_mlp";
+
 
 typedef struct opts {
     int experts, topk, tokens, hidden, ffn, steps;
     float lr;
     uint64_t seed;
 } opts_t;
-
-static float val(uint64_t seed, uint64_t s, uint64_t i, float scale)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull ^ (s << 40) ^ i;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (float)((double)(x >> 11) * 0x1p-53 * 2 - 1) * scale;
-}
 
 /* Experts [e0, e0 + ne): W1 [H x F], W2 [F x H] each, and gradients. */
 typedef struct experts {
@@ -159,15 +141,6 @@ static void route(const opts_t *o, const float *x, int *ex, float *g)
     double z = 0, m = logit[ex[0]];
     for (int j = 0; j < o->topk; j++) z += exp((double)logit[ex[j]] - m);
     for (int j = 0; j < o->topk; j++) g[j] = (float)(exp((double)logit[ex[j]] - m) / z);
-}
-
-static uint64_t bytes_sent(xc_comm_t *c)
-{
-    xc_stats_t st = {.size = sizeof st};
-    CHECK(xc_comm_stats(c, &st));
-    uint64_t b = 0;
-    for (int t = 0; t < XC_TRANSPORT_COUNT; t++) b += st.bytes_sent[t];
-    return b;
 }
 
 static uint64_t g_rows_bytes; /* sent by the data exchanges (not the counts) */

@@ -31,7 +31,7 @@
  * and compares the loss of every step and its own layers' final weights
  * (relative 1e-4: the micro-batch sums group the rows differently).
  */
-#include <xcoll.h>
+#include "common/example.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -40,15 +40,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        xc_result_t rc_ = (call);                                                         \
-        if (rc_ != XC_OK) {                                                               \
-            fprintf(stderr, "pp_mlp: %s failed: %s: %s\n", #call, xc_err_name(rc_),      \
-                    xc_last_error());                                                     \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+const char *example_name = "pp_mlp";
+
 
 enum { GPIPE = 1, ONE_F_ONE_B = 2 };
 
@@ -57,24 +50,6 @@ typedef struct opts {
     float lr;
     uint64_t seed;
 } opts_t;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static float val(uint64_t seed, uint64_t s, uint64_t i, float scale)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull ^ (s << 40) ^ i;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (float)((double)(x >> 11) * 0x1p-53 * 2 - 1) * scale;
-}
 
 /* Layers [l0, l0 + nl) of the model, their gradients, and per micro-batch
  * the inputs and pre-activations of each (rows x H). */
@@ -199,21 +174,6 @@ static double loss_grad(int rows, int H, int B, const float *Z, const float *T, 
         dZ[i] = d / (float)B;
     }
     return L / B;
-}
-
-static uint64_t bytes_sent(xc_comm_t *c)
-{
-    xc_stats_t st = {.size = sizeof st};
-    CHECK(xc_comm_stats(c, &st));
-    uint64_t b = 0;
-    for (int t = 0; t < XC_TRANSPORT_COUNT; t++) b += st.bytes_sent[t];
-    return b;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 typedef struct run {

@@ -36,7 +36,7 @@
  * table; the example forces the ring all-reduce (XCOLL_ALGO, unless set) so
  * that the two are the same thing measured and predicted.
  */
-#include <xcoll.h>
+#include "common/example.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -45,15 +45,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        xc_result_t rc_ = (call);                                                         \
-        if (rc_ != XC_OK) {                                                               \
-            fprintf(stderr, "tp_mlp: %s failed: %s: %s\n", #call, xc_err_name(rc_),      \
-                    xc_last_error());                                                     \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+const char *example_name = "tp_mlp";
+
 
 typedef struct opts {
     int tp, batch, hidden, ffn, steps;
@@ -64,17 +57,6 @@ typedef struct opts {
 } opts_t;
 
 /* Deterministic values: parameter or data element i of stream s. */
-static float val(uint64_t seed, uint64_t s, uint64_t i, float scale)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull ^ (s << 40) ^ i;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (float)((double)(x >> 11) * 0x1p-53 * 2 - 1) * scale;
-}
-
 /* One model replica (full when tp = 1 / the serial twin, else a shard):
  * W1 [H x f] (columns c0..c0+f of the full W1), W2 [f x H], b2 [H]. */
 typedef struct model {
@@ -207,28 +189,6 @@ static void clip_serial(model_t *m, double max)
     double norm = sqrt(s);
     if (max > 0 && norm > max)
         for (size_t i = 0; i < n; i++) m->gw1[i] = (float)(m->gw1[i] * (max / (norm + 1e-6)));
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t bytes_sent(xc_comm_t *c)
-{
-    xc_stats_t st = {.size = sizeof st};
-    CHECK(xc_comm_stats(c, &st));
-    uint64_t b = 0;
-    for (int t = 0; t < XC_TRANSPORT_COUNT; t++) b += st.bytes_sent[t];
-    return b;
 }
 
 /* Bytes a rank sends in the ring all-reduce of `count` floats over n

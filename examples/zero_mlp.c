@@ -32,7 +32,7 @@
  * forced (XCOLL_ALGO, unless set) so that measured and formula are the
  * same quantity; they must agree exactly.
  */
-#include <xcoll.h>
+#include "common/example.h"
 
 #include "train_mlp/gemm.h"
 
@@ -43,39 +43,14 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        xc_result_t rc_ = (call);                                                         \
-        if (rc_ != XC_OK) {                                                               \
-            fprintf(stderr, "zero_mlp: %s failed: %s: %s\n", #call, xc_err_name(rc_),    \
-                    xc_last_error());                                                     \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+const char *example_name = "zero_mlp";
+
 
 typedef struct opts {
     int stages, layers, hidden, batch, steps, prefetch;
     float lr, mu;
     uint64_t seed;
 } opts_t;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static float val(uint64_t seed, uint64_t s, uint64_t i, float scale)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull ^ (s << 40) ^ i;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (float)((double)(x >> 11) * 0x1p-53 * 2 - 1) * scale;
-}
 
 static void batch(const opts_t *o, int s, int r0, int n, float *X, float *T)
 {
@@ -138,15 +113,6 @@ static int sgd_momentum(void *ctx, int tensor, float *p, const float *g, float *
         p[j] -= o->lr * v[j];
     }
     return 0;
-}
-
-static uint64_t bytes_sent(xc_comm_t *c)
-{
-    xc_stats_t st = {.size = sizeof st};
-    CHECK(xc_comm_stats(c, &st));
-    uint64_t b = 0;
-    for (int t = 0; t < XC_TRANSPORT_COUNT; t++) b += st.bytes_sent[t];
-    return b;
 }
 
 typedef struct result {

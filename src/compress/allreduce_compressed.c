@@ -154,12 +154,7 @@ xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t c
         xc_request_free(ch[c].ra);
         xc_request_free(ch[c].rg);
     }
-    if (rc == XC_OK && mismatch_rank >= 0)
-        rc = xc__err(XC_ERR_MISMATCH,
-                     "%s: ranks disagree on the collective, format or count (this rank: %s, %zu "
-                     "values; rank %d differs)", fn, xc_compress_name(fmt), count, mismatch_rank);
-    else if (rc != XC_OK)
-        rc = xc__err(rc, "%s: %s", fn, xc_comm_last_error(comm));
+    rc = xc__compress_result(fn, rc, mismatch_rank, fmt, count, comm);
     free(mem);
     free(ch);
     free(x);

@@ -5,22 +5,16 @@
 #include "../algo/algos.h"
 #include "../core/comm.h"
 #include "../model/model.h"
+#include "segment.h"
 
 xc_result_t xc_compress_predict(xc_comm_t *comm, size_t count, xc_dtype_t dtype, xc_op_t op,
                                 xc_compress_t fmt, double *seconds)
 {
     const char *fn = "xc_compress_predict";
-    if (!comm || !seconds)
-        return xc__err(XC_ERR_INVALID, "%s: %s is NULL", fn, !comm ? "comm" : "seconds");
+    if (!seconds) return xc__err(XC_ERR_INVALID, "%s: seconds is NULL", fn);
     *seconds = -1;
-    if (dtype != XC_FLOAT32 && dtype != XC_FLOAT16 && dtype != XC_BFLOAT16)
-        return xc__err(XC_ERR_INVALID, "%s: dtype %s (compression takes fp32, fp16 or bf16)", fn,
-                       xc_dtype_name(dtype) ? xc_dtype_name(dtype) : "?");
-    if (op != XC_SUM && op != XC_AVG)
-        return xc__err(XC_ERR_INVALID, "%s: op %s (compression takes sum or avg)", fn,
-                       xc_op_name(op) ? xc_op_name(op) : "?");
-    if ((unsigned)fmt >= XC_COMPRESS_COUNT)
-        return xc__err(XC_ERR_INVALID, "%s: unknown format %d", fn, (int)fmt);
+    /* the call's arguments, without buffers */
+    XC_CHECK(xc__compress_check_args(fn, NULL, NULL, 0, dtype, op, fmt, comm));
     const xc__model_topo_t *t = xc__algo_topo(comm);
     if (!t) return xc__err(XC_ERR_UNSUPPORTED, "%s: the communicator has no cost model yet", fn);
     double v = xc__model_compressed(comm->profile, t, count, dtype, op, fmt);

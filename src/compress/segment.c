@@ -111,6 +111,18 @@ xc_result_t xc__compress_agree(const char *fn, size_t count, xc_compress_t fmt, 
     return XC_OK;
 }
 
+xc_result_t xc__compress_result(const char *fn, xc_result_t rc, int mismatch_rank,
+                                xc_compress_t fmt, size_t count, xc_comm_t *comm)
+{
+    if (rc == XC_OK && mismatch_rank >= 0)
+        return xc__err(XC_ERR_MISMATCH,
+                       "%s: ranks disagree on the collective, format or count (this rank: %s, "
+                       "%zu values; rank %d differs)", fn, xc_compress_name(fmt), count,
+                       mismatch_rank);
+    if (rc != XC_OK) return xc__err(rc, "%s: %s", fn, xc_comm_last_error(comm));
+    return XC_OK;
+}
+
 void xc__compress_widen(float *dst, const void *src, size_t n, xc_dtype_t dtype)
 {
     if (!n) return;

@@ -58,6 +58,12 @@ XC__HIDDEN xc_result_t xc__compress_check_args(const char *fn, const void *sendb
 XC__HIDDEN xc_result_t xc__compress_agree(const char *fn, size_t count, xc_compress_t fmt,
                                           xc_dtype_t dtype, xc_comm_t *comm);
 
+/* The result of a compressed collective: XC_ERR_MISMATCH naming the rank
+ * whose header differed (mismatch_rank >= 0), or rc with the
+ * communicator's message, or XC_OK. */
+XC__HIDDEN xc_result_t xc__compress_result(const char *fn, xc_result_t rc, int mismatch_rank,
+                                           xc_compress_t fmt, size_t count, xc_comm_t *comm);
+
 /* n values of dtype (fp32, fp16, bf16) to fp32 and back. */
 XC__HIDDEN void xc__compress_widen(float *dst, const void *src, size_t n, xc_dtype_t dtype);
 XC__HIDDEN void xc__compress_narrow(void *dst, const float *src, size_t n, xc_dtype_t dtype);

@@ -1,0 +1,66 @@
+/*
+ * example.h -- what the parallel training examples share (header-only, so
+ * that each example still builds from its one .c file): failing on an
+ * xcoll error, a clock, a deterministic value stream, a comparison for
+ * qsort, and the bytes a communicator has sent.
+ */
+#ifndef XCOLL_EXAMPLE_H
+#define XCOLL_EXAMPLE_H
+
+#include <xcoll.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* The example's name, for messages (each example defines it). */
+extern const char *example_name;
+
+#define CHECK(call)                                                                       \
+    do {                                                                                  \
+        xc_result_t rc_ = (call);                                                         \
+        if (rc_ != XC_OK) {                                                               \
+            fprintf(stderr, "%s: %s failed: %s: %s\n", example_name, #call,               \
+                    xc_err_name(rc_), xc_last_error());                                   \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+static inline double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Element i of stream s of `seed`, uniform in [-scale, scale): every rank
+ * and the one-process twin draw the same values. */
+static inline float val(uint64_t seed, uint64_t s, uint64_t i, float scale)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull ^ (s << 40) ^ i;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (float)((double)(x >> 11) * 0x1p-53 * 2 - 1) * scale;
+}
+
+static inline int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Payload bytes `c` has sent so far, over every transport. */
+static inline uint64_t bytes_sent(xc_comm_t *c)
+{
+    xc_stats_t st = {.size = sizeof st};
+    CHECK(xc_comm_stats(c, &st));
+    uint64_t b = 0;
+    for (int t = 0; t < XC_TRANSPORT_COUNT; t++) b += st.bytes_sent[t];
+    return b;
+}
+
+#endif
