@@ -155,13 +155,7 @@ static void sgd(stage_t *st, float lr)
 
 static void batch(const opts_t *o, int s, int r0, int n, float *X, float *T)
 {
-    int H = o->hidden;
-    for (int r = 0; r < n; r++)
-        for (int k = 0; k < H; k++) {
-            uint64_t i = ((uint64_t)s * o->batch + (uint64_t)(r0 + r)) * H + k;
-            X[(size_t)r * H + k] = val(o->seed, 1000, i, 1.0f);
-            T[(size_t)r * H + k] = val(o->seed, 1001, i, 0.5f);
-        }
+    batch_rows(o->seed, s, o->batch, r0, n, o->hidden, X, T);
 }
 
 /* Loss of rows of the last stage's output; dZ = (Z - T) / B. */

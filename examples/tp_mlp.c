@@ -91,16 +91,9 @@ static void model_free(model_t *m)
     free(m->gw1);
 }
 
-/* Rows [r0, r0 + n) of step s's batch: inputs X and targets T. */
 static void batch(const opts_t *o, int s, int r0, int n, float *X, float *T)
 {
-    int H = o->hidden;
-    for (int r = 0; r < n; r++)
-        for (int k = 0; k < H; k++) {
-            uint64_t i = ((uint64_t)s * o->batch + (uint64_t)(r0 + r)) * H + k;
-            X[(size_t)r * H + k] = val(o->seed, 4, i, 1.0f);
-            T[(size_t)r * H + k] = val(o->seed, 5, i, 0.5f);
-        }
+    batch_rows(o->seed, s, o->batch, r0, n, o->hidden, X, T);
 }
 
 /* Forward up to the partial output: A = X W1 (n x f), Y += relu(A) W2. */

@@ -47,6 +47,19 @@ static inline float val(uint64_t seed, uint64_t s, uint64_t i, float scale)
     return (float)((double)(x >> 11) * 0x1p-53 * 2 - 1) * scale;
 }
 
+/* Rows [r0, r0 + n) of step s's batch of `batch` rows of width H: inputs
+ * X in [-1, 1), targets T in [-0.5, 0.5). */
+static inline void batch_rows(uint64_t seed, int s, int batch, int r0, int n, int H, float *X,
+                              float *T)
+{
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < H; k++) {
+            uint64_t i = ((uint64_t)s * (uint64_t)batch + (uint64_t)(r0 + r)) * (uint64_t)H + (uint64_t)k;
+            X[(size_t)r * H + k] = val(seed, 1000, i, 1.0f);
+            T[(size_t)r * H + k] = val(seed, 1001, i, 0.5f);
+        }
+}
+
 static inline int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
