@@ -13,7 +13,10 @@
  * gradient to the previous one, point to point with tags (2j: activation
  * of micro-batch j, 2j + 1: its gradient) -- xc_isend, so that a stage never
  * waits for a receiver to post, and blocking xc_recv where the data is
- * needed.  The gradients of the m micro-batches add up; the step follows.
+ * needed; where a forward is followed by a backward (1F1B's steady state)
+ * the activation's send and the gradient's receive are one group
+ * (xc_group_start/end, as Megatron's send_forward_recv_backward), and
+ * likewise a backward's send with the next forward's receive.
  *
  *   GPipe: all m forwards, then all m backwards (most activations alive).
  *   1F1B:  P - s - 1 forwards to fill the pipe, then one forward and one
@@ -191,6 +194,7 @@ static void train(const opts_t *o, int sched, xc_comm_t *comm, run_t *out)
     float *rin = malloc(sizeof(float) * (size_t)mb * H), *rg = malloc(sizeof(float) * (size_t)mb * H);
     float *z = malloc(sizeof(float) * (size_t)mb * H);
     xc_request_t **req = calloc((size_t)2 * m, sizeof *req);
+    int *order = calloc((size_t)2 * m, sizeof *order);
     double *step = calloc((size_t)o->steps, sizeof *step), *busy = calloc((size_t)o->steps, sizeof *busy);
     out->loss = calloc((size_t)o->steps, sizeof *out->loss);
     uint64_t b0 = bytes_sent(comm);
@@ -198,21 +202,26 @@ static void train(const opts_t *o, int sched, xc_comm_t *comm, run_t *out)
         batch(o, t, 0, o->batch, X, T);
         CHECK(xc_barrier(comm));
         double t0 = now_ms(), work = 0, loss = 0;
-        int nf = 0, nbk = 0; /* forwards and backwards done */
         /* the order of operations of this stage */
         int warm = sched == GPIPE ? m : (P - s - 1 < m ? P - s - 1 : m);
-        for (int op = 0; op < 2 * m; op++) {
+        /* The stage's order of operations: +j forward, -(j+1) backward. */
+        for (int op = 0, nf = 0, nbk = 0; op < 2 * m; op++) {
             int is_fwd;
             if (op < warm) is_fwd = 1;
             else if (sched == GPIPE) is_fwd = 0;
             else is_fwd = nf < m && (op - warm) % 2 == 0;
             if (nf == m) is_fwd = 0;
             if (nbk == m) is_fwd = 1;
-            if (is_fwd) {
-                int j = nf++;
+            order[op] = is_fwd ? nf++ : -(1 + (sched == GPIPE ? m - 1 - nbk++ : nbk++));
+        }
+        int have_in = -1, have_grad = -1; /* received ahead by a grouped exchange */
+        for (int op = 0; op < 2 * m; op++) {
+            int next = op + 1 < 2 * m ? order[op + 1] : 2 * m;
+            if (order[op] >= 0) {
+                int j = order[op];
                 const float *x = X + (size_t)j * mb * H;
                 if (s > 0) {
-                    CHECK(xc_recv(rin, (size_t)mb * H, XC_FLOAT32, s - 1, 2 * j, comm));
+                    if (have_in != j) CHECK(xc_recv(rin, (size_t)mb * H, XC_FLOAT32, s - 1, 2 * j, comm));
                     x = rin;
                 }
                 double c0 = now_ms();
@@ -220,20 +229,41 @@ static void train(const opts_t *o, int sched, xc_comm_t *comm, run_t *out)
                 fwd(&st, j, mb, x, y);
                 if (s == P - 1) loss += loss_grad(mb, H, o->batch, y, T + (size_t)j * mb * H, z), memcpy(y, z, sizeof(float) * (size_t)mb * H);
                 work += now_ms() - c0;
-                if (s < P - 1) CHECK(xc_isend(y, (size_t)mb * H, XC_FLOAT32, s + 1, 2 * j, comm, &req[j]));
+                if (s < P - 1 && next < 0) {
+                    /* 1F1B steady state: send this activation and receive
+                     * the next backward's gradient as one group */
+                    int jb = -next - 1;
+                    CHECK(xc_group_start());
+                    CHECK(xc_send(y, (size_t)mb * H, XC_FLOAT32, s + 1, 2 * j, comm));
+                    CHECK(xc_recv(rg, (size_t)mb * H, XC_FLOAT32, s + 1, 2 * jb + 1, comm));
+                    CHECK(xc_group_end());
+                    have_grad = jb;
+                } else if (s < P - 1) {
+                    CHECK(xc_isend(y, (size_t)mb * H, XC_FLOAT32, s + 1, 2 * j, comm, &req[j]));
+                }
             } else {
-                int j = sched == GPIPE ? m - 1 - nbk : nbk;
-                nbk++;
+                int j = -order[op] - 1;
                 const float *dy = act + (size_t)j * mb * H; /* last stage: dZ stored there */
                 if (s < P - 1) {
-                    CHECK(xc_recv(rg, (size_t)mb * H, XC_FLOAT32, s + 1, 2 * j + 1, comm));
+                    if (have_grad != j)
+                        CHECK(xc_recv(rg, (size_t)mb * H, XC_FLOAT32, s + 1, 2 * j + 1, comm));
                     dy = rg;
                 }
                 double c0 = now_ms();
                 float *dx = grd + (size_t)j * mb * H;
                 bwd(&st, j, mb, dy, s > 0 ? dx : NULL);
                 work += now_ms() - c0;
-                if (s > 0) CHECK(xc_isend(dx, (size_t)mb * H, XC_FLOAT32, s - 1, 2 * j + 1, comm, &req[m + j]));
+                if (s > 0 && next >= 0 && next < m) {
+                    /* send this gradient and receive the next forward's
+                     * activation as one group */
+                    CHECK(xc_group_start());
+                    CHECK(xc_send(dx, (size_t)mb * H, XC_FLOAT32, s - 1, 2 * j + 1, comm));
+                    CHECK(xc_recv(rin, (size_t)mb * H, XC_FLOAT32, s - 1, 2 * next, comm));
+                    CHECK(xc_group_end());
+                    have_in = next;
+                } else if (s > 0) {
+                    CHECK(xc_isend(dx, (size_t)mb * H, XC_FLOAT32, s - 1, 2 * j + 1, comm, &req[m + j]));
+                }
             }
         }
         for (int i = 0; i < 2 * m; i++)
@@ -258,7 +288,7 @@ static void train(const opts_t *o, int sched, xc_comm_t *comm, run_t *out)
     qsort(frac, (size_t)o->steps, sizeof *frac, cmp_d);
     out->step_ms = step[o->steps / 2];
     out->busy = frac[o->steps / 2];
-    free(frac), free(step), free(busy), free(req), free(X), free(T), free(act), free(grd);
+    free(frac), free(step), free(busy), free(req), free(order), free(X), free(T), free(act), free(grd);
     free(rin), free(rg), free(z);
     /* one process: the whole model, the whole batch, the same steps */
     stage_t ser;

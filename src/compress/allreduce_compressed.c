@@ -4,7 +4,7 @@
  * all-to-all and all-gather.
  *
  * Layout.  The vector is cut into nb = ceil(count / XC_COMPRESS_BLOCK)
- * blocks, pipelined in chunks of XC__COMPRESS_CHUNK_BLOCKS; slice k of a
+ * blocks, pipelined in chunks of xc__compress_chunk(nb) blocks; slice k of a
  * chunk (owned by rank k) is its blocks [k·nb/N, (k+1)·nb/N).  A slice
  * travels as one segment (segment.h), every segment padded to the largest
  * slice so that the collectives move equal blocks.  A rank that finds a
@@ -22,8 +22,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-#define CHUNK_BLOCKS XC__COMPRESS_CHUNK_BLOCKS
 
 /* One chunk: blocks [b0, b0 + nb) of the vector, its buffers, requests. */
 typedef struct chunk {
@@ -44,8 +42,9 @@ static size_t slice_first(const chunk_t *k, int j)
 static void chunk_init(chunk_t *k, xc_compress_t f, size_t count, int n, size_t c)
 {
     size_t nb_all = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
-    k->b0 = c * CHUNK_BLOCKS;
-    k->nb = nb_all - k->b0 < CHUNK_BLOCKS ? nb_all - k->b0 : CHUNK_BLOCKS;
+    size_t cb = xc__compress_chunk(nb_all);
+    k->b0 = c * cb;
+    k->nb = nb_all - k->b0 < cb ? nb_all - k->b0 : cb;
     k->n = n;
     k->p = xc__cseg_make(f, XC__CSEG_ALLREDUCE, count, (k->nb + (size_t)n - 1) / (size_t)n);
     k->bad = -1;
@@ -67,7 +66,7 @@ xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t c
         return XC_OK;
     }
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
-    size_t nch = nb ? (nb + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS : 1;
+    size_t cb = xc__compress_chunk(nb), nch = nb ? (nb + cb - 1) / cb : 1;
     if (nch > 1) XC_CHECK(xc__compress_agree(fn, count, fmt, dtype, comm));
     /* Every buffer up front: once the pipeline runs, only the
      * communicator can fail (and then every request fails at once). */

@@ -34,10 +34,20 @@ XC__HIDDEN void xc__codec_encode(xc_compress_t f, const float *src, size_t n, vo
 XC__HIDDEN void xc__codec_decode(xc_compress_t f, const void *codes, float scale, size_t n,
                                  float *dst, int add);
 
-/* Blocks per pipeline chunk of xc_allreduce_compressed: 1 MiB of fp32.
- * While chunk c's all-to-all is on the wire, chunk c+1 is encoded and
- * chunk c-1 decoded. */
+/* Pipeline chunks of the compressed collectives: while chunk c's
+ * all-to-all is on the wire, chunk c+1 is encoded and chunk c-1 decoded,
+ * so a call costs about one chunk more than its slower side.  Blocks per
+ * chunk for a vector of nb blocks: about 8 chunks (the fill and drain one
+ * eighth), at least 128 blocks (32 Ki values: the collectives' per-call
+ * cost stays small) and at most XC__COMPRESS_CHUNK_BLOCKS (1 MiB of
+ * fp32).  A function of the count alone: every rank cuts alike. */
 #define XC__COMPRESS_CHUNK_BLOCKS ((size_t)1024)
+static inline size_t xc__compress_chunk(size_t nb)
+{
+    size_t c = (nb + 7) / 8;
+    if (c < 128) c = 128;
+    return c < XC__COMPRESS_CHUNK_BLOCKS ? c : XC__COMPRESS_CHUNK_BLOCKS;
+}
 
 /* Bytes of one segment (a slice of at most `maxnb` blocks, padded) on the
  * wire: an 8-byte header, INT8's fp32 scales, the codes; 8-aligned. */

@@ -5,7 +5,7 @@
  *
  * The input is N parts of `count` values, part j for rank j.  Each part is
  * cut into nb = ceil(count / XC_COMPRESS_BLOCK) blocks, pipelined in
- * chunks of XC__COMPRESS_CHUNK_BLOCKS: per chunk, rank r encodes those
+ * chunks of xc__compress_chunk(nb) blocks: per chunk, rank r encodes those
  * blocks of every part (x/N for XC_AVG, plus the residual, which keeps
  * the error) into one segment per destination (segment.h), all-to-all,
  * then decodes the N segments it received -- the N contributions to its
@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK_BLOCKS XC__COMPRESS_CHUNK_BLOCKS
 
 xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, size_t count,
                                          xc_dtype_t dtype, xc_op_t op, xc_compress_t fmt,
@@ -40,10 +39,10 @@ xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, siz
         return XC_OK;
     }
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
-    size_t nch = nb ? (nb + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS : 1;
+    size_t cb = xc__compress_chunk(nb), nch = nb ? (nb + cb - 1) / cb : 1;
     if (nch > 1) XC_CHECK(xc__compress_agree(fn, count, fmt, dtype, comm));
     xc__cseg_t p = xc__cseg_make(fmt, XC__CSEG_REDUCE_SCATTER, count,
-                                 nb < CHUNK_BLOCKS ? nb : CHUNK_BLOCKS);
+                                 nb < cb ? nb : cb);
     /* Two chunks' buffers alternate (out, in: n segments each); the
      * request of chunk c is waited before chunk c + 2 reuses them. */
     size_t half = 2 * (size_t)n * p.seg;
@@ -63,7 +62,7 @@ xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, siz
     for (size_t step = 0; step < nch + 1; step++) {
         if (step < nch) { /* chunk `step`: widen (avg: / N), encode every part, send */
             char *out = mem + (step % 2) * half, *in = out + (size_t)n * p.seg;
-            size_t b0 = step * CHUNK_BLOCKS, b1 = b0 + CHUNK_BLOCKS < nb ? b0 + CHUNK_BLOCKS : nb;
+            size_t b0 = step * cb, b1 = b0 + cb < nb ? b0 + cb : nb;
             size_t e0, e1;
             xc__cseg_elems(&p, b0, b1, &e0, &e1);
             for (int j = 0; j < n; j++) {
@@ -89,7 +88,7 @@ xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, siz
                 if (!xc__cseg_check(&p, in + (size_t)j * p.seg, NULL) && mismatch_rank < 0)
                     mismatch_rank = j;
             if (r != XC_OK || mismatch_rank >= 0) continue;
-            size_t b0 = c * CHUNK_BLOCKS, b1 = b0 + CHUNK_BLOCKS < nb ? b0 + CHUNK_BLOCKS : nb;
+            size_t b0 = c * cb, b1 = b0 + cb < nb ? b0 + cb : nb;
             size_t e0, e1;
             xc__cseg_elems(&p, b0, b1, &e0, &e1);
             if (e1 > e0) memset(acc + e0, 0, (e1 - e0) * sizeof *acc);

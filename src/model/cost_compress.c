@@ -2,7 +2,7 @@
  * cost_compress.c -- the predicted time of xc_allreduce_compressed
  * (docs/compression.md; docs/cost-model.md, "Compressed all-reduce").
  *
- * What it sends: per pipeline chunk of XC__COMPRESS_CHUNK_BLOCKS blocks,
+ * What it sends: per pipeline chunk of xc__compress_chunk(nb) blocks,
  * an all-to-all and an all-gather of one padded segment per rank (header,
  * INT8 scales, codes) -- priced as the selector's choice for those
  * collectives of that many bytes would be.  What it computes, per chunk of
@@ -66,17 +66,17 @@ double xc__model_compressed(const xc__profile_t *p, const xc__model_topo_t *t0, 
     xc__m_t m = xc__m_make(p, &t, &call);
     if (n == 1) return dt == XC_FLOAT32 ? xc__m_copy(&m, m.ws / 2) : 0;
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
-    size_t nch = nb ? (nb + XC__COMPRESS_CHUNK_BLOCKS - 1) / XC__COMPRESS_CHUNK_BLOCKS : 1;
+    size_t CB = xc__compress_chunk(nb), nch = nb ? (nb + CB - 1) / CB : 1;
     /* Working set: input, output, the fp32 vector, 3N + 1 segments a chunk. */
-    size_t seg_full = xc__compress_seg_bytes(f, (XC__COMPRESS_CHUNK_BLOCKS + (size_t)n - 1) / (size_t)n);
+    size_t seg_full = xc__compress_seg_bytes(f, (CB + (size_t)n - 1) / (size_t)n);
     double ws = m.ws + 4.0 * (double)count + (double)nch * (3.0 * n + 1) * (double)seg_full;
     double comm = 0, comp = 0, first_comm = 0, first_comp = 0;
     for (size_t c = 0; c < nch; c++) {
-        size_t cb = nb - c * XC__COMPRESS_CHUNK_BLOCKS;
-        if (cb > XC__COMPRESS_CHUNK_BLOCKS) cb = XC__COMPRESS_CHUNK_BLOCKS;
+        size_t cb = nb - c * CB;
+        if (cb > CB) cb = CB;
         size_t seg = xc__compress_seg_bytes(f, (cb + (size_t)n - 1) / (size_t)n);
         double e = (double)cb * XC_COMPRESS_BLOCK;
-        if (c + 1 == nch) e = (double)count - (double)c * XC__COMPRESS_CHUNK_BLOCKS * XC_COMPRESS_BLOCK;
+        if (c + 1 == nch) e = (double)count - (double)c * CB * XC_COMPRESS_BLOCK;
         double a2a = best(p, &t, XC_COLL_ALLTOALL, seg, XC_UINT8, XC_SUM);
         double ag = best(p, &t, XC_COLL_ALLGATHER, seg, XC_UINT8, XC_SUM);
         if (a2a < 0 || ag < 0) return -1;
