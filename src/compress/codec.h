@@ -37,15 +37,18 @@ XC__HIDDEN void xc__codec_decode(xc_compress_t f, const void *codes, float scale
 /* Pipeline chunks of the compressed collectives: while chunk c's
  * all-to-all is on the wire, chunk c+1 is encoded and chunk c-1 decoded,
  * so a call costs about one chunk more than its slower side.  Blocks per
- * chunk for a vector of nb blocks: about 8 chunks (the fill and drain one
- * eighth), at least 128 blocks (32 Ki values: the collectives' per-call
- * cost stays small) and at most XC__COMPRESS_CHUNK_BLOCKS (1 MiB of
- * fp32).  A function of the count alone: every rank cuts alike. */
+ * chunk for a vector of nb blocks: one chunk up to 1 MiB of fp32 (no
+ * agreement, two collectives); beyond, about 8 chunks (the fill and drain
+ * one eighth), at least 512 blocks (128 Ki values: below, the collectives'
+ * per-call cost outweighs the pipelining -- measured: 128-block chunks
+ * halved INT8's speed-up at 1 MiB on a 1 Gbit/s link) and at most
+ * XC__COMPRESS_CHUNK_BLOCKS (1 MiB of fp32).  A function of the count alone: every rank cuts alike. */
 #define XC__COMPRESS_CHUNK_BLOCKS ((size_t)1024)
 static inline size_t xc__compress_chunk(size_t nb)
 {
+    if (nb <= XC__COMPRESS_CHUNK_BLOCKS) return XC__COMPRESS_CHUNK_BLOCKS; /* one chunk */
     size_t c = (nb + 7) / 8;
-    if (c < 128) c = 128;
+    if (c < 512) c = 512;
     return c < XC__COMPRESS_CHUNK_BLOCKS ? c : XC__COMPRESS_CHUNK_BLOCKS;
 }
 

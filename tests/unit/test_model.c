@@ -126,7 +126,7 @@ static xc__model_call_t ar(size_t count)
 }
 
 /*
- * The compressed all-reduce's price (cost_compress.c).  One chunk (128
+ * The compressed all-reduce's price (cost_compress.c).  One chunk (512
  * blocks), N ranks over a flat TCP profile: the selector's
  * all-to-all and all-gather of one segment each, plus the codec passes
  * (encode E and E/N, decode 2E, copy in and out); its wire bytes shrink
@@ -140,8 +140,8 @@ static void test_compressed(void)
     for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
         p.codec[f][0] = 2e-10, p.codec[f][1] = 3e-10;
     xc__model_topo_t t = tcp_topo(n);
-    size_t E = 128 * XC_COMPRESS_BLOCK; /* one chunk (xc__compress_chunk) */
-    size_t maxnb = (128 + n - 1) / n;
+    size_t E = 512 * XC_COMPRESS_BLOCK; /* one chunk (xc__compress_chunk) */
+    size_t maxnb = (512 + n - 1) / n;
     double seg8 = (double)((8 + maxnb * (4 + XC_COMPRESS_BLOCK) + 7) & ~(size_t)7);
     xc__model_call_t a2a = {XC_COLL_ALLTOALL, (size_t)seg8, XC_UINT8, XC_SUM};
     xc__model_call_t ag = {XC_COLL_ALLGATHER, (size_t)seg8, XC_UINT8, XC_SUM};
