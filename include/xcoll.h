@@ -902,6 +902,14 @@ XC_API xc_result_t xc_clip_grad_norm(xc_comm_t *comm, const xc_grad_t *grads, in
  * parameters: fetch returns them at once and release does nothing.
  * Every rank must make the same calls in the same order (they issue
  * collectives).  Errors are returned and described by xc_last_error().
+ *
+ * Buckets (bucket_mb > 0, as the bucketer's): consecutive tensors up to
+ * that size (a larger tensor alone) are sharded, reduced and gathered as
+ * one -- one collective for many small tensors.  A rank then owns a
+ * contiguous range of each bucket, which meets each tensor in one range
+ * (xc_zero_shard; possibly empty); the update runs on those ranges.  In
+ * stage 3 a bucket is gathered by the first fetch of one of its tensors
+ * and dropped when its last tensor in the pass's order is released.
  */
 typedef struct xc_zero xc_zero_t;
 
@@ -912,9 +920,11 @@ typedef struct xc_zero_opts {
     int inflight;      /* stage 3: gathers in flight at most (default 2, >= 1) */
     int state_per_value; /* optimizer state floats per parameter value (e.g. 1 for
                           * momentum, 2 for Adam; default 0) */
+    double bucket_mb;  /* consecutive tensors share a bucket up to this many MiB
+                        * (default 0: a bucket per tensor), see below */
 } xc_zero_opts_t;
 
-#define XC_ZERO_OPTS_INIT { sizeof(xc_zero_opts_t), 1, 2, 2, 0 }
+#define XC_ZERO_OPTS_INIT { sizeof(xc_zero_opts_t), 1, 2, 2, 0, 0.0 }
 
 typedef enum xc_zero_pass { XC_ZERO_FORWARD = 0, XC_ZERO_BACKWARD = 1 } xc_zero_pass_t;
 

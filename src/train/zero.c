@@ -1,8 +1,9 @@
 /*
  * zero.c -- ZeRO stages 1, 2 and 3 over a data-parallel communicator
- * (xcoll.h "ZeRO", docs/zero.md): per-tensor shards, reduce-scattered
- * gradients, sharded optimizer state, and for stage 3 sharded parameters
- * gathered on demand with a bounded prefetch.
+ * (xcoll.h "ZeRO", docs/zero.md): buckets of consecutive tensors (one per
+ * tensor by default) sharded 1/N, reduce-scattered gradients, sharded
+ * optimizer state, and for stage 3 sharded parameters gathered on demand
+ * with a bounded prefetch.
  *
  * Every collective is issued in an order that depends only on the calls
  * the ranks make, never on timing: a prefetched gather counts as in
@@ -15,18 +16,29 @@
 #include <string.h>
 
 typedef struct tensor {
-    size_t count, s;    /* values; shard size ceil(count / N) */
-    size_t lo, n;       /* this rank's shard */
-    float *full;        /* stages 1-2: always (padded to s N); stage 3: while gathered */
-    float *shard;       /* stage 3: this rank's parameters (s values, padded) */
-    float *grad;        /* the full gradient being written (padded to s N) */
-    float *gshard;      /* this rank's shard of the averaged gradient (s) */
-    float *state;       /* optimizer state (s x state_per_value) */
-    xc_request_t *rs;   /* stages 2-3: its reduce-scatter */
-    xc_request_t *ag;   /* stage 3: its gather, until a fetch waits for it */
-    int held;           /* stage 3: fetched and not released */
-    int ready;          /* gradient marked this step */
+    size_t count;
+    float *init;         /* its initial values, until commit */
+    int bucket;
+    size_t off;          /* its first value's place in the bucket */
+    size_t sub_lo, sub_n;/* this rank's values of it: [sub_lo, sub_lo + sub_n) */
+    int ready;           /* gradient marked this step */
+    int held;            /* stage 3: fetched and not released */
 } tensor_t;
+
+typedef struct bucket {
+    int t0, nt;          /* tensors [t0, t0 + nt) */
+    size_t count, s;     /* values; shard size ceil(count / N) */
+    size_t lo, n;        /* this rank's shard of the bucket */
+    float *full;         /* stages 1-2: always (padded to s N); stage 3: while gathered */
+    float *shard;        /* stage 3: this rank's parameters (s values) */
+    float *grad;         /* the full gradient being written (s N) */
+    float *gshard;       /* this rank's shard of the averaged gradient (s) */
+    float *state;        /* optimizer state (s x state_per_value) */
+    xc_request_t *rs;    /* stages 2-3: its reduce-scatter */
+    xc_request_t *ag;    /* stage 3: its gather, until a fetch waits for it */
+    int nready, nheld;
+    int reduced;         /* this step's gradient is in gshard */
+} bucket_t;
 
 struct xc_zero {
     xc_comm_t *comm;
@@ -34,8 +46,10 @@ struct xc_zero {
     int n, me, committed, pass;
     tensor_t *t;
     int nt, cap;
-    int inflight;       /* gathers issued and not yet consumed by a fetch */
-    float *tmp;         /* stages 1-2: a shard's copy for the all-gather */
+    bucket_t *b;
+    int nb;
+    int inflight;        /* gathers issued and not yet consumed by a fetch */
+    float *tmp;          /* stages 1-2: a shard's copy for the all-gather */
     size_t tmp_cap;
     xc_zero_memory_t mem;
 };
@@ -65,6 +79,8 @@ static void free_f(xc_zero_t *z, size_t *field, float **p, size_t n)
     account(z, field, -(long)(n * sizeof(float)));
 }
 
+static size_t padded(const xc_zero_t *z, const bucket_t *b) { return b->s * (size_t)z->n; }
+
 xc_result_t xc_zero_create(xc_comm_t *comm, const xc_zero_opts_t *opts, xc_zero_t **out)
 {
     if (!out) return xc__err(XC_ERR_INVALID, "xc_zero_create: out is NULL");
@@ -79,10 +95,11 @@ xc_result_t xc_zero_create(xc_comm_t *comm, const xc_zero_opts_t *opts, xc_zero_
         o.size = sizeof o;
     }
     if (o.stage < 1 || o.stage > 3 || o.prefetch < 0 || o.inflight < 1 || o.state_per_value < 0 ||
-        o.state_per_value > 16)
+        o.state_per_value > 16 || !(o.bucket_mb >= 0 && o.bucket_mb <= 1e6))
         return xc__err(XC_ERR_INVALID, "xc_zero_create: stage %d (1-3), prefetch %d (>= 0), "
-                                       "inflight %d (>= 1), state_per_value %d (0-16)",
-                       o.stage, o.prefetch, o.inflight, o.state_per_value);
+                                       "inflight %d (>= 1), state_per_value %d (0-16), bucket "
+                                       "%g MiB (0-1e6)",
+                       o.stage, o.prefetch, o.inflight, o.state_per_value, o.bucket_mb);
     xc_zero_t *z = calloc(1, sizeof *z);
     if (!z) return xc__err(XC_ERR_NOMEM, "xc_zero_create: out of memory");
     z->comm = comm;
@@ -108,35 +125,65 @@ xc_result_t xc_zero_register(xc_zero_t *z, const float *init, size_t count, int 
     tensor_t *t = &z->t[z->nt];
     memset(t, 0, sizeof *t);
     t->count = count;
-    t->s = (count + (size_t)z->n - 1) / (size_t)z->n;
-    t->lo = (size_t)z->me * t->s;
-    if (t->lo > count) t->lo = count;
-    t->n = count - t->lo < t->s ? count - t->lo : t->s;
-    size_t padded = t->s * (size_t)z->n;
-    if (z->o.stage < 3) {
-        t->full = alloc_f(z, &z->mem.params, padded);
-        if (t->full && count) memcpy(t->full, init, count * sizeof *init);
-    } else {
-        t->shard = alloc_f(z, &z->mem.params, t->s);
-        if (t->shard && t->n) memcpy(t->shard, init + t->lo, t->n * sizeof *init);
-    }
-    t->gshard = alloc_f(z, &z->mem.grads, t->s);
-    t->state = alloc_f(z, &z->mem.state, t->s * (size_t)z->o.state_per_value);
-    if (!(z->o.stage < 3 ? t->full : t->shard) || !t->gshard || !t->state) {
-        free_f(z, &z->mem.params, z->o.stage < 3 ? &t->full : &t->shard,
-               z->o.stage < 3 ? padded : t->s);
-        free_f(z, &z->mem.grads, &t->gshard, t->s);
-        free_f(z, &z->mem.state, &t->state, t->s * (size_t)z->o.state_per_value);
-        return xc__err(XC_ERR_NOMEM, "xc_zero_register: out of memory for %zu values", count);
-    }
+    t->init = malloc((count ? count : 1) * sizeof *init);
+    if (!t->init) return xc__err(XC_ERR_NOMEM, "xc_zero_register: out of memory for %zu values", count);
+    if (count) memcpy(t->init, init, count * sizeof *init);
     if (index) *index = z->nt;
     z->nt++;
+    return XC_OK;
+}
+
+/* Cut the tensors into buckets, shard them, place the initial values. */
+static xc_result_t build(xc_zero_t *z)
+{
+    size_t cap = (size_t)(z->o.bucket_mb * 1048576.0 / sizeof(float));
+    z->b = calloc((size_t)(z->nt ? z->nt : 1), sizeof *z->b);
+    if (!z->b) return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
+    for (int i = 0; i < z->nt; i++) {
+        bucket_t *b = &z->b[z->nb ? z->nb - 1 : 0];
+        if (!z->nb || b->count + z->t[i].count > cap) { /* a new bucket */
+            b = &z->b[z->nb++];
+            b->t0 = i;
+        }
+        z->t[i].bucket = (int)(b - z->b);
+        z->t[i].off = b->count;
+        b->count += z->t[i].count;
+        b->nt++;
+    }
+    for (int k = 0; k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
+        b->s = (b->count + (size_t)z->n - 1) / (size_t)z->n;
+        b->lo = (size_t)z->me * b->s < b->count ? (size_t)z->me * b->s : b->count;
+        b->n = b->count - b->lo < b->s ? b->count - b->lo : b->s;
+        if (z->o.stage < 3) b->full = alloc_f(z, &z->mem.params, padded(z, b));
+        else b->shard = alloc_f(z, &z->mem.params, b->s);
+        b->gshard = alloc_f(z, &z->mem.grads, b->s);
+        b->state = alloc_f(z, &z->mem.state, b->s * (size_t)z->o.state_per_value);
+        if (!(z->o.stage < 3 ? b->full : b->shard) || !b->gshard || !b->state)
+            return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory for %zu values", b->count);
+        for (int i = b->t0; i < b->t0 + b->nt; i++) {
+            tensor_t *t = &z->t[i];
+            size_t a = t->off > b->lo ? t->off : b->lo;
+            size_t e = t->off + t->count < b->lo + b->n ? t->off + t->count : b->lo + b->n;
+            /* an empty range sits where this rank's part would start */
+            t->sub_lo = a < e ? a - t->off
+                              : b->lo <= t->off ? 0
+                                                : (b->lo - t->off < t->count ? b->lo - t->off : t->count);
+            t->sub_n = a < e ? e - a : 0;
+            if (b->full && t->count) memcpy(b->full + t->off, t->init, t->count * sizeof(float));
+            if (b->shard && t->sub_n)
+                memcpy(b->shard + (a - b->lo), t->init + t->sub_lo, t->sub_n * sizeof(float));
+            free(t->init);
+            t->init = NULL;
+        }
+    }
     return XC_OK;
 }
 
 xc_result_t xc_zero_commit(xc_zero_t *z)
 {
     if (!z) return xc__err(XC_ERR_INVALID, "xc_zero_commit: z is NULL");
+    if (z->committed) return xc__err(XC_ERR_INVALID, "xc_zero_commit: twice");
     /* Every rank must hold the same tensors: agree on their number and
      * total size (one small all-reduce). */
     int64_t v[4] = {z->nt, -(int64_t)z->nt, 0, 0};
@@ -148,6 +195,7 @@ xc_result_t xc_zero_commit(xc_zero_t *z)
                                         "(%d here; counts %lld..%lld, values %lld..%lld)",
                        z->nt, (long long)-v[1], (long long)v[0], (long long)-v[3],
                        (long long)v[2]);
+    XC_CHECK(build(z));
     z->committed = 1;
     return XC_OK;
 }
@@ -161,25 +209,25 @@ static xc_result_t usable(xc_zero_t *z, int i, const char *fn)
     return XC_OK;
 }
 
-/* Stage 3: start gathering tensor i. */
-static xc_result_t gather_start(xc_zero_t *z, tensor_t *t)
+/* Stage 3: start gathering bucket b. */
+static xc_result_t gather_start(xc_zero_t *z, bucket_t *b)
 {
-    t->full = alloc_f(z, &z->mem.params, t->s * (size_t)z->n);
-    if (!t->full) return xc__err(XC_ERR_NOMEM, "xc_zero_fetch: out of memory");
-    XC_CHECK(xc_iallgather(t->shard, t->full, t->s, XC_FLOAT32, z->comm, &t->ag));
+    b->full = alloc_f(z, &z->mem.params, padded(z, b));
+    if (!b->full) return xc__err(XC_ERR_NOMEM, "xc_zero_fetch: out of memory");
+    XC_CHECK(xc_iallgather(b->shard, b->full, b->s, XC_FLOAT32, z->comm, &b->ag));
     z->mem.gathers++;
     z->inflight++;
     if ((uint64_t)z->inflight > z->mem.max_inflight) z->mem.max_inflight = (uint64_t)z->inflight;
     return XC_OK;
 }
 
-/* Stage 3: wait for tensor i's gather (consumes its in-flight slot). */
-static xc_result_t gather_wait(xc_zero_t *z, tensor_t *t)
+/* Stage 3: wait for bucket b's gather (consumes its in-flight slot). */
+static xc_result_t gather_wait(xc_zero_t *z, bucket_t *b)
 {
-    if (!t->ag) return XC_OK;
-    xc_result_t rc = xc_request_wait(t->ag);
-    xc_request_free(t->ag);
-    t->ag = NULL;
+    if (!b->ag) return XC_OK;
+    xc_result_t rc = xc_request_wait(b->ag);
+    xc_request_free(b->ag);
+    b->ag = NULL;
     z->inflight--;
     return rc;
 }
@@ -199,21 +247,22 @@ xc_result_t xc_zero_fetch(xc_zero_t *z, int i, float **values)
     XC_CHECK(usable(z, i, "xc_zero_fetch"));
     if (!values) return xc__err(XC_ERR_INVALID, "xc_zero_fetch: values is NULL");
     tensor_t *t = &z->t[i];
+    bucket_t *b = &z->b[t->bucket];
     if (z->o.stage < 3) {
-        *values = t->full;
+        *values = b->full + t->off;
         return XC_OK;
     }
-    if (!t->full) XC_CHECK(gather_start(z, t));
-    XC_CHECK(gather_wait(z, t));
-    t->held = 1;
-    /* Prefetch the next tensors of the pass, within the in-flight limit. */
+    if (!b->full) XC_CHECK(gather_start(z, b));
+    XC_CHECK(gather_wait(z, b));
+    if (!t->held) t->held = 1, b->nheld++;
+    /* Prefetch the next buckets of the pass, within the in-flight limit. */
     int dir = z->pass == XC_ZERO_FORWARD ? 1 : -1;
     for (int k = 1; k <= z->o.prefetch && z->inflight < z->o.inflight; k++) {
-        int j = i + dir * k;
-        if (j < 0 || j >= z->nt) break;
-        if (!z->t[j].full) XC_CHECK(gather_start(z, &z->t[j]));
+        int j = t->bucket + dir * k;
+        if (j < 0 || j >= z->nb) break;
+        if (!z->b[j].full) XC_CHECK(gather_start(z, &z->b[j]));
     }
-    *values = t->full;
+    *values = b->full + t->off;
     return XC_OK;
 }
 
@@ -221,62 +270,70 @@ xc_result_t xc_zero_release(xc_zero_t *z, int i)
 {
     XC_CHECK(usable(z, i, "xc_zero_release"));
     tensor_t *t = &z->t[i];
+    bucket_t *b = &z->b[t->bucket];
     if (z->o.stage < 3) return XC_OK;
     if (!t->held) return xc__err(XC_ERR_INVALID, "xc_zero_release: tensor %d is not fetched", i);
     t->held = 0;
-    /* The last tensor of the forward pass is the first of the backward:
-     * it stays gathered (as FSDP keeps its root unsharded) -- one gather
-     * fewer per step.  xc_zero_step drops it if the backward never came. */
-    if (z->pass == XC_ZERO_FORWARD && i == z->nt - 1) return XC_OK;
-    free_f(z, &z->mem.params, &t->full, t->s * (size_t)z->n);
+    b->nheld--;
+    /* The bucket stays gathered until the pass leaves it (its last tensor
+     * in the pass's order); the last bucket of the forward also for the
+     * backward, which starts with it (as FSDP keeps its root unsharded).
+     * xc_zero_step drops what the passes did not. */
+    int fwd = z->pass == XC_ZERO_FORWARD;
+    int leaves = fwd ? i == b->t0 + b->nt - 1 : i == b->t0;
+    if (b->nheld > 0 || !leaves || (fwd && t->bucket == z->nb - 1)) return XC_OK;
+    free_f(z, &z->mem.params, &b->full, padded(z, b));
     return XC_OK;
 }
 
-/* Stages 2-3: drop the full gradients whose reduce-scatter has completed
- * (testing issues nothing, so the ranks' collectives stay in step). */
-static void grad_done(xc_zero_t *z, tensor_t *t);
+/* Stages 2-3: drop the full gradient after the reduce-scatter; stage 1:
+ * zero it for the next step. */
+static void grad_done(xc_zero_t *z, bucket_t *b)
+{
+    if (z->o.stage > 1) free_f(z, &z->mem.grads, &b->grad, padded(z, b));
+    else if (b->grad) memset(b->grad, 0, padded(z, b) * sizeof *b->grad);
+    b->reduced = 1;
+}
+
+/* Stages 2-3: finish the reduce-scatters that have completed (testing
+ * issues nothing, so the ranks' collectives stay in step). */
 static void reap(xc_zero_t *z)
 {
-    for (int i = 0; i < z->nt; i++) {
-        tensor_t *t = &z->t[i];
+    for (int k = 0; k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
         int done = 0;
-        if (!t->rs || xc_request_test(t->rs, &done) != XC_OK || !done) continue;
-        if (xc_request_wait(t->rs) != XC_OK) continue; /* the step reports it */
-        xc_request_free(t->rs);
-        t->rs = NULL;
-        grad_done(z, t);
-        t->ready = 2; /* reduced */
+        if (!b->rs || xc_request_test(b->rs, &done) != XC_OK || !done) continue;
+        if (xc_request_wait(b->rs) != XC_OK) continue; /* the step reports it */
+        xc_request_free(b->rs);
+        b->rs = NULL;
+        grad_done(z, b);
     }
 }
 
 float *xc_zero_grad(xc_zero_t *z, int i)
 {
     if (usable(z, i, "xc_zero_grad") != XC_OK) return NULL;
-    tensor_t *t = &z->t[i];
-    if (!t->grad) t->grad = alloc_f(z, &z->mem.grads, t->s * (size_t)z->n);
-    if (!t->grad) xc__err(XC_ERR_NOMEM, "xc_zero_grad: out of memory");
-    return t->grad;
+    bucket_t *b = &z->b[z->t[i].bucket];
+    if (!b->grad) b->grad = alloc_f(z, &z->mem.grads, padded(z, b));
+    if (!b->grad) {
+        xc__err(XC_ERR_NOMEM, "xc_zero_grad: out of memory");
+        return NULL;
+    }
+    return b->grad + z->t[i].off;
 }
 
 xc_result_t xc_zero_grad_ready(xc_zero_t *z, int i)
 {
     XC_CHECK(usable(z, i, "xc_zero_grad_ready"));
     tensor_t *t = &z->t[i];
+    bucket_t *b = &z->b[t->bucket];
     if (t->ready) return xc__err(XC_ERR_INVALID, "xc_zero_grad_ready: tensor %d twice in a step", i);
-    if (!t->grad && !xc_zero_grad(z, i)) return XC_ERR_NOMEM;
+    if (!b->grad && !xc_zero_grad(z, i)) return XC_ERR_NOMEM;
     t->ready = 1;
-    if (z->o.stage == 1) return XC_OK; /* reduced at the step */
-    XC_CHECK(xc_ireduce_scatter(t->grad, t->gshard, t->s, XC_FLOAT32, XC_AVG, z->comm, &t->rs));
+    if (++b->nready < b->nt || z->o.stage == 1) return XC_OK; /* stage 1: at the step */
+    XC_CHECK(xc_ireduce_scatter(b->grad, b->gshard, b->s, XC_FLOAT32, XC_AVG, z->comm, &b->rs));
     reap(z);
     return XC_OK;
-}
-
-/* After a reduce-scatter: the full gradient is dropped (stages 2-3) or
- * zeroed for the next step (stage 1). */
-static void grad_done(xc_zero_t *z, tensor_t *t)
-{
-    if (z->o.stage > 1) free_f(z, &z->mem.grads, &t->grad, t->s * (size_t)z->n);
-    else if (t->grad) memset(t->grad, 0, t->s * (size_t)z->n * sizeof *t->grad);
 }
 
 xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
@@ -289,63 +346,70 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
             return xc__err(XC_ERR_INVALID, "xc_zero_step: tensor %d is still fetched (release it "
                                            "first: the step changes its values)", i);
     /* Stages 2-3: the reduce-scatters issued at grad_ready complete
-     * (waiting issues nothing).  Then, in tensor order, a blocking one for
-     * every other tensor: all of them in stage 1, the never-marked ones
-     * (a zero gradient) in stages 2-3 -- the same calls on every rank. */
+     * (waiting issues nothing).  Then, in bucket order, a blocking one for
+     * every other bucket: all of them in stage 1, those not wholly marked
+     * (unmarked gradients are zero) in stages 2-3 -- the same calls on
+     * every rank. */
     xc_result_t rc = XC_OK;
-    for (int i = 0; i < z->nt; i++) {
-        tensor_t *t = &z->t[i];
-        if (!t->rs) continue;
-        xc_result_t r = xc_request_wait(t->rs);
-        xc_request_free(t->rs);
-        t->rs = NULL;
+    for (int k = 0; k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
+        if (!b->rs) continue;
+        xc_result_t r = xc_request_wait(b->rs);
+        xc_request_free(b->rs);
+        b->rs = NULL;
         if (r != XC_OK && rc == XC_OK) rc = r;
-        grad_done(z, t);
-        t->ready = 2; /* reduced */
+        grad_done(z, b);
     }
     XC_CHECK(rc);
-    for (int i = 0; i < z->nt; i++) {
-        tensor_t *t = &z->t[i];
-        if (t->ready != 2) {
-            if (!t->grad && !xc_zero_grad(z, i)) return XC_ERR_NOMEM; /* never written: 0 */
-            XC_CHECK(xc_reduce_scatter(t->grad, t->gshard, t->s, XC_FLOAT32, XC_AVG, z->comm));
-            grad_done(z, t);
+    for (int k = 0; k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
+        if (!b->reduced) {
+            if (!b->grad && !xc_zero_grad(z, b->t0)) return XC_ERR_NOMEM; /* never written: 0 */
+            XC_CHECK(xc_reduce_scatter(b->grad, b->gshard, b->s, XC_FLOAT32, XC_AVG, z->comm));
+            grad_done(z, b);
         }
-        t->ready = 0;
+        b->reduced = 0;
+        b->nready = 0;
     }
-    /* Stage 3: gathered copies not held by the caller (kept or prefetched
-     * and never fetched) would be stale after the update: dropped. */
-    for (int i = 0; z->o.stage == 3 && i < z->nt; i++) {
-        tensor_t *t = &z->t[i];
-        if (t->held || !t->full) continue;
-        XC_CHECK(gather_wait(z, t));
-        free_f(z, &z->mem.params, &t->full, t->s * (size_t)z->n);
+    for (int i = 0; i < z->nt; i++) z->t[i].ready = 0;
+    /* Stage 3: gathered copies nobody holds (kept or prefetched and never
+     * fetched) would be stale after the update: dropped. */
+    for (int k = 0; z->o.stage == 3 && k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
+        if (!b->full) continue;
+        XC_CHECK(gather_wait(z, b));
+        free_f(z, &z->mem.params, &b->full, padded(z, b));
     }
     for (int i = 0; i < z->nt; i++) {
         tensor_t *t = &z->t[i];
-        float *p = z->o.stage < 3 ? t->full + t->lo : t->shard;
-        if (t->n && update(ctx, i, p, t->gshard, t->state, t->n, t->lo))
+        bucket_t *b = &z->b[t->bucket];
+        if (!t->sub_n) continue;
+        size_t v0 = t->off + t->sub_lo - b->lo; /* in the shard */
+        float *p = z->o.stage < 3 ? b->full + b->lo + v0 : b->shard + v0;
+        if (update(ctx, i, p, b->gshard + v0, b->state + v0 * (size_t)z->o.state_per_value,
+                   t->sub_n, t->sub_lo))
             return xc__err(XC_ERR_INVALID, "xc_zero_step: the update failed on tensor %d", i);
-        if (z->o.stage < 3) { /* everyone's updated shards into the full values */
-            if (z->tmp_cap < t->s) {
-                float *m = realloc(z->tmp, t->s * sizeof *m);
-                if (!m) return xc__err(XC_ERR_NOMEM, "xc_zero_step: out of memory");
-                z->tmp = m;
-                z->tmp_cap = t->s;
-            }
-            memcpy(z->tmp, t->full + (size_t)z->me * t->s, t->s * sizeof *z->tmp);
-            XC_CHECK(xc_allgather(z->tmp, t->full, t->s, XC_FLOAT32, z->comm));
+    }
+    for (int k = 0; z->o.stage < 3 && k < z->nb; k++) { /* the updated shards to everyone */
+        bucket_t *b = &z->b[k];
+        if (z->tmp_cap < b->s) {
+            float *m = realloc(z->tmp, b->s * sizeof *m);
+            if (!m) return xc__err(XC_ERR_NOMEM, "xc_zero_step: out of memory");
+            z->tmp = m;
+            z->tmp_cap = b->s;
         }
+        memcpy(z->tmp, b->full + (size_t)z->me * b->s, b->s * sizeof *z->tmp);
+        XC_CHECK(xc_allgather(z->tmp, b->full, b->s, XC_FLOAT32, z->comm));
     }
     return XC_OK;
 }
 
 xc_result_t xc_zero_shard(const xc_zero_t *z, int i, size_t *offset, size_t *n)
 {
-    if (!z || i < 0 || i >= z->nt || !offset || !n)
-        return xc__err(XC_ERR_INVALID, "xc_zero_shard: bad argument");
-    *offset = z->t[i].lo;
-    *n = z->t[i].n;
+    if (!z || !z->committed || i < 0 || i >= z->nt || !offset || !n)
+        return xc__err(XC_ERR_INVALID, "xc_zero_shard: bad argument (or before commit)");
+    *offset = z->t[i].sub_lo;
+    *n = z->t[i].sub_n;
     return XC_OK;
 }
 
@@ -353,16 +417,17 @@ xc_result_t xc_zero_gather(xc_zero_t *z, int i, float *out)
 {
     XC_CHECK(usable(z, i, "xc_zero_gather"));
     tensor_t *t = &z->t[i];
+    bucket_t *b = &z->b[t->bucket];
     if (!out && t->count) return xc__err(XC_ERR_INVALID, "xc_zero_gather: out is NULL");
-    if (z->o.stage < 3 || t->full) {
-        if (z->o.stage == 3) XC_CHECK(gather_wait(z, t));
-        if (t->count) memcpy(out, t->full, t->count * sizeof *out);
+    if (z->o.stage < 3 || b->full) {
+        if (z->o.stage == 3) XC_CHECK(gather_wait(z, b));
+        if (t->count) memcpy(out, b->full + t->off, t->count * sizeof *out);
         return XC_OK;
     }
-    float *buf = malloc(t->s * (size_t)z->n * sizeof *buf + 1);
+    float *buf = malloc(padded(z, b) * sizeof *buf + 1);
     if (!buf) return xc__err(XC_ERR_NOMEM, "xc_zero_gather: out of memory");
-    xc_result_t rc = xc_allgather(t->shard, buf, t->s, XC_FLOAT32, z->comm);
-    if (rc == XC_OK && t->count) memcpy(out, buf, t->count * sizeof *out);
+    xc_result_t rc = xc_allgather(b->shard, buf, b->s, XC_FLOAT32, z->comm);
+    if (rc == XC_OK && t->count) memcpy(out, buf + t->off, t->count * sizeof *out);
     free(buf);
     return rc;
 }
@@ -377,16 +442,18 @@ xc_result_t xc_zero_memory(const xc_zero_t *z, xc_zero_memory_t *m)
 void xc_zero_destroy(xc_zero_t *z)
 {
     if (!z) return;
-    for (int i = 0; i < z->nt; i++) {
-        tensor_t *t = &z->t[i];
-        if (t->ag) xc_request_wait(t->ag), xc_request_free(t->ag);
-        if (t->rs) xc_request_wait(t->rs), xc_request_free(t->rs);
-        free(t->full);
-        free(t->shard);
-        free(t->grad);
-        free(t->gshard);
-        free(t->state);
+    for (int k = 0; k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
+        if (b->ag) xc_request_wait(b->ag), xc_request_free(b->ag);
+        if (b->rs) xc_request_wait(b->rs), xc_request_free(b->rs);
+        free(b->full);
+        free(b->shard);
+        free(b->grad);
+        free(b->gshard);
+        free(b->state);
     }
+    for (int i = 0; i < z->nt; i++) free(z->t[i].init);
+    free(z->b);
     free(z->t);
     free(z->tmp);
     free(z);

@@ -1,6 +1,8 @@
 /*
  * test_zero.c -- ZeRO stages 1, 2, 3 (xc_zero_*) on N real processes:
  *
+ *  - buckets (bucket_mb: several tensors in one, and all in one): the
+ *    same checks, every tensor's shards tiling it exactly;
  *  - five tensors of uneven sizes (1, 5, 33, 1000, 4099 values: shards
  *    that are short or empty on the last ranks) trained 4 steps with SGD +
  *    momentum through the update callback, every rank's "gradient" a known
@@ -84,10 +86,24 @@ static size_t close_count(const float *a, const float *b, size_t n, double tol)
     return bad;
 }
 
-static void run(int stage, int prefetch, int inflight)
+/* The buckets xc_zero cuts (the documented rule: consecutive tensors up
+ * to bucket_mb, a larger one alone): *nb of them, sizes in bsz. */
+static int buckets(double mb, size_t *bsz)
+{
+    size_t cap = (size_t)(mb * 1048576.0 / sizeof(float));
+    int nb = 0;
+    for (int i = 0; i < NT; i++) {
+        if (!nb || bsz[nb - 1] + k_count[i] > cap) bsz[nb++] = 0;
+        bsz[nb - 1] += k_count[i];
+    }
+    return nb;
+}
+
+static void run(int stage, int prefetch, int inflight, double bucket_mb)
 {
     xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
     o.stage = stage, o.prefetch = prefetch, o.inflight = inflight, o.state_per_value = 1;
+    o.bucket_mb = bucket_mb;
     xc_zero_t *z = NULL;
     H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
     ref_t ref;
@@ -98,18 +114,36 @@ static void run(int stage, int prefetch, int inflight)
         H_EQ_INT("tensor index", idx, i);
     }
     H_CHECK(H.comm, xc_zero_commit(z));
-    size_t nshard = 0, nfull = 0, n = (size_t)H.size;
-    for (int i = 0; i < NT; i++) {
-        size_t s = (k_count[i] + n - 1) / n;
+    size_t nshard = 0, nfull = 0, n = (size_t)H.size, bsz[NT];
+    int nb = buckets(bucket_mb, bsz);
+    for (int k = 0; k < nb; k++) {
+        size_t s = (bsz[k] + n - 1) / n;
         nshard += s, nfull += s * n;
+    }
+    for (int i = 0; i < NT; i++) {
         size_t off, len;
         H_CHECK(H.comm, xc_zero_shard(z, i, &off, &len));
-        size_t lo = s * (size_t)H.rank < k_count[i] ? s * (size_t)H.rank : k_count[i];
-        H_EQ_U64("shard offset", off, lo);
-        H_EQ_U64("shard length", len, k_count[i] - lo < s ? k_count[i] - lo : s);
+        if (bucket_mb == 0) { /* a bucket per tensor: rank r owns [r s, (r+1) s) */
+            size_t s = (k_count[i] + n - 1) / n;
+            size_t lo = s * (size_t)H.rank < k_count[i] ? s * (size_t)H.rank : k_count[i];
+            H_EQ_U64("shard offset", off, lo);
+            H_EQ_U64("shard length", len, k_count[i] - lo < s ? k_count[i] - lo : s);
+        }
+        /* every rank's ranges tile the tensor exactly, in rank order */
+        uint64_t mine[2] = {off, len}, *all = calloc(2 * n, sizeof *all);
+        H_CHECK(H.comm, xc_allgather(mine, all, 2, XC_UINT64, H.comm));
+        uint64_t at = 0;
+        for (size_t r = 0; r < n; r++) {
+            if (all[2 * r + 1] == 0) continue;
+            H_EQ_U64("shards are contiguous in rank order", all[2 * r], at);
+            at += all[2 * r + 1];
+        }
+        H_EQ_U64("shards cover the tensor", at, k_count[i]);
+        free(all);
     }
     char what[96];
-    snprintf(what, sizeof what, "stage %d prefetch %d inflight %d", stage, prefetch, inflight);
+    snprintf(what, sizeof what, "stage %d prefetch %d inflight %d bucket %g MiB", stage, prefetch,
+             inflight, bucket_mb);
     xc_zero_memory_t m0;
     H_CHECK(H.comm, xc_zero_memory(z, &m0));
     for (int k = 0; k < STEPS; k++) {
@@ -152,15 +186,19 @@ static void run(int stage, int prefetch, int inflight)
         H_EQ_U64("gradient bytes after the step", m.grads, (stage == 1 ? nfull + nshard : nshard) * 4);
         if (stage == 3) {
             /* the last of the forward stays gathered for the backward */
-            H_EQ_U64("gathers per step: every tensor forward and backward but one", m.gathers,
-                     (uint64_t)(k + 1) * (2 * NT - 1));
+            H_EQ_U64("gathers per step: every bucket forward and backward but one", m.gathers,
+                     (uint64_t)(k + 1) * (2 * (uint64_t)nb - 1));
             h_checked();
             if (m.max_inflight > (uint64_t)inflight)
                 h_fail(__FILE__, __LINE__, "%s: %llu gathers in flight > %d", what,
                        (unsigned long long)m.max_inflight, inflight);
-            if (prefetch > 0 && H.size > 1 && m.max_inflight < (uint64_t)(inflight < prefetch + 1 ? inflight : prefetch + 1) - 0 && inflight > 1 && m.max_inflight < 2)
-                h_fail(__FILE__, __LINE__, "%s: no prefetch seen (most in flight %llu)", what,
-                       (unsigned long long)m.max_inflight);
+            /* prefetch reached: min(prefetch, inflight, buckets ahead) at once */
+            uint64_t want = (uint64_t)(prefetch < inflight ? prefetch : inflight);
+            if (want > (uint64_t)nb - 1) want = (uint64_t)nb - 1;
+            if (want < 1) want = 1;
+            if (prefetch > 0 && H.size > 1 && m.max_inflight < want)
+                h_fail(__FILE__, __LINE__, "%s: prefetch not seen (most in flight %llu, want %llu)",
+                       what, (unsigned long long)m.max_inflight, (unsigned long long)want);
         }
     }
     if (H.rank == 0) {
@@ -220,12 +258,17 @@ static void test_misuse(void)
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
-    run(1, 0, 1);
-    run(2, 0, 1);
-    run(3, 0, 1);
-    run(3, 1, 1);
-    run(3, 2, 2);
-    run(3, 4, 2);
+    run(1, 0, 1, 0);
+    run(2, 0, 1, 0);
+    run(3, 0, 1, 0);
+    run(3, 1, 1, 0);
+    run(3, 2, 2, 0);
+    run(3, 4, 2, 0);
+    /* buckets: 1 + 5 + 33 + 1000 values share one (4 KiB cap ~ 1039), 4099 alone */
+    run(1, 0, 1, 0.004);
+    run(2, 0, 1, 0.004);
+    run(3, 2, 2, 0.004);
+    run(3, 1, 1, 1.0); /* one bucket for everything */
     test_misuse();
     return h_finish();
 }
