@@ -53,8 +53,9 @@ static double price(const xc__profile_t *p, const xc__plan_in_t *in, xc_coll_t c
     topo(in, g, nodes, &t);
     size_t es = xc_dtype_size(dt);
     xc__model_call_t c = {coll, (size_t)(bytes / es), dt, XC_SUM};
-    if (coll == XC_COLL_REDUCE_SCATTER || coll == XC_COLL_ALLGATHER) c.count /= (size_t)g;
-    if (coll == XC_COLL_ALLTOALL) c.count /= (size_t)g;
+    /* the public calls' count: per block for these three */
+    if (coll == XC_COLL_REDUCE_SCATTER || coll == XC_COLL_ALLGATHER || coll == XC_COLL_ALLTOALL)
+        c.count /= (size_t)g;
     double v = -1;
     *algo = xc__model_choose(p, &t, &c, &v, NULL, NULL);
     return v > 0 ? v : 0;
@@ -165,21 +166,19 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
     double tokens = (double)in->global_batch * s;
     o->compute_s = in->flops > 0 ? 6.0 * P * tokens / ranks / in->flops : 0;
     double fwd = o->compute_s / 3, bwd = 2 * o->compute_s / 3;
-    double exposed = 0, crit = 0;
+    /* by[0]: on the critical path (in the pipeline); by[1]: overlaps
+     * backward; by[2]: overlaps both passes (ZeRO-3's gathers) */
+    double by[3] = {0, 0, 0};
     for (int i = 0; i < o->nrows; i++) {
         xc__plan_row_t *r = &o->row[i];
         r->t_step = r->calls * r->t_call;
         o->comm_s += r->t_step;
-        if (!r->hidden_by) crit += r->t_step; /* on the critical path: in the pipeline */
+        by[r->hidden_by] += r->t_step;
     }
-    double hid1 = 0, hid2 = 0;
-    for (int i = 0; i < o->nrows; i++)
-        if (o->row[i].hidden_by == 1) hid1 += o->row[i].t_step;
-        else if (o->row[i].hidden_by == 2) hid2 += o->row[i].t_step;
-    /* Overlappable traffic hides behind the pass it runs beside (ZeRO-3's
-     * gathers behind both passes); the excess is exposed. */
-    double room = bwd + (hid2 > 0 ? fwd : 0);
-    exposed = hid1 + hid2 > room ? hid1 + hid2 - room : 0;
+    /* Overlappable traffic hides behind the pass it runs beside; the
+     * excess is exposed. */
+    double crit = by[0], hid = by[1] + by[2], room = bwd + (by[2] > 0 ? fwd : 0);
+    double exposed = hid > room ? hid - room : 0;
     o->bubble = pp > 1 ? (double)(pp - 1) / (m + pp - 1) : 0;
     double pipe = (o->compute_s + crit) / (1 - o->bubble);
     o->exposed_s = exposed + crit; /* the bubble is idle time, not communication */
