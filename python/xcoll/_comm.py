@@ -321,12 +321,15 @@ class Comm:
     """A communicator.  Create with init_env(), init(), init_store() or
     split(); destroy with close() (or a with-block)."""
 
-    __slots__ = ("_h", "rank", "size", "__weakref__")
+    __slots__ = ("_h", "_life", "rank", "size", "__weakref__")
 
     @classmethod
     def _wrap(cls, h):
         self = object.__new__(cls)
         self._h = h
+        # close() and abort() (any thread) take it: an abort never runs on
+        # a handle that close() is destroying
+        self._life = threading.Lock()
         self.rank = _lib.comm_rank(h)
         self.size = _lib.comm_size(h)
         return self
@@ -346,7 +349,12 @@ class Comm:
     def close(self):
         """xc_comm_destroy (idempotent).  Pending operations get until
         their deadline, then fail with Aborted."""
-        h, self._h = getattr(self, "_h", None), None
+        life = getattr(self, "_life", None)
+        if life is None:
+            h, self._h = getattr(self, "_h", None), None
+        else:
+            with life:
+                h, self._h = self._h, None
         if h is not None:
             rc = _lib.comm_destroy(h)
             _reap(self)
@@ -357,8 +365,9 @@ class Comm:
     def abort(self):
         """xc_comm_abort: fail every pending and future operation, here
         and on the peers.  Any thread."""
-        if self._h is not None:
-            _check(_lib.comm_abort(self._h))
+        with self._life:
+            if self._h is not None:
+                _check(_lib.comm_abort(self._h))
 
     def __enter__(self):
         return self
