@@ -12,6 +12,7 @@
  *   xcoll-plan ... --json                   the same as JSON
  *   xcoll-plan ... --svg step.svg           the step's timeline as a picture
  */
+#include "../src/model/json.h"
 #include "../src/model/plan.h"
 
 #include <math.h>
@@ -43,15 +44,21 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: xcoll-plan [model] [training] [layout] [cluster] [output]\n"
-            "  model:    --layers L --hidden H --seq S [--vocab V] [--params P (else 12 L H^2 + V H)]\n"
+            "  model:    --layers L --hidden H --seq S [--vocab V] [--ffn F (4 H)]\n"
+            "            [--block transformer|mlp] [--params P (else L (4 H^2 + 2 H F) + V H;\n"
+            "            an mlp block: L 2 H F + V H)]\n"
             "            [--experts E --topk K --moe-every N] [--act-bytes 2|4] [--grad-bytes 2|4]\n"
             "  training: --global-batch B --micro-batch b\n"
-            "  layout:   --dp D --tp T --pp P [--ep E] [--zero 0|1|2|3] [--bucket-mb MB]\n"
+            "  layout:   --dp D --tp T --pp P [--vpp V] [--ep E] [--zero 0|1|2|3] [--seq-parallel]\n"
+            "            [--bucket-mb MB]\n"
             "            [--compress none|fp16|bf16|int8]   (ranks: TP fastest, then PP, then DP)\n"
             "  cluster:  --nodes N --rpn R and one of --cluster NAME (h100-ib400, a100-ib200,\n"
             "            cpu-1g), --profile FILE (xcoll-perf --calibrate), or --intra A_US,GBPS\n"
             "            --inter A_US,GBPS [--flops TFLOPS per rank]\n"
-            "  output:   [--json] [--svg FILE] [--no-advice]\n");
+            "  output:   [--json] [--svg FILE] [--no-advice]\n"
+            "  or:       --config FILE.json with the same names as keys (\"global_batch\": 512),\n"
+            "            optionally grouped in model/training/parallel/cluster/options/output;\n"
+            "            flags after it override it\n");
     exit(2);
 }
 
@@ -95,7 +102,7 @@ static void print_table(const xc__plan_in_t *in, const xc__plan_out_t *o)
                r->hidden_by == 2 ? "fwd+bwd" : r->hidden_by == 1 ? "backward" : "-");
     }
     printf("\nper step and rank: compute %.2f ms, communication %.2f ms, exposed %.2f ms; "
-           "%d micro-batches, bubble %.1f %% (P-1)/(m+P-1); step %.2f ms\n",
+           "%d micro-batches, bubble %.1f %% (P-1)/(v m+P-1); step %.2f ms\n",
            o->compute_s * 1e3, o->comm_s * 1e3, o->exposed_s * 1e3, o->micro, 100 * o->bubble,
            o->step_s * 1e3);
     (void)in;
@@ -103,9 +110,10 @@ static void print_table(const xc__plan_in_t *in, const xc__plan_out_t *o)
 
 static void print_json(const xc__plan_in_t *in, const xc__plan_out_t *o)
 {
-    printf("{\n  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"ep\": %d, \"zero\": %d, "
-           "\"nodes\": %d, \"rpn\": %d},\n  \"primitives\": [\n", in->dp, in->tp, in->pp, in->ep,
-           in->zero, in->nodes, in->rpn);
+    printf("{\n  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"ep\": %d, "
+           "\"zero\": %d, \"seq_parallel\": %s, \"nodes\": %d, \"rpn\": %d},\n"
+           "  \"primitives\": [\n", in->dp, in->tp, in->pp, in->vpp > 1 ? in->vpp : 1, in->ep,
+           in->zero, in->seq_parallel ? "true" : "false", in->nodes, in->rpn);
     for (int i = 0; i < o->nrows; i++) {
         const xc__plan_row_t *r = &o->row[i];
         printf("    {\"what\": \"%s\", \"group\": %d, \"nodes\": %d, \"calls\": %.0f, "
@@ -183,7 +191,12 @@ static void advise(const xc__profile_t *p, const xc__plan_in_t *in, const xc__pl
     TRY(o->bubble > 0.1 && in->micro_batch > 1, alt.micro_batch = in->micro_batch / 2,
         "halve the micro-batch (%d -> %d: %d micro-batches, bubble %.0f %% -> %.0f %%)",
         in->micro_batch, alt.micro_batch, 2 * o->micro, 100 * o->bubble,
-        100.0 * (in->pp - 1) / (2 * o->micro + in->pp - 1));
+        100.0 * (in->pp - 1) / (2.0 * o->micro * (in->vpp > 1 ? in->vpp : 1) + in->pp - 1));
+    /* the bubble: interleaved virtual stages (Megatron's schedule) */
+    TRY(o->bubble > 0.1 && in->layers % (in->pp * 2 * (in->vpp > 1 ? in->vpp : 1)) == 0,
+        alt.vpp = 2 * (in->vpp > 1 ? in->vpp : 1),
+        "interleave %d virtual stages per rank (the bubble / %d, %d times the pipeline sends)",
+        alt.vpp, alt.vpp / (in->vpp > 1 ? in->vpp : 1), alt.vpp / (in->vpp > 1 ? in->vpp : 1));
     /* exposed data-parallel traffic: compression or ZeRO-2's overlap */
     TRY(in->zero == 0 && in->dp > 1 && in->compress == XC_COMPRESS_NONE,
         alt.compress = XC_COMPRESS_INT8, "compress the gradient all-reduce to INT8%s", "");
@@ -196,52 +209,153 @@ static void advise(const xc__profile_t *p, const xc__plan_in_t *in, const xc__pl
 #undef TRY
 }
 
+/* Everything the flags and the config file set. */
+typedef struct opts {
+    xc__plan_in_t in;
+    const char *profile, *cname, *svg;
+    double ia, ib, xa, xb, tflops;
+    int json, advice;
+} opts_t;
+
+static int is(const char *name, const char *want)
+{
+    return !strcmp(name, want);
+}
+
+/* Set option `name` (a flag without its dashes, e.g. "global-batch") to
+ * `v` (NULL for the switches).  The flags and the config file's keys both
+ * come here.  Returns 0, or -1 for an unknown name or a missing value. */
+static int set_opt(opts_t *o, const char *name, const char *v)
+{
+    xc__plan_in_t *in = &o->in;
+    if (is(name, "json")) return o->json = 1, 0;
+    if (is(name, "no-advice")) return o->advice = 0, 0;
+    if (is(name, "seq-parallel")) return in->seq_parallel = 1, 0;
+    if (!v) return -1;
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", name);
+    if (is(name, "layers")) in->layers = (int)num(flag, v);
+    else if (is(name, "hidden")) in->hidden = (int)num(flag, v);
+    else if (is(name, "ffn")) in->ffn = (int)num(flag, v);
+    else if (is(name, "seq")) in->seq = (int)num(flag, v);
+    else if (is(name, "vocab")) in->vocab = (int)num(flag, v);
+    else if (is(name, "params")) in->params = num(flag, v);
+    else if (is(name, "block")) {
+        if (!is(v, "transformer") && !is(v, "mlp")) return -1;
+        in->mlp_only = is(v, "mlp");
+    } else if (is(name, "experts")) in->experts = (int)num(flag, v);
+    else if (is(name, "topk")) in->topk = (int)num(flag, v);
+    else if (is(name, "moe-every")) in->moe_every = (int)num(flag, v);
+    else if (is(name, "act-bytes")) in->act_bytes = (int)num(flag, v);
+    else if (is(name, "grad-bytes")) in->grad_bytes = (int)num(flag, v);
+    else if (is(name, "global-batch")) in->global_batch = (int)num(flag, v);
+    else if (is(name, "micro-batch")) in->micro_batch = (int)num(flag, v);
+    else if (is(name, "dp")) in->dp = (int)num(flag, v);
+    else if (is(name, "tp")) in->tp = (int)num(flag, v);
+    else if (is(name, "pp")) in->pp = (int)num(flag, v);
+    else if (is(name, "vpp")) in->vpp = (int)num(flag, v);
+    else if (is(name, "ep")) in->ep = (int)num(flag, v);
+    else if (is(name, "zero")) in->zero = (int)num(flag, v);
+    else if (is(name, "bucket-mb")) in->bucket_mb = num(flag, v);
+    else if (is(name, "nodes")) in->nodes = (int)num(flag, v);
+    else if (is(name, "rpn")) in->rpn = (int)num(flag, v);
+    else if (is(name, "cluster")) o->cname = strdup(v);
+    else if (is(name, "profile")) o->profile = strdup(v);
+    else if (is(name, "intra")) pair(flag, v, &o->ia, &o->ib);
+    else if (is(name, "inter")) pair(flag, v, &o->xa, &o->xb);
+    else if (is(name, "flops")) o->tflops = num(flag, v);
+    else if (is(name, "svg")) o->svg = strdup(v);
+    else if (is(name, "compress")) {
+        if (xc_compress_parse(v, &in->compress) != XC_OK) return -1;
+    } else return -1;
+    return 0;
+}
+
+/* The config file: the flags' names as keys (a '_' may stand for '-'),
+ * grouped or not in "model", "training", "parallel", "cluster", "options"
+ * and "output"; numbers, strings, and true for the switches.  Later flags
+ * on the command line override it. */
+static void load_config(opts_t *o, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "xcoll-plan: --config %s: cannot open it\n", path);
+        exit(2);
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0, k;
+    char buf[4096];
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (len + k > cap) text = realloc(text, cap = 2 * (len + k));
+        memcpy(text + len, buf, k), len += k;
+    }
+    fclose(f);
+    char err[160];
+    xc__json_t *root = xc__json_parse(text ? text : "", len, err, sizeof err);
+    free(text);
+    if (!root || root->type != XC__J_OBJ) {
+        fprintf(stderr, "xcoll-plan: %s: %s\n", path, root ? "not a JSON object" : err);
+        exit(2);
+    }
+    static const char *groups[] = {"model", "training", "parallel", "cluster", "options", "output"};
+    const xc__json_t *stack[2] = {root->child, NULL};
+    int depth = 0;
+    while (depth >= 0) {
+        const xc__json_t *j = stack[depth];
+        if (!j) {
+            depth--;
+            continue;
+        }
+        stack[depth] = j->next;
+        int group = 0;
+        for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) group |= is(j->key, groups[g]);
+        if (j->type == XC__J_OBJ && group && depth == 0) {
+            stack[++depth] = j->child;
+            continue;
+        }
+        char name[64], val[64];
+        snprintf(name, sizeof name, "%s", j->key);
+        for (char *c = name; *c; c++) *c = *c == '_' ? '-' : *c;
+        const char *v = NULL;
+        if (j->type == XC__J_NUM) snprintf(val, sizeof val, "%.17g", j->num), v = val;
+        else if (j->type == XC__J_STR) v = j->str;
+        int ok = j->type == XC__J_BOOL && j->num ? set_opt(o, name, NULL) == 0
+               : j->type == XC__J_BOOL          ? 1 /* false: the default */
+               : v && set_opt(o, name, v) == 0;
+        if (!ok) {
+            fprintf(stderr, "xcoll-plan: %s: line %d, column %d: unknown key or bad value "
+                            "\"%s\" (the keys are the flags' names; see --help)\n",
+                    path, j->line, j->col, j->key);
+            exit(2);
+        }
+    }
+    xc__json_free(root);
+}
+
 int main(int argc, char **argv)
 {
-    xc__plan_in_t in = {.params = 0, .layers = 0, .hidden = 0, .seq = 0, .vocab = 0,
-                        .experts = 0, .topk = 1, .moe_every = 1, .act_bytes = 2, .grad_bytes = 2,
-                        .micro_batch = 1, .global_batch = 0, .dp = 1, .tp = 1, .pp = 1, .ep = 1,
-                        .zero = 0, .nodes = 1, .rpn = 1, .flops = 0, .bucket_mb = 25,
-                        .compress = XC_COMPRESS_NONE, .shm = 0};
-    const char *profile = NULL, *cname = NULL, *svg = NULL;
-    double ia = -1, ib = 0, xa = -1, xb = 0, tflops = -1;
-    int json = 0, advice = 1;
+    opts_t o = {.in = {.params = 0, .layers = 0, .hidden = 0, .seq = 0, .vocab = 0,
+                       .experts = 0, .topk = 1, .moe_every = 1, .act_bytes = 2, .grad_bytes = 2,
+                       .micro_batch = 1, .global_batch = 0, .dp = 1, .tp = 1, .pp = 1, .ep = 1,
+                       .zero = 0, .nodes = 1, .rpn = 1, .flops = 0, .bucket_mb = 25,
+                       .compress = XC_COMPRESS_NONE, .shm = 0},
+                .ia = -1, .xa = -1, .tflops = -1, .advice = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name) (!strcmp(a, name) && v && ++i)
-        if (OPT("--layers")) in.layers = (int)num(a, v);
-        else if (OPT("--hidden")) in.hidden = (int)num(a, v);
-        else if (OPT("--seq")) in.seq = (int)num(a, v);
-        else if (OPT("--vocab")) in.vocab = (int)num(a, v);
-        else if (OPT("--params")) in.params = num(a, v);
-        else if (OPT("--experts")) in.experts = (int)num(a, v);
-        else if (OPT("--topk")) in.topk = (int)num(a, v);
-        else if (OPT("--moe-every")) in.moe_every = (int)num(a, v);
-        else if (OPT("--act-bytes")) in.act_bytes = (int)num(a, v);
-        else if (OPT("--grad-bytes")) in.grad_bytes = (int)num(a, v);
-        else if (OPT("--global-batch")) in.global_batch = (int)num(a, v);
-        else if (OPT("--micro-batch")) in.micro_batch = (int)num(a, v);
-        else if (OPT("--dp")) in.dp = (int)num(a, v);
-        else if (OPT("--tp")) in.tp = (int)num(a, v);
-        else if (OPT("--pp")) in.pp = (int)num(a, v);
-        else if (OPT("--ep")) in.ep = (int)num(a, v);
-        else if (OPT("--zero")) in.zero = (int)num(a, v);
-        else if (OPT("--bucket-mb")) in.bucket_mb = num(a, v);
-        else if (OPT("--nodes")) in.nodes = (int)num(a, v);
-        else if (OPT("--rpn")) in.rpn = (int)num(a, v);
-        else if (OPT("--cluster")) cname = v;
-        else if (OPT("--profile")) profile = v;
-        else if (OPT("--intra")) pair(a, v, &ia, &ib);
-        else if (OPT("--inter")) pair(a, v, &xa, &xb);
-        else if (OPT("--flops")) tflops = num(a, v);
-        else if (OPT("--svg")) svg = v;
-        else if (OPT("--compress")) {
-            if (xc_compress_parse(v, &in.compress) != XC_OK) usage();
-        } else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--no-advice")) advice = 0;
-        else usage();
-#undef OPT
+        if (strncmp(a, "--", 2)) usage();
+        if (is(a, "--config") && v) {
+            load_config(&o, v), i++;
+        } else if (set_opt(&o, a + 2, NULL) == 0) {
+        } else if (v && set_opt(&o, a + 2, v) == 0) {
+            i++;
+        } else {
+            usage();
+        }
     }
+    xc__plan_in_t in = o.in;
+    const char *profile = o.profile, *cname = o.cname, *svg = o.svg;
+    double ia = o.ia, ib = o.ib, xa = o.xa, xb = o.xb, tflops = o.tflops;
+    int json = o.json, advice = o.advice;
     if ((in.act_bytes != 2 && in.act_bytes != 4) || (in.grad_bytes != 2 && in.grad_bytes != 4))
         usage();
     xc__profile_t prof;
@@ -279,8 +393,10 @@ int main(int argc, char **argv)
         print_json(&in, &out);
     } else {
         if (cl) printf("cluster %s: %s\n", cl->name, cl->desc);
-        printf("layout: dp %d x tp %d x pp %d (ep %d, zero %d) on %d nodes x %d ranks\n\n", in.dp,
-               in.tp, in.pp, in.ep, in.zero, in.nodes, in.rpn);
+        printf("layout: dp %d x tp %d%s x pp %d", in.dp, in.tp,
+               in.seq_parallel ? " (sequence parallel)" : "", in.pp);
+        if (in.vpp > 1) printf(" (%d virtual stages)", in.vpp);
+        printf(" (ep %d, zero %d) on %d nodes x %d ranks\n\n", in.ep, in.zero, in.nodes, in.rpn);
         print_table(&in, &out);
         if (advice) advise(&prof, &in, &out);
     }

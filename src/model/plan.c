@@ -83,16 +83,22 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
     if (in->micro_batch < 1 || in->global_batch % (in->micro_batch * dp))
         return xc__err(XC_ERR_INVALID, "plan: the global batch %d is not a multiple of micro-batch "
                                        "%d x dp %d", in->global_batch, in->micro_batch, dp);
-    if (in->layers < 1 || in->hidden < 1 || in->seq < 1 || in->layers % pp)
-        return xc__err(XC_ERR_INVALID, "plan: %d layers (a multiple of pp %d), hidden %d, seq %d",
-                       in->layers, pp, in->hidden, in->seq);
+    int v = in->vpp > 1 ? in->vpp : 1;
+    if (in->layers < 1 || in->hidden < 1 || in->seq < 1 || in->ffn < 0 || in->layers % (pp * v) ||
+        (v > 1 && pp < 2))
+        return xc__err(XC_ERR_INVALID, "plan: %d layers (a multiple of pp %d x virtual stages %d, "
+                                       "which need pp > 1), hidden %d, seq %d",
+                       in->layers, pp, v, in->hidden, in->seq);
     if (in->zero < 0 || in->zero > 3 || (in->ep > 1 && dp % in->ep) ||
         (in->experts && (in->topk < 1 || in->moe_every < 1)))
         return xc__err(XC_ERR_INVALID, "plan: zero %d (0-3), ep %d (divides dp %d), experts %d "
                                        "top-%d every %d", in->zero, in->ep, dp, in->experts,
                        in->topk, in->moe_every);
     double h = in->hidden, s = in->seq, b = in->micro_batch;
-    double P = in->params > 0 ? in->params : in->layers * 12.0 * h * h + (double)in->vocab * h;
+    double ffn = in->ffn > 0 ? in->ffn : 4 * h;
+    /* a transformer layer: attention 4 h^2 + MLP 2 h ffn; an MLP block: 2 h ffn */
+    double per_layer = (in->mlp_only ? 0 : 4 * h * h) + 2 * h * ffn;
+    double P = in->params > 0 ? in->params : in->layers * per_layer + (double)in->vocab * h;
     int m = in->global_batch / (in->micro_batch * dp);
     o->micro = m;
     double psi = P / (tp * pp) * in->grad_bytes; /* the gradients one DP group reduces */
@@ -134,21 +140,34 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
             r->t_call = price(p, in, XC_COLL_ALLGATHER, dp, sp_dp, psi, gdt, &r->algo);
         }
     }
-    /* Tensor parallel: Megatron's 4 all-reduces of b s h per layer per
-     * micro-batch (2 forward, 2 backward). */
+    /* Tensor parallel: Megatron's all-reduce of b s h after attention and
+     * after the MLP in each pass (4 per layer per micro-batch; an MLP
+     * block alone, 2).  Sequence parallel: each becomes an all-gather and a
+     * reduce-scatter of the same b s h, the same bytes in two calls. */
     if (tp > 1) {
-        xc__plan_row_t *r = add(o, "tp activation all-reduce", XC_COLL_ALLREDUCE, tp, sp_tp,
-                                4.0 * lps * m, act, 4.0 * lps * m * 2.0 * (tp - 1) / tp * act, 0);
-        r->t_call = price(p, in, XC_COLL_ALLREDUCE, tp, sp_tp, act, adt, &r->algo);
+        double n = (in->mlp_only ? 2.0 : 4.0) * lps * m, ring = (double)(tp - 1) / tp * act;
+        if (in->seq_parallel) {
+            xc__plan_row_t *r = add(o, "tp sequence all-gather", XC_COLL_ALLGATHER, tp, sp_tp, n,
+                                    act, n * ring, 0);
+            r->t_call = price(p, in, XC_COLL_ALLGATHER, tp, sp_tp, act, adt, &r->algo);
+            r = add(o, "tp sequence reduce-scatter", XC_COLL_REDUCE_SCATTER, tp, sp_tp, n, act,
+                    n * ring, 0);
+            r->t_call = price(p, in, XC_COLL_REDUCE_SCATTER, tp, sp_tp, act, adt, &r->algo);
+        } else {
+            xc__plan_row_t *r = add(o, "tp activation all-reduce", XC_COLL_ALLREDUCE, tp, sp_tp, n,
+                                    act, n * 2 * ring, 0);
+            r->t_call = price(p, in, XC_COLL_ALLREDUCE, tp, sp_tp, act, adt, &r->algo);
+        }
     }
     /* Pipeline: b s h per micro-batch across each stage boundary, forward
-     * and backward (a middle stage sends both ways). */
+     * and backward (a middle stage sends both ways); with v virtual stages
+     * a micro-batch passes each rank v times. */
     if (pp > 1) {
         int lc = sp_pp > 1 ? XC__LINK_TCP_NET : (in->shm ? XC__LINK_SHM : XC__LINK_TCP_LOCAL);
         const xc__line_t *l = &p->link[lc].line[XC__ONEWAY];
         int big = act >= p->link[lc].big_from;
-        xc__plan_row_t *r = add(o, "pp send/recv", XC_COLL_SEND, 2, sp_pp > 1 ? 2 : 1, 2.0 * m, act,
-                                2.0 * m * act, 0);
+        xc__plan_row_t *r = add(o, "pp send/recv", XC_COLL_SEND, 2, sp_pp > 1 ? 2 : 1, 2.0 * m * v,
+                                act, 2.0 * m * v * act, 0);
         r->algo = XC__ALGO_NONE;
         r->t_call = big ? l->big_alpha + act * l->big_beta : l->alpha + act * l->beta;
     }
@@ -179,7 +198,8 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
      * excess is exposed. */
     double crit = by[0], hid = by[1] + by[2], room = bwd + (by[2] > 0 ? fwd : 0);
     double exposed = hid > room ? hid - room : 0;
-    o->bubble = pp > 1 ? (double)(pp - 1) / (m + pp - 1) : 0;
+    /* the interleaved schedule's bubble: (p-1)/(v m) of the ideal step */
+    o->bubble = pp > 1 ? (double)(pp - 1) / ((double)v * m + pp - 1) : 0;
     double pipe = (o->compute_s + crit) / (1 - o->bubble);
     o->exposed_s = exposed + crit; /* the bubble is idle time, not communication */
     o->step_s = pipe + exposed;

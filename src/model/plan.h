@@ -15,10 +15,16 @@
 typedef struct xc__plan_in {
     double params;            /* total parameters (0: from layers x 12 h^2 + vocab h) */
     int layers, hidden, seq, vocab;
+    int mlp_only;             /* layers are MLP blocks (one TP all-reduce per pass), not
+                                 transformer layers (two: attention and MLP) */
+    int ffn;                  /* MLP inner width (0: 4 hidden) */
     int experts, topk, moe_every; /* MoE: every moe_every-th layer has experts */
     int act_bytes, grad_bytes;    /* 2 (bf16/fp16) or 4 */
     int micro_batch, global_batch;
     int dp, tp, pp, ep, zero;     /* ep divides dp (experts over data-parallel ranks) */
+    int vpp;                      /* virtual pipeline stages per rank (interleaved; 0 or 1: none) */
+    int seq_parallel;             /* Megatron sequence parallelism: each TP all-reduce becomes
+                                     an all-gather and a reduce-scatter */
     int nodes, rpn;               /* nodes, ranks per node; ranks = tp pp dp, TP innermost */
     double flops;                 /* per rank, FLOP/s (compute estimate) */
     double bucket_mb;             /* DP gradient buckets */
@@ -47,7 +53,7 @@ typedef struct xc__plan_out {
     double compute_s;     /* per rank per step */
     double comm_s;        /* all communication */
     double exposed_s;     /* communication not hidden by compute */
-    double bubble;        /* pipeline idle fraction (p-1)/(m+p-1) */
+    double bubble;        /* pipeline idle fraction (p-1)/(v m+p-1) */
     double step_s;        /* predicted step */
 } xc__plan_out_t;
 

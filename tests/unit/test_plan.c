@@ -142,6 +142,48 @@ static void test_volumes(const xc__profile_t *p)
     }
 }
 
+/* Sequence parallelism, interleaved stages, MLP blocks. */
+static void test_layouts(const xc__profile_t *p)
+{
+    xc__plan_in_t in = base();
+    xc__plan_out_t plain, sp;
+    xc__plan(p, &in, &plain);
+    in.seq_parallel = 1;
+    if (xc__plan(p, &in, &sp) != XC_OK) FAIL("seq parallel: %s", xc_last_error());
+    const xc__plan_row_t *ar = row(&plain, "tp activation all-reduce");
+    const xc__plan_row_t *ag = row(&sp, "tp sequence all-gather"), *rs = row(&sp, "tp sequence reduce-scatter");
+    if (ar && ag && rs) {
+        /* the same bytes: an all-gather and a reduce-scatter per all-reduce */
+        NEAR(ag->calls, ar->calls);
+        NEAR(rs->calls, ar->calls);
+        NEAR(ag->sent + rs->sent, ar->sent);
+        NEAR(ag->t_call, selector(p, XC_COLL_ALLGATHER, in.tp, 1, (size_t)(ag->msg / 2 / in.tp), XC_BFLOAT16));
+        NEAR(rs->t_call, selector(p, XC_COLL_REDUCE_SCATTER, in.tp, 1, (size_t)(rs->msg / 2 / in.tp), XC_BFLOAT16));
+    }
+    /* virtual stages: v times the pipeline sends, the bubble (p-1)/(v m+p-1) */
+    in = base();
+    in.pp = 4, in.dp = 2, in.layers = 16, in.global_batch = 16;
+    xc__plan_out_t v1, v2;
+    xc__plan(p, &in, &v1);
+    in.vpp = 2;
+    if (xc__plan(p, &in, &v2) != XC_OK) FAIL("vpp 2: %s", xc_last_error());
+    int m = in.global_batch / (in.micro_batch * in.dp);
+    NEAR(v2.bubble, 3.0 / (2.0 * m + 3));
+    NEAR(v1.bubble, 3.0 / (m + 3.0));
+    if (row(&v1, "pp") && row(&v2, "pp")) NEAR(row(&v2, "pp")->calls, 2 * row(&v1, "pp")->calls);
+    in.vpp = 3; /* 16 layers over 4 stages x 3 */
+    if (xc__plan(p, &in, &v2) != XC_ERR_INVALID) FAIL("layers not a multiple of pp x vpp accepted");
+    /* MLP blocks: one TP all-reduce per pass, 2 h ffn parameters */
+    in = base();
+    in.mlp_only = 1, in.ffn = 3000, in.vocab = 0;
+    xc__plan_out_t mo;
+    xc__plan(p, &in, &mo);
+    const xc__plan_row_t *r = row(&mo, "tp activation all-reduce");
+    if (r) NEAR(r->calls, 2.0 * in.layers / in.pp * mo.micro);
+    NEAR(mo.compute_s, 6.0 * in.layers * 2.0 * in.hidden * in.ffn * in.global_batch * in.seq /
+                           (in.dp * in.tp * in.pp) / in.flops);
+}
+
 static void test_advice_and_errors(const xc__profile_t *p)
 {
     /* TP over two nodes against TP inside a node with the pipeline doubled */
@@ -186,6 +228,7 @@ int main(void)
     /* intra 3 us, 100 GB/s; inter 10 us, 1.25 GB/s (10 Gbit/s) */
     xc__plan_profile(&p, 3e-6, 100e9, 10e-6, 1.25e9, 20e9);
     test_volumes(&p);
+    test_layouts(&p);
     test_advice_and_errors(&p);
     if (g_fail) {
         fprintf(stderr, "test_plan: %d failure(s)\n", g_fail);
