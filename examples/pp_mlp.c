@@ -176,6 +176,7 @@ static double loss_grad(int rows, int H, int B, const float *Z, const float *T, 
 typedef struct run {
     double step_ms;  /* median step */
     double busy;     /* median fraction of the step spent computing */
+    double work_ms;  /* median time per step spent computing */
     double bytes;    /* sent per step */
     double err_loss, err_w; /* against one process */
     double *loss;    /* per step (the last stage's, broadcast) */
@@ -288,6 +289,8 @@ static void train(const opts_t *o, int sched, xc_comm_t *comm, run_t *out)
     qsort(frac, (size_t)o->steps, sizeof *frac, cmp_d);
     out->step_ms = step[o->steps / 2];
     out->busy = frac[o->steps / 2];
+    qsort(busy, (size_t)o->steps, sizeof *busy, cmp_d);
+    out->work_ms = busy[o->steps / 2];
     free(frac), free(step), free(busy), free(req), free(order), free(X), free(T), free(act), free(grd);
     free(rin), free(rg), free(z);
     /* one process: the whole model, the whole batch, the same steps */
@@ -368,27 +371,30 @@ int main(int argc, char **argv)
     double want = (double)m * mb * o.hidden * 4 * ((s < P - 1) + (s > 0));
     int ok = 1;
     if (s == 0)
-        printf("%-6s %9s %9s %9s %12s %11s %11s\n", "sched", "step ms", "bubble", "formula",
-               "bytes/step", "loss err", "weight err");
+        printf("%-6s %9s %10s %9s %9s %12s %11s %11s\n", "sched", "step ms", "compute ms",
+               "bubble", "formula", "bytes/step", "loss err", "weight err");
     for (int k = GPIPE; k <= ONE_F_ONE_B; k <<= 1) {
         if (!(o.schedules & k)) continue;
         run_t r;
         train(&o, k, comm, &r);
         int bytes_ok = r.bytes == want;
-        double v[4] = {r.step_ms, r.err_loss, r.err_w, bytes_ok ? 0 : 1}, busy = r.busy, bmax = r.bytes;
+        double v[4] = {r.step_ms, r.err_loss, r.err_w, bytes_ok ? 0 : 1}, bmax = r.bytes;
+        double busy[2] = {r.busy, r.work_ms};
         CHECK(xc_allreduce(v, v, 4, XC_FLOAT64, XC_MAX, comm));
-        CHECK(xc_allreduce(&busy, &busy, 1, XC_FLOAT64, XC_SUM, comm));
+        CHECK(xc_allreduce(busy, busy, 2, XC_FLOAT64, XC_SUM, comm));
         CHECK(xc_allreduce(&bmax, &bmax, 1, XC_FLOAT64, XC_MAX, comm));
         int pass = v[1] <= 1e-4 && v[2] <= 1e-4 && v[3] == 0;
         ok &= pass;
         if (s == 0)
-            printf("%-6s %9.2f %8.1f%% %8.1f%% %12.0f %11.1e %11.1e %s\n", k == GPIPE ? "gpipe" : "1f1b",
-                   v[0], 100 * (1 - busy / P), 100 * formula, bmax, v[1], v[2],
+            printf("%-6s %9.2f %10.2f %8.1f%% %8.1f%% %12.0f %11.1e %11.1e %s\n",
+                   k == GPIPE ? "gpipe" : "1f1b", v[0], busy[1] / P, 100 * (1 - busy[0] / P),
+                   100 * formula, bmax, v[1], v[2],
                    pass ? "PASS" : "FAIL");
         free(r.loss);
     }
     if (s == 0)
-        printf("bubble: 1 - the stages' mean busy fraction of the step; formula (P-1)/(m+P-1). "
+        printf("compute: the stages' mean computing time per step; "
+               "bubble: 1 - the stages' mean busy fraction of the step; formula (P-1)/(m+P-1). "
                "bytes/step: the busiest stage, = %d micro-batches x %d x %d x 4 B per direction "
                "it sends (checked on every stage)\n", m, mb, o.hidden);
     CHECK(xc_comm_destroy(comm));
