@@ -28,7 +28,9 @@
  *
  * Every rank recomputes the whole layer for all tokens in one process and
  * compares the loss, dL/dx of its tokens and its experts' final weights
- * (relative 1e-4).  --no-twin skips that (timing runs with many tokens).
+ * (relative 1e-4).  --no-twin skips that (timing runs with many tokens);
+ * --sync puts a barrier before each timed exchange (so the time is the
+ * transfer's, not the wait for a rank with more tokens to compute).
  */
 #include "common/example.h"
 
@@ -153,6 +155,7 @@ static void route(const opts_t *o, const float *x, int *ex, float *g)
 
 static uint64_t g_rows_bytes; /* sent by the data exchanges (not the counts) */
 static double g_xchg_ms;      /* time in the exchanges (counts and data) */
+static int g_sync;            /* --sync: a barrier before each timed exchange */
 
 /* Exchange rows of width w: send[j] rows (packed by destination) to rank
  * j; returns the received rows (packed by source) and their counts. */
@@ -160,6 +163,7 @@ static float *exchange(xc_comm_t *c, const float *sbuf, const size_t *scnt, size
                        size_t *rtotal)
 {
     int n = xc_comm_size(c);
+    if (g_sync) CHECK(xc_barrier(c)); /* time the transfer, not the wait for a slower rank */
     double t0 = now_ms();
     CHECK(xc_alltoall(scnt, rcnt, 1, XC_UINT64, c));
     size_t *sc = malloc(sizeof(size_t) * n * 4), *sd = sc + n, *rc = sd + n, *rd = rc + n;
@@ -194,10 +198,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--ffn") && v) o.ffn = atoi(v), i++;
         else if (!strcmp(a, "--steps") && v) o.steps = atoi(v), i++;
         else if (!strcmp(a, "--no-twin")) o.twin = 0;
+        else if (!strcmp(a, "--sync")) g_sync = 1;
         else {
             fprintf(stderr, "usage: xcoll-run -n N moe_mlp [--experts E (2N)] [--topk K (2)] "
                             "[--tokens T per rank (48)] [--hidden H (32)] [--ffn F (64)] "
-                            "[--steps S (3)] [--no-twin]\n");
+                            "[--steps S (3)] [--no-twin] [--sync]\n");
             return 2;
         }
     }

@@ -53,6 +53,7 @@ typedef struct opts {
     float lr;
     double clip;
     int across; /* --layout across: TP groups span the nodes */
+    int sync;   /* --sync: a barrier before each timed all-reduce */
     uint64_t seed;
 } opts_t;
 
@@ -205,13 +206,14 @@ static void parse(int argc, char **argv, opts_t *o, int world)
         else if (!strcmp(a, "--steps") && v) o->steps = atoi(v), i++;
         else if (!strcmp(a, "--lr") && v) o->lr = (float)atof(v), i++;
         else if (!strcmp(a, "--clip") && v) o->clip = atof(v), i++;
+        else if (!strcmp(a, "--sync")) o->sync = 1;
         else if (!strcmp(a, "--seed") && v) o->seed = strtoull(v, NULL, 0), i++;
         else if (!strcmp(a, "--layout") && v && (!strcmp(v, "inside") || !strcmp(v, "across")))
             o->across = !strcmp(v, "across"), i++;
         else {
             fprintf(stderr, "usage: xcoll-run -n N tp_mlp [--tp T (N)] [--batch B (32)] "
                             "[--hidden H (64)] [--ffn F (256)] [--steps S (5)] [--lr X (0.05)] "
-                            "[--clip MAXNORM (0: off)] [--seed S] [--layout inside|across]\n");
+                            "[--clip MAXNORM (0: off)] [--seed S] [--layout inside|across] [--sync]\n");
             exit(2);
         }
     }
@@ -222,6 +224,15 @@ static void parse(int argc, char **argv, opts_t *o, int world)
                 o->tp, world, o->ffn, o->batch, dp);
         exit(2);
     }
+}
+
+/* The clock before a timed all-reduce; with --sync after a barrier on its
+ * group, so that the time is the transfer's and not the wait for a slower
+ * rank (for comparing with xcoll-plan). */
+static double sync_now(const opts_t *o, xc_comm_t *c)
+{
+    if (o->sync) CHECK(xc_barrier(c));
+    return now_ms();
 }
 
 int main(int argc, char **argv)
@@ -264,18 +275,18 @@ int main(int argc, char **argv)
         /* the shard of this data-parallel group */
         batch(&o, s, d * n, n, X, T);
         forward_partial(&m, n, X, A, Y);
-        double c0 = now_ms();
+        double c0 = sync_now(&o, tpc);
         CHECK(xc_allreduce(Y, Y, (size_t)n * H, XC_FLOAT32, XC_SUM, tpc)); /* forward */
         tp_ms += now_ms() - c0;
         double loss = loss_grad(&m, n, B, Y, T, dZ);
         backward(&m, n, X, A, dZ, dX);
-        c0 = now_ms();
+        c0 = sync_now(&o, tpc);
         CHECK(xc_allreduce(dX, dX, (size_t)n * H, XC_FLOAT32, XC_SUM, tpc)); /* backward */
         tp_ms += now_ms() - c0;
         tp_formula += 2 * ring_bytes((size_t)n * H, tp, 4);
         /* data parallel: the gradients and the loss in one all-reduce */
         m.gw1[ngrad] = (float)loss;
-        c0 = now_ms();
+        c0 = sync_now(&o, dpc);
         CHECK(xc_allreduce(m.gw1, m.gw1, ngrad + 1, XC_FLOAT32, XC_SUM, dpc));
         dp_ms += now_ms() - c0;
         dp_formula += ring_bytes(ngrad + 1, dp, 4);
