@@ -422,12 +422,12 @@ static xc_result_t time_barrier(xc_comm_t *comm, int algo, int reps, int bench, 
 
 /* A 1-element int32 allreduce.rd (forced on every rank), timed as the
  * barriers are (an integer sum: allowed in deterministic mode too). */
-static xc_result_t time_call(xc_comm_t *comm, int algo, int reps, int bench, double *out)
+static xc_result_t time_call(xc_comm_t *comm, int reps, int bench, double *out)
 {
     double *t = malloc(2 * (size_t)reps * sizeof *t), *u = t ? t + reps : NULL;
     if (!t) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
     int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
-    comm->forced_algo[XC_COLL_ALLREDUCE] = algo;
+    comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_ALLREDUCE_RD;
     xc_result_t rc = XC_OK;
     int32_t x = 1, y;
     for (int s = 0; s < (bench ? SERIES : 1) && rc == XC_OK; s++) {
@@ -440,7 +440,7 @@ static xc_result_t time_call(xc_comm_t *comm, int algo, int reps, int bench, dou
         comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
         if (rc == XC_OK && bench)
             rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
-        comm->forced_algo[XC_COLL_ALLREDUCE] = algo;
+        comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_ALLREDUCE_RD;
         if (rc == XC_OK) {
             double v = stat(t, u, reps, bench);
             if (s == 0 || v < *out) *out = v;
@@ -598,27 +598,6 @@ static int peer_of(const xc_comm_t *comm, int same_node)
     return -1;
 }
 
-/* The call cost of `algo` beyond what the model prices of it: a 1-element
- * all-reduce timed, less the model's prediction with *term (one of
- * out's call terms) at 0; stored in *term on rank 0 (kept if the
- * measurement is below the prediction). */
-static xc_result_t call_cost(xc_comm_t *comm, int algo, int reps, const plan_t *pl,
-                             xc__profile_t *out, double *term)
-{
-    double tc = 0;
-    XC_CHECK(time_call(comm, algo, reps, pl->bench_stat, &tc));
-    if (comm->rank == 0) {
-        xc__model_topo_t topo;
-        xc__model_topo_of(comm, &topo);
-        xc__model_call_t one = {XC_COLL_ALLREDUCE, 1, XC_FLOAT32, XC_SUM};
-        double save = *term;
-        *term = 0;
-        double rounds = xc__model_predict(out, &topo, algo, &one);
-        *term = rounds >= 0 && tc > rounds ? tc - rounds : save > 0 ? save : 0;
-    }
-    return XC_OK;
-}
-
 xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profile_t *p)
 {
     const plan_t *pl = thorough ? &k_full : &k_quick;
@@ -671,12 +650,19 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
      * predicts for its transfers (one node: one link class). */
     uint32_t links = what & (XC__HAVE_SHM | XC__HAVE_TCP_LOCAL);
     if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
-                                                            : (links & XC__HAVE_TCP_LOCAL)))
-        XC_CHECK(call_cost(comm, XC__ALGO_ALLREDUCE_RD, sync_reps, pl, out, &out->sched_call));
-    /* The same for the shared-memory collectives: a 1-element
-     * allreduce.shm less its synchronisations and transfers. */
-    if ((what & XC__HAVE_SHM) && comm->shm)
-        XC_CHECK(call_cost(comm, XC__ALGO_SHM_ALLREDUCE, sync_reps, pl, out, &out->shm_call));
+                                                            : (links & XC__HAVE_TCP_LOCAL))) {
+        double tc = 0;
+        XC_CHECK(time_call(comm, sync_reps, pl->bench_stat, &tc));
+        if (comm->rank == 0) {
+            xc__model_topo_t topo;
+            xc__model_topo_of(comm, &topo);
+            xc__model_call_t one = {XC_COLL_ALLREDUCE, 1, XC_FLOAT32, XC_SUM};
+            double save = out->sched_call;
+            out->sched_call = 0;
+            double rounds = xc__model_predict(out, &topo, XC__ALGO_ALLREDUCE_RD, &one);
+            out->sched_call = rounds >= 0 && tc > rounds ? tc - rounds : save > 0 ? save : 0;
+        }
+    }
     if ((what & XC__HAVE_HOST) && comm->rank == 0) {
         uint64_t t1 = xc__now_ns();
         XC_CHECK(measure_host(pl, out));

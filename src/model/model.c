@@ -28,7 +28,7 @@ static double cost_of(const xc__algo_t *a, const xc__profile_t *p, const xc__mod
     if (a->coll != c->coll || !a->cost) return -1;
     if (a->needs_shm && !t->shm) return -1;
     double v = a->cost(p, t, c);
-    v += a->needs_shm ? p->shm_call : p->sched_call;
+    if (!a->needs_shm) v += p->sched_call; /* shm syncs already hold theirs */
     return v == v ? v : -1; /* NaN: not usable */
 }
 

@@ -90,10 +90,6 @@ typedef struct xc__profile {
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
-    /* A shared-memory collective's call (select, describe and check the
-     * operation, stage and read the smallest payload) beyond its
-     * synchronisations and transfers. */
-    double shm_call;
     /* memcpy, seconds per byte copied, for working sets within cache_bytes
      * and beyond (measured at twice the cache). */
     double copy_cache, copy_mem;
