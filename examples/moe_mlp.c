@@ -163,10 +163,7 @@ static float *exchange(xc_comm_t *c, const float *sbuf, const size_t *scnt, size
                        size_t *rtotal)
 {
     int n = xc_comm_size(c);
-    if (g_sync) { /* time the transfer, not the wait for a slower rank or its wake-up */
-        CHECK(xc_barrier(c));
-        CHECK(xc_barrier(c));
-    }
+    if (g_sync) CHECK(xc_barrier(c)); /* time the transfer, not the wait for a slower rank */
     double t0 = now_ms();
     CHECK(xc_alltoall(scnt, rcnt, 1, XC_UINT64, c));
     size_t *sc = malloc(sizeof(size_t) * n * 4), *sd = sc + n, *rc = sd + n, *rd = rc + n;

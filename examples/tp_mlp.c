@@ -226,16 +226,12 @@ static void parse(int argc, char **argv, opts_t *o, int world)
     }
 }
 
-/* The clock before a timed all-reduce; with --sync after two barriers on
- * its group, so that the time is the transfer's and not the wait for a
- * slower rank (for comparing with xcoll-plan): the first absorbs the
- * skew, the second the wake-up of a rank that napped in the first. */
+/* The clock before a timed all-reduce; with --sync after a barrier on its
+ * group, so that the time is the transfer's and not the wait for a slower
+ * rank (for comparing with xcoll-plan). */
 static double sync_now(const opts_t *o, xc_comm_t *c)
 {
-    if (o->sync) {
-        CHECK(xc_barrier(c));
-        CHECK(xc_barrier(c));
-    }
+    if (o->sync) CHECK(xc_barrier(c));
     return now_ms();
 }
 
