@@ -373,7 +373,7 @@ int main(int argc, char **argv)
     }
     experts_free(&mine);
     experts_free(&all);
-    free(x), free(t), free(ex), free(g), free(scnt);
+    free(x), free(t), free(ex), free(g), free(scnt), free(dx), free(sdx);
     CHECK(xc_comm_destroy(comm));
     return ok ? 0 : 1;
 }

@@ -334,7 +334,8 @@ static void load_config(opts_t *o, const char *path)
 
 int main(int argc, char **argv)
 {
-    opts_t o = {.in = {.params = 0, .layers = 0, .hidden = 0, .seq = 0, .vocab = 0,
+    /* static: the strings it holds stay reachable to the end */
+    static opts_t o = {.in = {.params = 0, .layers = 0, .hidden = 0, .seq = 0, .vocab = 0,
                        .experts = 0, .topk = 1, .moe_every = 1, .act_bytes = 2, .grad_bytes = 2,
                        .micro_batch = 1, .global_batch = 0, .dp = 1, .tp = 1, .pp = 1, .ep = 1,
                        .zero = 0, .nodes = 1, .rpn = 1, .flops = 0, .bucket_mb = 25,
