@@ -16,6 +16,7 @@
 #include "../src/model/plan.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,37 +235,37 @@ static int set_opt(opts_t *o, const char *name, const char *v)
     if (!v) return -1;
     char flag[64];
     snprintf(flag, sizeof flag, "--%s", name);
-    if (is(name, "layers")) in->layers = (int)num(flag, v);
-    else if (is(name, "hidden")) in->hidden = (int)num(flag, v);
-    else if (is(name, "ffn")) in->ffn = (int)num(flag, v);
-    else if (is(name, "seq")) in->seq = (int)num(flag, v);
-    else if (is(name, "vocab")) in->vocab = (int)num(flag, v);
-    else if (is(name, "params")) in->params = num(flag, v);
-    else if (is(name, "block")) {
+    /* the numbers of the plan's input: int fields, or double (d) */
+#define F(n, field, d) {n, offsetof(xc__plan_in_t, field), d}
+    static const struct {
+        const char *name;
+        size_t off;
+        int dbl;
+    } k_num[] = {F("layers", layers, 0), F("hidden", hidden, 0), F("ffn", ffn, 0), F("seq", seq, 0),
+                 F("vocab", vocab, 0), F("params", params, 1), F("experts", experts, 0),
+                 F("topk", topk, 0), F("moe-every", moe_every, 0), F("act-bytes", act_bytes, 0),
+                 F("grad-bytes", grad_bytes, 0), F("global-batch", global_batch, 0),
+                 F("micro-batch", micro_batch, 0), F("dp", dp, 0), F("tp", tp, 0), F("pp", pp, 0),
+                 F("vpp", vpp, 0), F("ep", ep, 0), F("zero", zero, 0), F("bucket-mb", bucket_mb, 1),
+                 F("nodes", nodes, 0), F("rpn", rpn, 0)};
+#undef F
+    for (size_t k = 0; k < sizeof k_num / sizeof *k_num; k++)
+        if (is(name, k_num[k].name)) {
+            char *at = (char *)in + k_num[k].off;
+            double x = num(flag, v);
+            if (k_num[k].dbl) *(double *)(void *)at = x;
+            else *(int *)(void *)at = (int)x;
+            return 0;
+        }
+    if (is(name, "block")) {
         if (!is(v, "transformer") && !is(v, "mlp")) return -1;
         in->mlp_only = is(v, "mlp");
-    } else if (is(name, "experts")) in->experts = (int)num(flag, v);
-    else if (is(name, "topk")) in->topk = (int)num(flag, v);
-    else if (is(name, "moe-every")) in->moe_every = (int)num(flag, v);
-    else if (is(name, "act-bytes")) in->act_bytes = (int)num(flag, v);
-    else if (is(name, "grad-bytes")) in->grad_bytes = (int)num(flag, v);
-    else if (is(name, "global-batch")) in->global_batch = (int)num(flag, v);
-    else if (is(name, "micro-batch")) in->micro_batch = (int)num(flag, v);
-    else if (is(name, "dp")) in->dp = (int)num(flag, v);
-    else if (is(name, "tp")) in->tp = (int)num(flag, v);
-    else if (is(name, "pp")) in->pp = (int)num(flag, v);
-    else if (is(name, "vpp")) in->vpp = (int)num(flag, v);
-    else if (is(name, "ep")) in->ep = (int)num(flag, v);
-    else if (is(name, "zero")) in->zero = (int)num(flag, v);
-    else if (is(name, "bucket-mb")) in->bucket_mb = num(flag, v);
-    else if (is(name, "nodes")) in->nodes = (int)num(flag, v);
-    else if (is(name, "rpn")) in->rpn = (int)num(flag, v);
-    else if (is(name, "cluster")) o->cname = strdup(v);
-    else if (is(name, "profile")) o->profile = strdup(v);
+    } else if (is(name, "cluster")) o->cname = v;
+    else if (is(name, "profile")) o->profile = v;
     else if (is(name, "intra")) pair(flag, v, &o->ia, &o->ib);
     else if (is(name, "inter")) pair(flag, v, &o->xa, &o->xb);
     else if (is(name, "flops")) o->tflops = num(flag, v);
-    else if (is(name, "svg")) o->svg = strdup(v);
+    else if (is(name, "svg")) o->svg = v;
     else if (is(name, "compress")) {
         if (xc_compress_parse(v, &in->compress) != XC_OK) return -1;
     } else return -1;
@@ -274,24 +275,19 @@ static int set_opt(opts_t *o, const char *name, const char *v)
 /* The config file: the flags' names as keys (a '_' may stand for '-'),
  * grouped or not in "model", "training", "parallel", "cluster", "options"
  * and "output"; numbers, strings, and true for the switches.  Later flags
- * on the command line override it. */
-static void load_config(opts_t *o, const char *path)
+ * on the command line override it.  Returns the parsed file. */
+static xc__json_t *load_config(opts_t *o, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "xcoll-plan: --config %s: cannot open it\n", path);
+    char err[160];
+    size_t len = 0;
+    char *text = xc__read_file(path, 1u << 24, &len, err, sizeof err);
+    if (!text) {
+        int open_failed = !strncmp(err, "cannot open", 11);
+        fprintf(stderr, "xcoll-plan: --config %s: %s%s%s\n", path, open_failed ? "cannot open it (" : "",
+                open_failed ? err + 13 : err, open_failed ? ")" : "");
         exit(2);
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0, k;
-    char buf[4096];
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
-        if (len + k > cap) text = realloc(text, cap = 2 * (len + k));
-        memcpy(text + len, buf, k), len += k;
-    }
-    fclose(f);
-    char err[160];
-    xc__json_t *root = xc__json_parse(text ? text : "", len, err, sizeof err);
+    xc__json_t *root = xc__json_parse(text, len, err, sizeof err);
     free(text);
     if (!root || root->type != XC__J_OBJ) {
         fprintf(stderr, "xcoll-plan: %s: %s\n", path, root ? "not a JSON object" : err);
@@ -329,68 +325,47 @@ static void load_config(opts_t *o, const char *path)
             exit(2);
         }
     }
-    xc__json_free(root);
+    return root; /* the options' strings point into it: freed at the end */
 }
 
-int main(int argc, char **argv)
+/* Plan, print and draw what the options describe; the exit status. */
+static int run(const opts_t *o)
 {
-    /* static: the strings it holds stay reachable to the end */
-    static opts_t o = {.in = {.params = 0, .layers = 0, .hidden = 0, .seq = 0, .vocab = 0,
-                       .experts = 0, .topk = 1, .moe_every = 1, .act_bytes = 2, .grad_bytes = 2,
-                       .micro_batch = 1, .global_batch = 0, .dp = 1, .tp = 1, .pp = 1, .ep = 1,
-                       .zero = 0, .nodes = 1, .rpn = 1, .flops = 0, .bucket_mb = 25,
-                       .compress = XC_COMPRESS_NONE, .shm = 0},
-                .ia = -1, .xa = -1, .tflops = -1, .advice = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strncmp(a, "--", 2)) usage();
-        if (is(a, "--config") && v) {
-            load_config(&o, v), i++;
-        } else if (set_opt(&o, a + 2, NULL) == 0) {
-        } else if (v && set_opt(&o, a + 2, v) == 0) {
-            i++;
-        } else {
-            usage();
-        }
-    }
-    xc__plan_in_t in = o.in;
-    const char *profile = o.profile, *cname = o.cname, *svg = o.svg;
-    double ia = o.ia, ib = o.ib, xa = o.xa, xb = o.xb, tflops = o.tflops;
-    int json = o.json, advice = o.advice;
+    xc__plan_in_t in = o->in; /* the cluster below sets its flops and shm */
     if ((in.act_bytes != 2 && in.act_bytes != 4) || (in.grad_bytes != 2 && in.grad_bytes != 4))
         usage();
     xc__profile_t prof;
     const cluster_t *cl = NULL;
-    if (cname) {
+    if (o->cname) {
         for (size_t k = 0; k < sizeof k_clusters / sizeof *k_clusters; k++)
-            if (!strcmp(cname, k_clusters[k].name)) cl = &k_clusters[k];
+            if (!strcmp(o->cname, k_clusters[k].name)) cl = &k_clusters[k];
         if (!cl) {
-            fprintf(stderr, "xcoll-plan: unknown --cluster '%s' (h100-ib400, a100-ib200, cpu-1g)\n", cname);
+            fprintf(stderr, "xcoll-plan: unknown --cluster '%s' (h100-ib400, a100-ib200, cpu-1g)\n", o->cname);
             return 2;
         }
         xc__plan_profile(&prof, cl->intra_alpha, cl->intra_bps, cl->inter_alpha, cl->inter_bps,
                          cl->host_bps);
         in.flops = cl->flops;
         in.shm = cl->shm;
-    } else if (profile) {
-        if (xc__profile_read(profile, &prof) != XC_OK) {
+    } else if (o->profile) {
+        if (xc__profile_read(o->profile, &prof) != XC_OK) {
             fprintf(stderr, "xcoll-plan: %s\n", xc_last_error());
             return 1;
         }
         in.shm = 1;
-    } else if (ia >= 0 && xa >= 0) {
-        xc__plan_profile(&prof, ia, ib, xa, xb, 10e9);
+    } else if (o->ia >= 0 && o->xa >= 0) {
+        xc__plan_profile(&prof, o->ia, o->ib, o->xa, o->xb, 10e9);
     } else {
         fprintf(stderr, "xcoll-plan: give the cluster: --cluster, --profile or --intra and --inter\n");
         return 2;
     }
-    if (tflops >= 0) in.flops = tflops * 1e12;
+    if (o->tflops >= 0) in.flops = o->tflops * 1e12;
     xc__plan_out_t out;
     if (xc__plan(&prof, &in, &out) != XC_OK) {
         fprintf(stderr, "xcoll-plan: %s\n", xc_last_error());
         return 2;
     }
-    if (json) {
+    if (o->json) {
         print_json(&in, &out);
     } else {
         if (cl) printf("cluster %s: %s\n", cl->name, cl->desc);
@@ -399,11 +374,41 @@ int main(int argc, char **argv)
         if (in.vpp > 1) printf(" (%d virtual stages)", in.vpp);
         printf(" (ep %d, zero %d) on %d nodes x %d ranks\n\n", in.ep, in.zero, in.nodes, in.rpn);
         print_table(&in, &out);
-        if (advice) advise(&prof, &in, &out);
+        if (o->advice) advise(&prof, &in, &out);
     }
-    if (svg && write_svg(svg, &out) != 0) {
-        fprintf(stderr, "xcoll-plan: cannot write %s\n", svg);
+    if (o->svg && write_svg(o->svg, &out) != 0) {
+        fprintf(stderr, "xcoll-plan: cannot write %s\n", o->svg);
         return 1;
     }
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {.in = {.params = 0, .layers = 0, .hidden = 0, .seq = 0, .vocab = 0,
+                       .experts = 0, .topk = 1, .moe_every = 1, .act_bytes = 2, .grad_bytes = 2,
+                       .micro_batch = 1, .global_batch = 0, .dp = 1, .tp = 1, .pp = 1, .ep = 1,
+                       .zero = 0, .nodes = 1, .rpn = 1, .flops = 0, .bucket_mb = 25,
+                       .compress = XC_COMPRESS_NONE, .shm = 0},
+                .ia = -1, .xa = -1, .tflops = -1, .advice = 1};
+    xc__json_t *config = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strncmp(a, "--", 2)) usage();
+        if (is(a, "--config") && v) {
+            if (config) {
+                fprintf(stderr, "xcoll-plan: give one --config\n");
+                return 2;
+            }
+            config = load_config(&o, v), i++;
+        } else if (set_opt(&o, a + 2, NULL) == 0) {
+        } else if (v && set_opt(&o, a + 2, v) == 0) {
+            i++;
+        } else {
+            usage();
+        }
+    }
+    int rc = run(&o);
+    xc__json_free(config);
+    return rc;
 }

@@ -5,6 +5,7 @@
  */
 #include "json.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,4 +292,36 @@ const xc__json_t *xc__json_get(const xc__json_t *obj, const char *key)
     for (const xc__json_t *m = obj->child; m; m = m->next)
         if (m->key && !strcmp(m->key, key)) found = m; /* the last one wins, as usual */
     return found;
+}
+
+char *xc__read_file(const char *path, size_t max, size_t *len, char *err, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        snprintf(err, cap, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    size_t size = 4096, n = 0;
+    char *buf = malloc(size);
+    while (buf) {
+        if (n == size) {
+            char *m = size < max ? realloc(buf, size * 2) : NULL;
+            if (!m) break;
+            buf = m;
+            size *= 2;
+        }
+        size_t got = fread(buf + n, 1, size - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (!buf || n == size) {
+        snprintf(err, cap, "too large or out of memory");
+        free(buf), buf = NULL;
+    } else if (ferror(f)) {
+        snprintf(err, cap, "read error: %s", strerror(errno));
+        free(buf), buf = NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
 }

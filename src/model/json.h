@@ -27,6 +27,10 @@ typedef struct xc__json {
  * column C: <what>" into err. */
 XC__HIDDEN xc__json_t *xc__json_parse(const char *text, size_t len, char *err, size_t cap);
 XC__HIDDEN void xc__json_free(xc__json_t *root);
+/* The whole of file `path` (at most `max` bytes) in a malloc'd buffer,
+ * its length in *len; NULL with "cannot open: ...", "too large or out of
+ * memory" or "read error: ..." in err. */
+XC__HIDDEN char *xc__read_file(const char *path, size_t max, size_t *len, char *err, size_t cap);
 /* Member `key` of an object (NULL if absent or not an object). */
 XC__HIDDEN const xc__json_t *xc__json_get(const xc__json_t *obj, const char *key);
 

@@ -310,31 +310,12 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
 
 xc_result_t xc__profile_read(const char *path, xc__profile_t *p)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return xc__err(XC_ERR_INVALID, "profile \"%s\": cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    xc_result_t rc = XC_OK;
-    while (buf) {
-        if (n == cap) {
-            char *m = cap < (1u << 24) ? realloc(buf, cap * 2) : NULL;
-            if (!m) break;
-            buf = m;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (!buf || n == cap)
-        rc = xc__err(XC_ERR_INVALID, "profile \"%s\": too large or out of memory", path);
-    else if (ferror(f))
-        rc = xc__err(XC_ERR_INVALID, "profile \"%s\": read error: %s", path, strerror(errno));
-    else
-        rc = xc__profile_parse(buf, n, path, p);
+    char err[160];
+    size_t n = 0;
+    char *buf = xc__read_file(path, 1u << 24, &n, err, sizeof err);
+    if (!buf) return xc__err(XC_ERR_INVALID, "profile \"%s\": %s", path, err);
+    xc_result_t rc = xc__profile_parse(buf, n, path, p);
     free(buf);
-    fclose(f);
     return rc;
 }
 
