@@ -52,13 +52,13 @@
 #include <string.h>
 #include <time.h>
 
-enum { MODE_NONE, MODE_BUCKETED };
+enum { MODE_NONE, MODE_BUCKETED, MODE_FORWARD };
 
 typedef struct opts {
     int steps, warmup, batch, hidden, layers, input, classes;
     float lr, momentum;
     uint64_t seed;
-    int run_none, run_bucketed;
+    int run_none, run_bucketed, run_forward;
     double bucket_mb, first_mb; /* < 0: XCOLL_BUCKET_MB / XCOLL_FIRST_BUCKET_MB */
     int views, sweep, tune, verify;
     int eval_every;       /* --eval-every K: held-out loss every K steps (rank 0; slows it) */
@@ -180,6 +180,10 @@ typedef struct runner {
     float *flat;
     size_t off[2 * MLP_MAX_LAYERS], total;
     xc_bucketer_t *b;
+    int pending;      /* forward mode: the last step's update is still to apply */
+    unsigned char applied[MLP_MAX_LAYERS]; /* ... to these layers it is */
+    const opts_t *o;  /* forward mode: lr and momentum for the layer hook */
+    double fw_wait_ms, fw_opt_ms; /* forward mode, this step: waits, updates */
     double *per; /* per measured step: step, wait, fwd, bwd, opt, issue,
                   * trace comm, trace exposed */
 } runner_t;
@@ -206,12 +210,14 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
     widths_of(o, widths);
     if (!res->loss || !r->per || mlp_init(&r->m, o->layers + 1, widths, r->bl, o->seed))
         die("out of memory");
-    r->views = mode == MODE_BUCKETED && o->views;
+    r->o = o;
+    int bucketed = mode == MODE_BUCKETED || mode == MODE_FORWARD;
+    r->views = bucketed && o->views;
     if (!r->views) {
         if (!(r->flat = flat_grads(&r->m, r->off, &r->total))) die("out of memory");
         for (int p = 0; p < mlp_nparams(&r->m); p++) r->m.grad[p] = r->flat + r->off[p];
     }
-    if (mode == MODE_BUCKETED) {
+    if (bucketed) {
         xc_bucketer_opts_t bo = XC_BUCKETER_OPTS_INIT;
         bo.bucket_mb = bucket_mb;
         bo.first_bucket_mb = o->first_mb;
@@ -246,19 +252,69 @@ static double eval_loss(runner_t *r, const dataset_t *d, int from, int ev)
     return total / ev;
 }
 
+/* Forward mode: layer l's parameters get the last step's update just
+ * before layer l's forward needs them -- its bucket waited for first, so
+ * the buckets of later layers stay on the wire during this forward. */
+static void apply_layer(runner_t *r, int l, int in_forward)
+{
+    if (!r->pending || r->applied[l]) return;
+    r->applied[l] = 1;
+    double t0 = now_ms();
+    if (in_forward) xc_trace_end(); /* the wait is not compute */
+    CHECK(xc_bucketer_wait(r->b, 2 * l));
+    CHECK(xc_bucketer_wait(r->b, 2 * l + 1));
+    double t1 = now_ms();
+    xc_trace_begin("optimizer");
+    mlp_sgd_param(&r->m, 2 * l, r->o->lr, r->o->momentum);
+    mlp_sgd_param(&r->m, 2 * l + 1, r->o->lr, r->o->momentum);
+    xc_trace_end();
+    if (in_forward) xc_trace_begin("forward");
+    r->fw_wait_ms += t1 - t0;
+    r->fw_opt_ms += now_ms() - t1;
+}
+
+static void finish_layer(void *ctx, int l) { apply_layer(ctx, l, 1); }
+
+/* Forward mode: end the pending step now -- every layer's update applied,
+ * then finish (which may rebuild the buckets and move the views). */
+static void settle(runner_t *r)
+{
+    if (!r->pending) return;
+    for (int l = 0; l < r->m.nlayers; l++) apply_layer(r, l, 0);
+    r->pending = 0;
+    CHECK(xc_bucketer_finish(r->b));
+    if (r->views)
+        for (int p = 0; p < mlp_nparams(&r->m); p++) r->m.grad[p] = xc_bucketer_grad(r->b, p);
+}
+
 static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
 {
     mlp_t *m = &r->m;
+    int fw = r->mode == MODE_FORWARD;
     int row0 = (int)(((long)s * o->batch) % d->n) + g_rank * r->bl;
     if (r->res->traced) CHECK(xc_trace_step(NULL)); /* this run's step starts here */
-    if (r->views) /* fetched every step: the first finish may move them */
+    if (r->views && !fw) /* fetched every step: the first finish may move them */
         for (int p = 0; p < mlp_nparams(m); p++) m->grad[p] = xc_bucketer_grad(r->b, p);
+    r->fw_wait_ms = r->fw_opt_ms = 0;
     double t0 = now_ms();
     xc_trace_begin("forward");
-    if (mlp_forward(m, d, row0, r->bl)) die("out of memory");
+    if (mlp_forward_with(m, d, row0, r->bl, fw ? finish_layer : NULL, r)) die("out of memory");
     r->res->loss[s] = mlp_loss(m, d, row0, r->bl, 1.0f / (float)r->bl);
     xc_trace_end();
     double t1 = now_ms();
+    double settle_ms = 0;
+    if (fw) { /* every update is applied: end the last step (cheap now) */
+        int applied = r->pending;
+        r->pending = 0;
+        if (applied) {
+            double ts = now_ms();
+            CHECK(xc_bucketer_finish(r->b));
+            settle_ms = now_ms() - ts;
+        }
+        if (r->views) /* after finish: it may have moved them */
+            for (int p = 0; p < mlp_nparams(m); p++) m->grad[p] = xc_bucketer_grad(r->b, p);
+    }
+    double t1b = now_ms();
     g_issue_ms = 0;
     xc_trace_begin("backward");
     int brc = r->b ? mlp_backward(m, r->bl, on_ready_bucketed, r->b)
@@ -266,22 +322,35 @@ static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
     xc_trace_end();
     if (brc) die("backward failed");
     double t2 = now_ms();
-    if (r->b) CHECK(xc_bucketer_finish(r->b));
-    else CHECK(xc_allreduce(r->flat, r->flat, r->total, XC_FLOAT32, XC_AVG, g_comm));
+    if (fw) {
+        r->pending = 1; /* applied layer by layer in the next forward */
+        memset(r->applied, 0, sizeof r->applied);
+    } else {
+        if (r->b) CHECK(xc_bucketer_finish(r->b));
+        else CHECK(xc_allreduce(r->flat, r->flat, r->total, XC_FLOAT32, XC_AVG, g_comm));
+    }
     double t3 = now_ms();
-    if (r->views)
+    if (r->views && !fw)
         for (int p = 0; p < mlp_nparams(m); p++) m->grad[p] = xc_bucketer_grad(r->b, p);
-    xc_trace_begin("optimizer");
-    mlp_sgd(m, o->lr, o->momentum);
-    xc_trace_end();
+    if (!fw) {
+        xc_trace_begin("optimizer");
+        mlp_sgd(m, o->lr, o->momentum);
+        xc_trace_end();
+    }
     double t4 = now_ms();
     xc_step_summary_t st = {0};
     if (r->res->traced) CHECK(xc_trace_step(&st));
-    if (o->eval_every > 0 && (s + 1) % o->eval_every == 0 && g_rank == 0)
-        r->res->curve[(s + 1) / o->eval_every - 1] = eval_loss(r, d, 0, EVAL_ROWS(o));
+    if (o->eval_every > 0 && (s + 1) % o->eval_every == 0) {
+        settle(r); /* the model as trained so far (every rank: finish is collective) */
+        if (g_rank == 0) r->res->curve[(s + 1) / o->eval_every - 1] = eval_loss(r, d, 0, EVAL_ROWS(o));
+    }
     if (s < o->warmup) return;
-    double v[NQ] = {t4 - t0, t3 - t2, t1 - t0, t2 - t1, t4 - t3, g_issue_ms, st.comm_ms,
-                    st.exposed_ms};
+    /* forward mode: waits and updates happen inside the forward; report
+     * them as communication (exposed) and optimizer time */
+    double wait = fw ? r->fw_wait_ms + settle_ms : t3 - t2;
+    double fwd = fw ? t1 - t0 - r->fw_wait_ms - r->fw_opt_ms : t1 - t0;
+    double opt = fw ? r->fw_opt_ms : t4 - t3;
+    double v[NQ] = {t4 - t0, wait, fwd, t2 - t1b, opt, g_issue_ms, st.comm_ms, st.exposed_ms};
     for (int i = 0; i < NQ; i++) r->per[i * o->steps + r->measured] = v[i];
     r->measured++;
 }
@@ -413,10 +482,13 @@ static void train_interleaved(const opts_t *o, const dataset_t *d, runner_t *r, 
          * ckpt_every + 1 steps). */
         if (pending) CHECK(xc_ckpt_wait(pending));
         pending = NULL;
-        if (o->ckpt_dir && o->ckpt_every > 0 && (s + 1) % o->ckpt_every == 0 && s + 1 < o->steps)
+        if (o->ckpt_dir && o->ckpt_every > 0 && (s + 1) % o->ckpt_every == 0 && s + 1 < o->steps) {
+            for (int i = 0; i < n; i++) settle(&r[i]); /* the state saved is the step's end */
             CHECK(xc_ckpt_save_async(g_comm, o->ckpt_dir, (uint64_t)(s + 1), parts, np, &pending));
+        }
     }
     if (pending) CHECK(xc_ckpt_wait(pending));
+    for (int i = 0; i < n; i++) settle(&r[i]);
     if (o->ckpt_dir) {
         CHECK(xc_ckpt_save(g_comm, o->ckpt_dir, (uint64_t)o->steps, parts, np));
         ckpt_parts_free(parts, np);
@@ -483,6 +555,15 @@ static int identical(const double *a, const double *b, int n)
     return memcmp(a, b, sizeof(double) * (size_t)n) == 0;
 }
 
+static const char *label(const result_t *r, char *buf, size_t cap)
+{
+    const char *name = r->mode == MODE_FORWARD ? "forward" : "bucketed";
+    if (r->mode == MODE_NONE) snprintf(buf, cap, "none");
+    else if (r->bucket_mb < 0) snprintf(buf, cap, "%s", name);
+    else snprintf(buf, cap, "%s %g", name, r->bucket_mb);
+    return buf;
+}
+
 /* Rank 0: compare every run with both references; returns failures. */
 static int verify(const opts_t *o, const dataset_t *d, result_t *runs, int nruns)
 {
@@ -498,9 +579,7 @@ static int verify(const opts_t *o, const dataset_t *d, result_t *runs, int nruns
     for (int i = 0; i < nruns; i++) {
         const result_t *r = &runs[i];
         char what[64];
-        if (r->mode == MODE_NONE) snprintf(what, sizeof what, "none");
-        else if (r->bucket_mb < 0) snprintf(what, sizeof what, "bucketed (default size)");
-        else snprintf(what, sizeof what, "bucketed %g MiB", r->bucket_mb);
+        label(r, what, sizeof what);
         /* Tolerances hold over the first k steps; later a ReLU that changes
          * side in one run and not the other starts a different trajectory
          * (docs/training.md) -- shown, not judged. */
@@ -526,13 +605,6 @@ static int verify(const opts_t *o, const dataset_t *d, result_t *runs, int nruns
 
 /* ------------------------------------------------------------ report */
 
-static const char *label(const result_t *r, char *buf, size_t cap)
-{
-    if (r->mode == MODE_NONE) snprintf(buf, cap, "none");
-    else if (r->bucket_mb < 0) snprintf(buf, cap, "bucketed");
-    else snprintf(buf, cap, "bucketed %g", r->bucket_mb);
-    return buf;
-}
 
 static void print_row(const opts_t *o, const result_t *r, const result_t *base)
 {
@@ -557,7 +629,9 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: xcoll-run -n N train_mlp [options]\n"
-            "  --overlap none|bucketed|both  (both)\n"
+            "  --overlap none|bucketed|forward|both|all  (both = none + bucketed; all adds\n"
+            "            forward: the update applied layer by layer in the next forward, each\n"
+            "            layer's bucket waited for just before it is needed)\n"
             "  --bucket-mb MB (default: XCOLL_BUCKET_MB if set, else the tuner's choice)\n"
             "  --first-bucket-mb MB (XCOLL_FIRST_BUCKET_MB, 1)   --views 0|1 (1)\n"
             "  --sweep   none + bucket sizes 0.25..25 MiB + the tuner's choice\n"
@@ -587,9 +661,11 @@ static void parse(int argc, char **argv, opts_t *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (!strcmp(a, name) && v && (i++, 1))
         if (OPT("--overlap")) {
-            o->run_none = !strcmp(v, "none") || !strcmp(v, "both");
-            o->run_bucketed = !strcmp(v, "bucketed") || !strcmp(v, "both");
-            if (!o->run_none && !o->run_bucketed) usage();
+            int all = !strcmp(v, "all");
+            o->run_none = !strcmp(v, "none") || !strcmp(v, "both") || all;
+            o->run_bucketed = !strcmp(v, "bucketed") || !strcmp(v, "both") || all;
+            o->run_forward = !strcmp(v, "forward") || all;
+            if (!o->run_none && !o->run_bucketed && !o->run_forward) usage();
         } else if (OPT("--bucket-mb")) o->bucket_mb = atof(v);
         else if (OPT("--first-bucket-mb")) o->first_mb = atof(v);
         else if (OPT("--views")) o->views = atoi(v);
@@ -628,6 +704,11 @@ static void parse(int argc, char **argv, opts_t *o)
         o->classes < 2 || o->layers < 0 || o->layers + 1 > MLP_MAX_LAYERS)
         usage();
     if (o->warmup >= o->steps) o->warmup = o->steps - 1;
+    if (o->ckpt_dir && o->run_forward && (o->run_none || o->run_bucketed || o->sweep)) {
+        fprintf(stderr, "train_mlp: --checkpoint with forward among other runs: checkpoint "
+                        "one group of runs (e.g. --overlap forward alone)\n");
+        exit(2);
+    }
 }
 
 int main(int argc, char **argv)
@@ -674,7 +755,8 @@ int main(int argc, char **argv)
     int nruns = 0, tuned_at = -1;
     double tuned_mb = -1;
     /* Without a size (--bucket-mb, XCOLL_BUCKET_MB), the tuner picks it. */
-    int auto_size = o.run_bucketed && o.bucket_mb < 0 && !getenv("XCOLL_BUCKET_MB");
+    int auto_size = (o.run_bucketed || o.run_forward) && o.bucket_mb < 0 &&
+                    !getenv("XCOLL_BUCKET_MB");
     if (o.sweep || auto_size) {
         opts_t p = o;
         p.steps = o.warmup + 8; /* the tuner keeps the last 8 steps */
@@ -693,6 +775,7 @@ int main(int argc, char **argv)
                  o.tune && !o.sweep && !auto_size, &runs[nruns]);
         nruns++;
     }
+
     if (o.sweep) {
         int have_tuned = 0;
         for (int i = 0; i < nsweep; i++) {
@@ -703,7 +786,19 @@ int main(int argc, char **argv)
         if (tuned_mb > 0 && !have_tuned)
             run_init(&rn[nruns], &o, MODE_BUCKETED, tuned_mb, 0, &runs[nruns]), nruns++;
     }
-    train_interleaved(&o, &d, rn, nruns);
+    /* The forward run last, and trained after the others: its buckets stay
+     * in flight into its next step, where an interleaved run would issue
+     * collectives of its own on the same communicator (xcoll.h, bucketer
+     * "Threads": that must not race with the launch thread). */
+    int fw_at = -1;
+    if (o.run_forward) { /* the bucketed run's size */
+        fw_at = nruns;
+        run_init(&rn[nruns], &o, MODE_FORWARD, auto_size ? tuned_mb : o.bucket_mb, 0,
+                 &runs[nruns]);
+        nruns++;
+    }
+    if (fw_at > 0) train_interleaved(&o, &d, rn, fw_at);
+    train_interleaved(&o, &d, rn + (fw_at > 0 ? fw_at : 0), fw_at > 0 ? 1 : nruns);
     if (o.sweep || auto_size) { /* report the tuner next to the runs */
         runs[tuned_at].tune = probe.tune;
         runs[tuned_at].tuned = 1;
@@ -716,7 +811,8 @@ int main(int argc, char **argv)
         print_header();
         for (int i = 0; i < nruns; i++) print_row(&o, &runs[i], none);
         printf("  (* comm ms: none = the all-reduce after backward; bucketed = waiting in "
-               "xc_bucketer_finish, the exposed part.\n     hidden = 1 - exposed / none's "
+               "xc_bucketer_finish, the exposed part;\n     forward = waiting in "
+               "xc_bucketer_wait during the next forward and in finish.\n     hidden = 1 - exposed / none's "
                "all-reduce.  (issue): part of backward spent inside xc_bucketer_mark_ready.\n"
                "     Trace columns need XCOLL_TRACE_SUMMARY=1 or XCOLL_TRACE=file.  Medians "
                "over steps, slowest rank.)\n");
@@ -780,14 +876,18 @@ int main(int argc, char **argv)
             for (int k = 0; k < o.steps / o.eval_every; k++) printf(" %.4f", runs[i].curve[k]);
             printf("\n");
         }
-        if (none && bk) {
-            printf("summary: step time %.2f ms without overlap, %.2f ms bucketed (%.2fx); "
+        const result_t *fwr = fw_at >= 0 ? &runs[fw_at] : NULL;
+        for (int k = 0; none && k < 2; k++) {
+            const result_t *x = k ? fwr : bk;
+            if (!x || (k == 0 && x->mode != MODE_BUCKETED)) continue;
+            printf("summary: step time %.2f ms without overlap, %.2f ms %s (%.2fx); "
                    "communication %.2f ms per step, %.0f%% hidden (exposed %.2f ms)",
-                   none->step_ms, bk->step_ms, bk->step_ms / none->step_ms, none->wait_ms,
-                   100.0 * (1 - bk->wait_ms / none->wait_ms), bk->wait_ms);
-            if (bk->traced && bk->tr_comm_ms > 0)
-                printf("; trace: overlap %.0f%% of %.2f ms", 100.0 * (1 - bk->tr_exposed_ms / bk->tr_comm_ms),
-                       bk->tr_comm_ms);
+                   none->step_ms, x->step_ms, k ? "forward" : "bucketed",
+                   x->step_ms / none->step_ms, none->wait_ms,
+                   100.0 * (1 - x->wait_ms / none->wait_ms), x->wait_ms);
+            if (x->traced && x->tr_comm_ms > 0)
+                printf("; trace: overlap %.0f%% of %.2f ms", 100.0 * (1 - x->tr_exposed_ms / x->tr_comm_ms),
+                       x->tr_comm_ms);
             printf("\n");
         }
         fflush(stdout);

@@ -617,7 +617,8 @@ XC_API xc_result_t xc_profile_calibrate(xc_comm_t *comm, const char *path);
  * Threads.  One bucketer is used by one thread at a time, and it issues
  * collectives on `comm`: no other thread may issue collectives on that
  * communicator between commit and destroy except between steps (xcoll.h,
- * "Threads").  On more than one rank the all-reduces are issued by a
+ * "Threads") -- or, once every gradient of the step is marked ready,
+ * after an xc_bucketer_wait has returned (every bucket is issued then).  On more than one rank the all-reduces are issued by a
  * launch thread of the bucketer (opts.launch_thread), so that
  * mark_ready returns at once even while the engine is busy with the
  * previous bucket; the hook's start runs on that thread.  The all-reduces
@@ -726,6 +727,20 @@ XC_API xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index);
  * are still reduced, so that the ranks' collectives stay matched, but their
  * results are unspecified and finish returns XC_ERR_INVALID naming them. */
 XC_API xc_result_t xc_bucketer_finish(xc_bucketer_t *b);
+
+/* Complete, before finish, the bucket holding gradient `index`: wait for
+ * its reduction and hand its results back (copy mode: into the caller's
+ * arrays; a hook's done is called), so its gradients can be used while
+ * later buckets are still on the wire -- e.g. the optimizer applied to each
+ * layer just before the next forward pass needs it ("forward overlap",
+ * docs/training.md), which lets communication hide behind the next
+ * forward as well as behind backward.  Every gradient of that bucket and of
+ * the buckets before it must have been marked ready in this step, else
+ * XC_ERR_INVALID naming what is missing (the bucket cannot have started).
+ * finish still ends the step: it completes the other buckets, rebuilds the
+ * layout, and returns the step's first error (also one this call
+ * returned).  Blocking; a completed bucket returns at once. */
+XC_API xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index);
 
 /*
  * A compression hook (docs/compression.md): each bucket of fp32, fp16 or

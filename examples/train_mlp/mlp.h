@@ -96,12 +96,18 @@ fail:
     return -1;
 }
 
-/* Forward over rows [row0, row0 + B) of the dataset; leaves the logits in
- * act[nlayers].  Returns 0 or -1. */
-static int mlp_forward(mlp_t *m, const dataset_t *d, int row0, int B)
+/* Called before layer l's forward (e.g. to finish that layer's update). */
+typedef void (*mlp_layer_fn)(void *ctx, int layer);
+
+/* Forward over rows [row0, row0 + B) of the dataset, calling before(ctx, l)
+ * (if not NULL) just before layer l; leaves the logits in act[nlayers].
+ * Returns 0 or -1. */
+static int mlp_forward_with(mlp_t *m, const dataset_t *d, int row0, int B, mlp_layer_fn before,
+                            void *ctx)
 {
     memcpy(m->act[0], d->x + (size_t)row0 * (size_t)d->dim, sizeof(float) * (size_t)B * (size_t)d->dim);
     for (int l = 0; l < m->nlayers; l++) {
+        if (before) before(ctx, l);
         int in = m->in[l], out = m->out[l];
         float *y = m->act[l + 1];
         if (gemm((size_t)B, (size_t)out, (size_t)in, m->act[l], (size_t)in, m->param[2 * l],
@@ -116,6 +122,11 @@ static int mlp_forward(mlp_t *m, const dataset_t *d, int row0, int B)
             }
     }
     return 0;
+}
+
+static int mlp_forward(mlp_t *m, const dataset_t *d, int row0, int B)
+{
+    return mlp_forward_with(m, d, row0, B, NULL, NULL);
 }
 
 /* Softmax cross-entropy of the logits against labels of rows [row0, row0+B):
@@ -176,17 +187,20 @@ static int mlp_backward(mlp_t *m, int B, mlp_ready_fn ready, void *ctx)
     return 0;
 }
 
-/* SGD with momentum: v = mu v + g; w -= lr v. */
+/* SGD with momentum on parameter p: v = mu v + g; w -= lr v. */
+static void mlp_sgd_param(mlp_t *m, int p, float lr, float mu)
+{
+    float *w = m->param[p], *v = m->mom[p];
+    const float *g = m->grad[p];
+    for (size_t i = 0; i < m->count[p]; i++) {
+        v[i] = mu * v[i] + g[i];
+        w[i] -= lr * v[i];
+    }
+}
+
 static void mlp_sgd(mlp_t *m, float lr, float mu)
 {
-    for (int p = 0; p < mlp_nparams(m); p++) {
-        float *w = m->param[p], *v = m->mom[p];
-        const float *g = m->grad[p];
-        for (size_t i = 0; i < m->count[p]; i++) {
-            v[i] = mu * v[i] + g[i];
-            w[i] -= lr * v[i];
-        }
-    }
+    for (int p = 0; p < mlp_nparams(m); p++) mlp_sgd_param(m, p, lr, mu);
 }
 
 #endif /* TRAIN_MLP_MLP_H */

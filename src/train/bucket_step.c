@@ -114,14 +114,15 @@ xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index)
     return launch_ready(b);
 }
 
-/* The names of the gradients not marked in this step, into msg; their count. */
-static int unmarked(const xc_bucketer_t *b, char *msg, size_t cap)
+/* The names of the gradients (of bucket k; k < 0: of every bucket) not
+ * marked in this step, into msg; their count. */
+static int unmarked(const xc_bucketer_t *b, int k, char *msg, size_t cap)
 {
     int n = 0;
     size_t used = 0;
     msg[0] = 0;
     for (int g = 0; g < b->ngrads; g++) {
-        if (b->grads[g].marked == b->step) continue;
+        if (b->grads[g].marked == b->step || (k >= 0 && b->lay.bucket_of[g] != k)) continue;
         if (used + 1 < cap) {
             int w = snprintf(msg + used, cap - used, "%s'%s'", n ? ", " : "", b->grads[g].name);
             used += w > 0 ? (size_t)w : 0;
@@ -130,6 +131,89 @@ static int unmarked(const xc_bucketer_t *b, char *msg, size_t cap)
         n++;
     }
     return n;
+}
+
+/* Complete launched bucket k: wait for its reduction, call the hook's
+ * done, hand the results back (copy mode).  Once: a bucket completed by
+ * xc_bucketer_wait keeps its result code for finish.  With `who` (the
+ * caller's name), a failure becomes the bucketer's error message.  A
+ * bucket that failed to launch returns XC_OK here: its error is already
+ * the step's. */
+static xc_result_t complete(xc_bucketer_t *b, int k, const char *who)
+{
+    xc__bstate_t *s = &b->bst[k];
+    if (s->done) return s->rc;
+    xc_result_t r = XC_OK;
+    if (s->req) {
+        r = xc_request_wait(s->req);
+        xc_request_free(s->req);
+        s->req = NULL;
+    } else if (!s->launched || s->failed) {
+        return XC_OK;
+    }
+    char what[200];
+    if (r != XC_OK) {
+        bucket_str(b, k, what, sizeof what);
+        if (who) /* the message goes with the first error */
+            xc__bk_fail(b, r, "%s: all-reduce of %s failed: %s", who, what,
+                        xc_comm_last_error(b->comm));
+    } else if (b->has_hook && b->hook.done) {
+        xc_bucket_t v;
+        xc__bk_view(b, k, &v);
+        r = b->hook.done(b->hook.ctx, b->comm, &v);
+        if (r != XC_OK && who) {
+            bucket_str(b, k, what, sizeof what);
+            xc__bk_fail(b, r, "%s: the communication hook's done failed for %s: %s", who, what,
+                        xc_last_error());
+        }
+    }
+    if (r == XC_OK && !b->views) { /* hand the results back */
+        const xc__bucket_t *bk = &b->lay.buckets[k];
+        for (int j = bk->first; j < bk->first + bk->ngrads; j++) {
+            const xc__grad_t *g = &b->grads[b->lay.grads[j]];
+            size_t bytes = g->count * xc_dtype_size(g->dtype);
+            if (bytes && g->marked == b->step) memcpy(g->user, slot(b, b->lay.grads[j]), bytes);
+        }
+    }
+    s->done = 1;
+    s->rc = r;
+    return r;
+}
+
+xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index)
+{
+    if (!b) return xc__err(XC_ERR_INVALID, "xc_bucketer_wait: bucketer is NULL");
+    if (!b->committed)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_wait(%d): call xc_bucketer_commit "
+                                              "first", index);
+    if (index < 0 || index >= b->ngrads)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_wait: gradient %d does not exist "
+                                              "(%d registered)", index, b->ngrads);
+    int k = b->lay.bucket_of[index];
+    if (k >= b->next_launch) { /* not started: waiting could never end */
+        int j = 0; /* the first bucket still waiting for gradients */
+        while (j < k && b->bst[j].pending == 0) j++;
+        char names[300];
+        unmarked(b, j, names, sizeof names);
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_wait: gradient '%s' (index %d) is in "
+                                              "bucket %d, which cannot start in step %llu before "
+                                              "%s of bucket %d %s marked ready",
+                           b->grads[index].name, index, k, (unsigned long long)b->step, names, j,
+                           b->bst[j].pending == 1 ? "is" : "are");
+    }
+    uint64_t t0 = xc__now_ns();
+    if (!b->t_end) b->t_end = t0;
+    /* Every posted bucket, not only k's: the caller may issue collectives
+     * of its own next, and they must follow the buckets on every rank. */
+    if (b->thread) xc__bk_thread_drain(b, b->next_launch);
+    if (b->bst[k].failed) { /* its launch failed: there is no result */
+        b->wait_ns += xc__now_ns() - t0;
+        return xc__bk_fail(b, b->step_rc, "xc_bucketer_wait: %s", b->launch_err);
+    }
+    xc_result_t r = complete(b, k, "xc_bucketer_wait");
+    b->wait_ns += xc__now_ns() - t0;
+    if (r != XC_OK) xc__err(r, "%s", b->err); /* this thread's detail = the bucketer's */
+    return r;
 }
 
 /* After a complete step: adopt rank 0's arrival order as the layout input
@@ -185,61 +269,29 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
                                               "first");
     /* Gradients never marked: count them in so that every bucket goes out. */
     char names[300];
-    int missing = unmarked(b, names, sizeof names);
+    int missing = unmarked(b, -1, names, sizeof names);
     uint64_t t_enter = xc__now_ns();
     int timed = !missing && b->t_first;
     if (timed) { /* a complete step: keep its timing */
         uint64_t *ready = b->hist_ready + (size_t)b->hist_pos * (size_t)b->ngrads;
-        b->hist_backward[b->hist_pos] = t_enter - b->t_first;
+        b->hist_backward[b->hist_pos] = (b->t_end ? b->t_end : t_enter) - b->t_first;
         for (int g = 0; g < b->ngrads; g++) ready[g] = b->t_mark[g] - b->t_first;
         memcpy(b->last_order, b->arrival, (size_t)b->ngrads * sizeof *b->last_order);
     }
     for (int g = 0; missing && g < b->ngrads; g++)
         if (b->grads[g].marked != b->step) b->bst[b->lay.bucket_of[g]].pending--;
     launch_ready(b);
-    if (b->thread) xc__bk_thread_drain(b);
+    if (b->thread) xc__bk_thread_drain(b, b->next_launch);
     xc_result_t rc = b->step_rc, r;
     if (rc != XC_OK) xc__bk_fail(b, rc, "xc_bucketer_finish: %s", b->launch_err);
 
     for (int k = 0; k < b->lay.nbuckets; k++) {
-        xc__bstate_t *s = &b->bst[k];
-        r = XC_OK;
-        if (s->req) {
-            r = xc_request_wait(s->req);
-            xc_request_free(s->req);
-            s->req = NULL;
-        } else if (!s->launched || s->failed) {
-            continue; /* not launched: its error is already the step's */
-        }
-        char what[200];
-        if (r != XC_OK) {
-            bucket_str(b, k, what, sizeof what);
-            if (rc == XC_OK) /* the message goes with the first error */
-                xc__bk_fail(b, r, "xc_bucketer_finish: all-reduce of %s failed: %s", what,
-                            xc_comm_last_error(b->comm));
-        } else if (b->has_hook && b->hook.done) {
-            xc_bucket_t v;
-            xc__bk_view(b, k, &v);
-            r = b->hook.done(b->hook.ctx, b->comm, &v);
-            if (r != XC_OK && rc == XC_OK) {
-                bucket_str(b, k, what, sizeof what);
-                xc__bk_fail(b, r, "xc_bucketer_finish: the communication hook's done failed "
-                                  "for %s: %s", what, xc_last_error());
-            }
-        }
-        if (r == XC_OK && !b->views) { /* hand the results back */
-            const xc__bucket_t *bk = &b->lay.buckets[k];
-            for (int j = bk->first; j < bk->first + bk->ngrads; j++) {
-                const xc__grad_t *g = &b->grads[b->lay.grads[j]];
-                size_t bytes = g->count * xc_dtype_size(g->dtype);
-                if (bytes && g->marked == b->step) memcpy(g->user, slot(b, b->lay.grads[j]), bytes);
-            }
-        }
+        r = complete(b, k, rc == XC_OK ? "xc_bucketer_finish" : NULL);
         if (rc == XC_OK) rc = r;
     }
 
     if (timed) { /* the slot is complete now */
-        b->hist_exposed[b->hist_pos] = xc__now_ns() - t_enter;
+        b->hist_exposed[b->hist_pos] = xc__now_ns() - t_enter + b->wait_ns;
         b->hist_pos = (b->hist_pos + 1) % XC__BK_HIST;
         if (b->hist_n < XC__BK_HIST) b->hist_n++;
     }
@@ -257,12 +309,16 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
         b->bst[k].pending = b->lay.buckets[k].ngrads;
         b->bst[k].launched = 0;
         b->bst[k].failed = 0;
+        b->bst[k].done = 0;
+        b->bst[k].rc = XC_OK;
     }
     uint64_t step = b->step++;
     if (b->thread) xc__bk_thread_reset(b);
     b->next_launch = 0;
     b->narrived = 0;
     b->t_first = 0;
+    b->t_end = 0;
+    b->wait_ns = 0;
     b->step_rc = XC_OK;
     if (missing)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_finish: %d gradient%s never marked "

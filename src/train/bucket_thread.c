@@ -13,7 +13,8 @@
  * Protocol (all under `mu`): the caller raises `posted` (never lowers it
  * within a step); the thread launches bucket `launched` while launched <
  * posted, releasing the mutex around the launch itself, and broadcasts
- * `cv` after each; finish waits for launched == posted; between steps the
+ * `cv` after each; finish waits for launched == posted (xc_bucketer_wait
+ * for launched past its bucket); between steps the
  * caller resets both to 0 while the thread is idle (launched == posted).
  * The thread touches the layout and bucket state only for buckets in
  * [launched, posted), which the caller no longer changes in that step.
@@ -79,11 +80,11 @@ void xc__bk_thread_post(xc_bucketer_t *b, int upto)
     pthread_mutex_unlock(&t->mu);
 }
 
-void xc__bk_thread_drain(xc_bucketer_t *b)
+void xc__bk_thread_drain(xc_bucketer_t *b, int upto)
 {
     xc__bk_thread_t *t = b->thread;
     pthread_mutex_lock(&t->mu);
-    while (t->launched < t->posted) pthread_cond_wait(&t->cv, &t->mu);
+    while (t->launched < upto && t->launched < t->posted) pthread_cond_wait(&t->cv, &t->mu);
     pthread_mutex_unlock(&t->mu);
 }
 

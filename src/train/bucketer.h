@@ -78,6 +78,8 @@ typedef struct xc__bstate {
     xc_request_t *req;  /* in flight (NULL: not launched or done)            */
     int launched;
     int failed;         /* its launch failed (the step's error says why)    */
+    int done;           /* completed early by xc_bucketer_wait; rc kept      */
+    xc_result_t rc;
 } xc__bstate_t;
 
 struct xc_bucketer {
@@ -109,10 +111,12 @@ struct xc_bucketer {
      * the tuner (which takes medians): when each gradient was marked, from
      * the step's first mark; when finish was called; how long it waited. */
     uint64_t t_first;       /* the step's first mark (0: none yet)         */
+    uint64_t t_end;         /* the step's first wait or finish (0: none)   */
+    uint64_t wait_ns;       /* this step's time inside xc_bucketer_wait    */
     uint64_t *t_mark;       /* per gradient, this step                     */
     uint64_t *hist_ready;   /* [XC__BK_HIST][ngrads], from t_first          */
-    uint64_t hist_backward[XC__BK_HIST]; /* first mark -> finish called    */
-    uint64_t hist_exposed[XC__BK_HIST];  /* finish called -> all reduced   */
+    uint64_t hist_backward[XC__BK_HIST]; /* first mark -> first wait/finish */
+    uint64_t hist_exposed[XC__BK_HIST];  /* inside waits and finish        */
     int hist_n, hist_pos;   /* complete steps recorded, next slot          */
     int *last_order;        /* the last complete step's arrival order      */
 
@@ -143,12 +147,13 @@ XC__HIDDEN xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay);
 XC__HIDDEN xc_result_t xc__bk_launch(xc_bucketer_t *b, int k);
 
 /* bucket_thread.c: the launch thread.  post: buckets [0, upto) may be
- * launched; drain: wait until every posted bucket is; reset: a new step
- * (only when drained); stop: launch what was posted, join, free. */
+ * launched; drain: wait until buckets [0, upto) are (upto <= what was
+ * posted); reset: a new step (only when drained); stop: launch what was
+ * posted, join, free. */
 typedef struct xc__bk_thread xc__bk_thread_t;
 XC__HIDDEN xc_result_t xc__bk_thread_start(xc_bucketer_t *b);
 XC__HIDDEN void xc__bk_thread_post(xc_bucketer_t *b, int upto);
-XC__HIDDEN void xc__bk_thread_drain(xc_bucketer_t *b);
+XC__HIDDEN void xc__bk_thread_drain(xc_bucketer_t *b, int upto);
 XC__HIDDEN void xc__bk_thread_reset(xc_bucketer_t *b);
 XC__HIDDEN void xc__bk_thread_stop(xc_bucketer_t *b);
 

@@ -223,10 +223,11 @@ static void check_layout(xc_bucketer_t *b, const int *order, const char *what)
 
 /* Bucketed results (in `got`) against the per-tensor all-reduce of the
  * same inputs. */
-static void check_against_per_tensor(xc_bucketer_t *b, void **user, int step, xc_op_t op,
-                                     const char *what)
+/* Gradient g of `step` against its own all-reduce (collective). */
+static void check_one(xc_bucketer_t *b, void **user, int step, xc_op_t op, const char *what,
+                      int g)
 {
-    for (int g = 0; g < NG; g++) {
+    {
         const spec_t *s = &k_specs[g];
         size_t bytes = s->count * xc_dtype_size(s->dtype);
         void *ref = h_alloc(bytes + 1);
@@ -264,6 +265,12 @@ static void check_against_per_tensor(xc_bucketer_t *b, void **user, int step, xc
         }
         h_free(ref);
     }
+}
+
+static void check_against_per_tensor(xc_bucketer_t *b, void **user, int step, xc_op_t op,
+                                     const char *what)
+{
+    for (int g = 0; g < NG; g++) check_one(b, user, step, op, what, g);
 }
 
 /* ------------------------------------------------------------ tests */
@@ -480,6 +487,97 @@ static void test_launch_and_hook(int thread)
     if (u[0][0] != (float)(n + 1) / 2)
         h_fail(__FILE__, __LINE__, "default all-reduce after removing the hook: %g, expected %g",
                u[0][0], (float)(n + 1) / 2);
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    for (int g = 0; g < N; g++) h_free(u[g]);
+}
+
+/* xc_bucketer_wait: each gradient complete (and right) before finish, in an
+ * order unlike the buckets' (the next forward's); refused, naming what is
+ * missing, while its bucket cannot have started; finish afterwards ends the
+ * step without redoing anything. */
+static void test_wait(int views)
+{
+    char what[80];
+    snprintf(what, sizeof what, "wait (%s)", views ? "views" : "copies");
+    void **user = views ? NULL : alloc_user();
+    xc_bucketer_t *b = make(0.25, 0.0625, views, 1, 1, user);
+    for (int step = 1; step <= 3; step++) {
+        for (int g = 0; g < NG; g++) fill(grad_storage(b, user, g), step, g, 0);
+        int perm[NG];
+        arrival(step, H.rank, perm);
+        /* Nothing marked: no bucket can have started. */
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_wait(b, perm[0]));
+        expect_msg(b, "cannot start", "wait before the marks");
+        expect_msg(b, "marked ready", "wait before the marks");
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_wait(b, NG));
+        for (int j = 0; j < NG; j++) H_CHECK(H.comm, xc_bucketer_mark_ready(b, perm[j]));
+        for (int g = 0; g < NG; g++) { /* registration order: the next forward's */
+            H_CHECK(H.comm, xc_bucketer_wait(b, g));
+            check_one(b, user, step, XC_AVG, what, g);
+        }
+        H_CHECK(H.comm, xc_bucketer_wait(b, 0)); /* again: at once */
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        H_EQ_U64("step after finish", info_of(b).step, (uint64_t)step + 1);
+        check_against_per_tensor(b, user, step, XC_AVG, what);
+    }
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    free_user(user);
+}
+
+/* With a hook: done runs once per bucket, at the wait that completes it
+ * (not again at finish); a wait whose bucket waits for an earlier one's
+ * gradient names that gradient. */
+static void test_wait_hook(int thread)
+{
+    enum { N = 3, C = 777 };
+    float *u[N];
+    xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
+    o.bucket_mb = 0; /* buckets [c] [b] [a] */
+    o.first_bucket_mb = 0;
+    o.rebuild = 0;
+    o.launch_thread = thread;
+    xc_bucketer_t *b;
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    const char *names[N] = {"a", "b", "c"};
+    for (int g = 0; g < N; g++) {
+        u[g] = h_alloc(C * sizeof(float));
+        H_CHECK(H.comm, xc_bucketer_register(b, u[g], C, XC_FLOAT32, names[g], NULL));
+    }
+    H_CHECK(H.comm, xc_bucketer_commit(b));
+    hook_log_t log;
+    memset(&log, 0, sizeof log);
+    log.fail_index = -1;
+    xc_bucket_hook_t hk = {sizeof hk, &log, hook_start, hook_done};
+    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hk));
+    int n = H.size;
+    for (int step = 1; step <= 2; step++) {
+        for (int g = 0; g < N; g++)
+            for (int i = 0; i < C; i++) u[g][i] = (float)((H.rank + 1) * (g + 1) + i % 3);
+        H_CHECK(H.comm, xc_bucketer_mark_ready(b, 1)); /* bucket 1 complete, bucket 0 not */
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_wait(b, 1));
+        expect_msg(b, "'c' of bucket 0 is marked ready", "wait behind an incomplete bucket");
+        H_CHECK(H.comm, xc_bucketer_mark_ready(b, 2));
+        H_CHECK(H.comm, xc_bucketer_mark_ready(b, 0));
+        int before = log.dones;
+        H_CHECK(H.comm, xc_bucketer_wait(b, 0)); /* 'a': bucket 2 */
+        H_EQ_INT("done at the wait", log.dones, before + 1);
+        H_CHECK(H.comm, xc_bucketer_wait(b, 0));
+        H_EQ_INT("done once", log.dones, before + 1);
+        float e0 = 2.0f * (float)(n * (n + 1) / 2 + n * 0);
+        H_TRUE("'a' reduced and handed back at the wait", u[0][0] == e0);
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        H_EQ_INT("finish completes the others only", log.dones, before + 3);
+        for (int g = 0; g < N; g++)
+            for (int i = 0; i < C; i++) {
+                float e = 2.0f * (float)((g + 1) * n * (n + 1) / 2 + n * (i % 3));
+                h_checked();
+                if (u[g][i] != e) {
+                    h_fail(__FILE__, __LINE__, "step %d: '%s'[%d] = %g, expected %g (done "
+                           "applied once)", step, names[g], i, u[g][i], e);
+                    break;
+                }
+            }
+    }
     H_CHECK(H.comm, xc_bucketer_destroy(b));
     for (int g = 0; g < N; g++) h_free(u[g]);
 }
@@ -708,6 +806,10 @@ int main(int argc, char **argv)
     test_scaling(0, 1);
     test_launch_and_hook(0);
     test_launch_and_hook(1);
+    test_wait(0);
+    test_wait(1);
+    test_wait_hook(0);
+    test_wait_hook(1);
     test_misuse_steps(0);
     test_misuse_steps(1);
     test_mismatch();
