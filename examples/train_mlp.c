@@ -73,7 +73,7 @@ typedef struct opts {
 typedef struct result {
     int mode;
     double bucket_mb; /* as configured (-1: the variable / default) */
-    int nbuckets, layout;
+    int nbuckets, layout, tail_from;
     double *loss;     /* per step, mean over the global batch */
     double eval_loss; /* the final model's, over the held-out rows */
     double train_eval; /* the final model's, over the first training rows */
@@ -222,6 +222,7 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
         bo.bucket_mb = bucket_mb;
         bo.first_bucket_mb = o->first_mb;
         bo.views = r->views;
+        bo.forward_tail = mode == MODE_FORWARD; /* the tail goes first layer first */
         CHECK(xc_bucketer_create(g_comm, &bo, &r->b));
         for (int p = 0; p < mlp_nparams(&r->m); p++) {
             char name[48];
@@ -374,6 +375,7 @@ static void run_end(runner_t *r, const opts_t *o, const dataset_t *d)
         CHECK(xc_bucketer_info(r->b, &in));
         res->nbuckets = in.nbuckets;
         res->layout = in.layout;
+        res->tail_from = in.tail_from;
         CHECK(xc_bucketer_destroy(r->b));
     } else {
         res->nbuckets = 1;
@@ -822,6 +824,15 @@ int main(int argc, char **argv)
                    "or XCOLL_BUCKET_MB\n", bk->bucket_mb);
         if (bk && bk->layout)
             printf("  buckets rebuilt after step 1 from the order gradients arrived in (rank 0's)\n");
+        if (fw_at >= 0) {
+            const result_t *f = &runs[fw_at];
+            if (f->tail_from < f->nbuckets)
+                printf("  forward: buckets 0..%d go out as they fill; the tail (%d bucket%s, predicted "
+                       "to outlast backward) last-filled first\n", f->tail_from - 1,
+                       f->nbuckets - f->tail_from, f->nbuckets - f->tail_from > 1 ? "s" : "");
+            else
+                printf("  forward: every bucket goes out as it fills (no tail predicted)\n");
+        }
         /* identical curves across runs? */
         int same = 1;
         double worst = 0;

@@ -640,13 +640,20 @@ typedef struct xc_bucketer_opts {
     int launch_thread;      /* -1: XCOLL_BUCKET_THREAD, else 1; 1: a thread of the
                              * bucketer issues the all-reduces (mark_ready never
                              * waits for the engine); 0: mark_ready issues them */
+    int forward_tail;       /* 1: at the rebuild, the buckets predicted to be still
+                             * on the wire when backward ends are issued first
+                             * layer first (last arrived first), for callers that
+                             * complete them with xc_bucketer_wait in the next
+                             * forward (docs/training.md); -1 or 0: arrival order.
+                             * Rank 0's choice and timing decide for every rank. */
 } xc_bucketer_opts_t;
 
-#define XC_BUCKETER_OPTS_INIT { sizeof(xc_bucketer_opts_t), -1.0, -1.0, -1, -1, -1, -1 }
+#define XC_BUCKETER_OPTS_INIT { sizeof(xc_bucketer_opts_t), -1.0, -1.0, -1, -1, -1, -1, -1 }
 
 /* One bucket as the communication hook sees it (and xc_bucketer_bucket). */
 typedef struct xc_bucket {
-    int index;             /* position in the layout = all-reduce order      */
+    int index;             /* position in the layout (= all-reduce order but
+                            * with opts.forward_tail)                         */
     int layout;            /* 0 = initial layout, +1 per rebuild             */
     uint64_t step;         /* the step being reduced (1, 2, ...)             */
     void *data;            /* the bucket's memory: its gradients, packed     */
@@ -789,6 +796,9 @@ typedef struct xc_bucketer_info {
     size_t total_bytes;        /* bucket memory, padding included      */
     int views, average, rebuild;
     int launch_thread;         /* 1: a launch thread issues the all-reduces */
+    int tail_from;             /* buckets issue in layout order up to this
+                                * one, then from the last back to it
+                                * (opts.forward_tail); nbuckets: no tail */
 } xc_bucketer_info_t;
 
 XC_API xc_result_t xc_bucketer_info(const xc_bucketer_t *b,

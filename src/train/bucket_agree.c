@@ -24,7 +24,7 @@
 #define MAGIC 0x78634275636b6574ull /* "xcBucket" */
 #define NAME_LEN 40
 
-enum { H_MAGIC, H_N, H_CAP, H_FIRST, H_AVG, H_WORDS = 8 };
+enum { H_MAGIC, H_N, H_CAP, H_FIRST, H_AVG, H_REBUILD, H_FTAIL, H_WORDS = 8 };
 
 typedef struct entry { /* 64 bytes on the wire, same layout on every rank */
     uint64_t count;
@@ -78,6 +78,12 @@ static int compare(const xc_bucketer_t *b, const uint64_t *h0, const entry_t *t0
                  h0[H_AVG] ? "averages" : "sums", r, b->average ? "averages" : "sums");
         return 1;
     }
+    if (h0[H_REBUILD] != (uint64_t)b->rebuild || h0[H_FTAIL] != (uint64_t)b->forward_tail) {
+        snprintf(msg, cap, "options differ: rank 0 has rebuild %d, forward_tail %d; rank %d has "
+                           "%d, %d (each takes part in collectives of its own)",
+                 (int)h0[H_REBUILD], (int)h0[H_FTAIL], r, b->rebuild, b->forward_tail);
+        return 1;
+    }
     uint64_t n0 = h0[H_N], n = (uint64_t)b->ngrads;
     for (uint64_t i = 0; i < n0 && i < n; i++) {
         entry_t e;
@@ -120,6 +126,8 @@ xc_result_t xc__bk_agree_registration(xc_bucketer_t *b)
         h[H_CAP] = b->cap;
         h[H_FIRST] = b->first_cap;
         h[H_AVG] = (uint64_t)b->average;
+        h[H_REBUILD] = (uint64_t)b->rebuild;
+        h[H_FTAIL] = (uint64_t)b->forward_tail;
     }
     rc = xc_bcast(h, H_WORDS, XC_UINT64, 0, b->comm);
     if (rc != XC_OK) goto comm_fail;
@@ -171,5 +179,25 @@ xc_result_t xc__bk_agree_order(xc_bucketer_t *b, int *order, int *valid)
     *valid = buf[0] == 1;
     for (int i = 0; order && i < n; i++) order[i] = buf[i + 1];
     free(buf);
+    return XC_OK;
+}
+
+xc_result_t xc__bk_agree_tail(xc_bucketer_t *b)
+{
+    int32_t k = INT32_MAX;
+    if (b->rank == 0) {
+        k = xc__bk_tail_from(b);
+        const char *force = getenv("XCOLL_BUCKET_TAIL_FROM"); /* experiments, tests */
+        if (force && *force) {
+            char *end;
+            long v = strtol(force, &end, 10);
+            if (!*end && v >= 0) k = v > INT32_MAX ? INT32_MAX : (int32_t)v;
+        }
+    }
+    xc_result_t rc = xc_bcast(&k, 1, XC_INT32, 0, b->comm);
+    if (rc != XC_OK)
+        return xc__bk_fail(b, rc, "xc_bucketer_finish: broadcasting rank 0's forward tail "
+                                  "failed: %s", xc_comm_last_error(b->comm));
+    xc__bk_set_seq(b, k < 0 ? INT32_MAX : k);
     return XC_OK;
 }

@@ -7,7 +7,7 @@
  * the first complete step rebuilds the layout from rank 0's arrival order.
  *
  * Invariants within a step: bst[k].pending counts the unmarked gradients of
- * bucket k; buckets [0, next_launch) are launched and no other; a request
+ * bucket k; buckets seq[0 .. next_launch) are launched and no other; a request
  * is owned by bst[k].req until finish (or destroy) waits for and frees it.
  * A failure does not stop the step: later buckets are still launched and
  * waited for, so the ranks' collective sequences stay matched; the first
@@ -59,12 +59,23 @@ xc_result_t xc__bk_launch(xc_bucketer_t *b, int k)
     return rc;
 }
 
+void xc__bk_set_seq(xc_bucketer_t *b, int tail_from)
+{
+    int n = b->lay.nbuckets;
+    if (tail_from < 0 || tail_from > n) tail_from = n;
+    b->tail_from = tail_from;
+    for (int i = 0; i < n; i++) {
+        b->seq[i] = i < tail_from ? i : n - 1 - (i - tail_from);
+        b->pos_of[b->seq[i]] = i;
+    }
+}
+
 /* Launch (or hand to the launch thread) every complete bucket whose
- * predecessors are launched. */
+ * predecessors in the launch sequence are launched. */
 static xc_result_t launch_ready(xc_bucketer_t *b)
 {
     int upto = b->next_launch;
-    while (upto < b->lay.nbuckets && b->bst[upto].pending == 0) upto++;
+    while (upto < b->lay.nbuckets && b->bst[b->seq[upto]].pending == 0) upto++;
     if (b->thread) {
         if (upto > b->next_launch) xc__bk_thread_post(b, upto);
         b->next_launch = upto;
@@ -72,7 +83,7 @@ static xc_result_t launch_ready(xc_bucketer_t *b)
     }
     xc_result_t rc = XC_OK;
     while (b->next_launch < upto) {
-        xc_result_t r = xc__bk_launch(b, b->next_launch++);
+        xc_result_t r = xc__bk_launch(b, b->seq[b->next_launch++]);
         if (rc == XC_OK) rc = r;
     }
     if (rc != XC_OK) return xc__bk_fail(b, rc, "%s", b->launch_err);
@@ -190,9 +201,10 @@ xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_wait: gradient %d does not exist "
                                               "(%d registered)", index, b->ngrads);
     int k = b->lay.bucket_of[index];
-    if (k >= b->next_launch) { /* not started: waiting could never end */
-        int j = 0; /* the first bucket still waiting for gradients */
-        while (j < k && b->bst[j].pending == 0) j++;
+    if (b->pos_of[k] >= b->next_launch) { /* not started: waiting could never end */
+        int p = 0; /* the first bucket of the sequence still waiting for gradients */
+        while (p < b->pos_of[k] && b->bst[b->seq[p]].pending == 0) p++;
+        int j = b->seq[p];
         char names[300];
         unmarked(b, j, names, sizeof names);
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_wait: gradient '%s' (index %d) is in "
@@ -244,6 +256,7 @@ static xc_result_t rebuild(xc_bucketer_t *b)
         goto out;
     }
     b->rebuild_pending = 0;
+    if (b->forward_tail) b->tail_at = b->step + XC__TAIL_STEPS; /* steps on the new layout */
     int same = lay.nbuckets == b->lay.nbuckets;
     for (int g = 0; same && g < n; g++)
         same = lay.bucket_of[g] == b->lay.bucket_of[g] && lay.offset_of[g] == b->lay.offset_of[g];
@@ -285,8 +298,8 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
     xc_result_t rc = b->step_rc, r;
     if (rc != XC_OK) xc__bk_fail(b, rc, "xc_bucketer_finish: %s", b->launch_err);
 
-    for (int k = 0; k < b->lay.nbuckets; k++) {
-        r = complete(b, k, rc == XC_OK ? "xc_bucketer_finish" : NULL);
+    for (int p = 0; p < b->lay.nbuckets; p++) { /* in launch order */
+        r = complete(b, b->seq[p], rc == XC_OK ? "xc_bucketer_finish" : NULL);
         if (rc == XC_OK) rc = r;
     }
 
@@ -304,6 +317,16 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
         r = rebuild(b);
         if (rc == XC_OK) rc = r;
         else memcpy(b->err, keep, sizeof keep); /* the first error's message */
+    }
+    /* forward_tail: the launch sequence from the steps on the final layout
+     * (a step number every rank agrees on; collective). */
+    if (b->tail_at && b->step == b->tail_at) {
+        char keep[XC__ERRMSG_LEN];
+        memcpy(keep, b->err, sizeof keep);
+        b->tail_at = 0;
+        r = xc__bk_agree_tail(b);
+        if (rc == XC_OK) rc = r;
+        else memcpy(b->err, keep, sizeof keep);
     }
     for (int k = 0; k < b->lay.nbuckets; k++) {
         b->bst[k].pending = b->lay.buckets[k].ngrads;

@@ -39,7 +39,7 @@ static void *main_loop(void *arg)
     for (;;) {
         while (!t->stop && t->launched == t->posted) pthread_cond_wait(&t->cv, &t->mu);
         if (t->launched == t->posted) break; /* stop, and nothing left */
-        int k = t->launched;
+        int k = b->seq[t->launched];
         pthread_mutex_unlock(&t->mu);
         xc__bk_launch(b, k);
         pthread_mutex_lock(&t->mu);

@@ -271,3 +271,75 @@ xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t)
     }
     return XC_OK;
 }
+
+/* ------------------------------------------------------------ forward tail */
+
+/* The buckets of `lay` issued in arrival order, gradients ready at
+ * ready_ns[g], each all-reduce taking bytes x ns_per_byte, one at a time:
+ * the end of the last; *fit: how many leading buckets end by `by`. */
+static double fifo_end(const xc__layout_t *lay, const uint64_t *ready_ns, double ns_per_byte,
+                       double by, int *fit)
+{
+    double end = 0;
+    int n = 0, all = 1;
+    for (int k = 0; k < lay->nbuckets; k++) {
+        const xc__bucket_t *bk = &lay->buckets[k];
+        double ready = 0;
+        for (int j = bk->first; j < bk->first + bk->ngrads; j++)
+            if ((double)ready_ns[lay->grads[j]] > ready) ready = (double)ready_ns[lay->grads[j]];
+        end = (ready > end ? ready : end) + (double)(bk->count * xc_dtype_size(bk->dtype)) * ns_per_byte;
+        all &= end <= by;
+        n += all;
+    }
+    if (fit) *fit = n;
+    return end;
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int xc__bk_tail_from(const xc_bucketer_t *b)
+{
+    const xc__layout_t *lay = &b->lay;
+    int m = b->hist_n < XC__TAIL_STEPS ? b->hist_n : XC__TAIL_STEPS, n = b->ngrads;
+    if (m < 1) return lay->nbuckets;
+    double vb[XC__TAIL_STEPS], ve[XC__TAIL_STEPS], v[XC__TAIL_STEPS];
+    uint64_t *ready = malloc((size_t)(n ? n : 1) * sizeof *ready);
+    if (!ready) return lay->nbuckets; /* no tail: only slower */
+    for (int i = 0; i < m; i++) {
+        int slot = (b->hist_pos + XC__BK_HIST - 1 - i) % XC__BK_HIST;
+        vb[i] = (double)b->hist_backward[slot];
+        ve[i] = (double)b->hist_exposed[slot];
+    }
+    for (int g = 0; g < n; g++) {
+        for (int i = 0; i < m; i++) {
+            int slot = (b->hist_pos + XC__BK_HIST - 1 - i) % XC__BK_HIST;
+            v[i] = (double)b->hist_ready[(size_t)slot * (size_t)n + (size_t)g];
+        }
+        ready[g] = (uint64_t)median_of(v, m);
+    }
+    double B = median_of(vb, m), E = median_of(ve, m);
+    int fit = lay->nbuckets;
+    /* Communication that kept up with backward leaves nothing to reorder. */
+    if (E >= 0.02 * B && E >= 50e3) {
+        /* The effective time per byte that makes the layout's FIFO end where
+         * the steps' communication ended (the end is monotone in it). */
+        double bytes = 0;
+        for (int k = 0; k < lay->nbuckets; k++)
+            bytes += (double)(lay->buckets[k].count * xc_dtype_size(lay->buckets[k].dtype));
+        if (bytes > 0) {
+            double lo = 0, hi = (B + E) / bytes;
+            for (int i = 0; i < 50; i++) {
+                double mid = 0.5 * (lo + hi);
+                if (fifo_end(lay, ready, mid, 0, NULL) < B + E) lo = mid;
+                else hi = mid;
+            }
+            fifo_end(lay, ready, 0.5 * (lo + hi), B, &fit);
+        }
+    }
+    free(ready);
+    return fit;
+}

@@ -107,10 +107,12 @@ xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
     XC_CHECK_GOTO(capacity(o.first_bucket_mb, "XCOLL_FIRST_BUCKET_MB", 1.0, &b->first_cap), rc,
                   fail);
     if (o.average < -1 || o.average > 1 || o.views < -1 || o.views > 1 || o.rebuild < -1 ||
-        o.rebuild > 1 || o.launch_thread < -1 || o.launch_thread > 1) {
+        o.rebuild > 1 || o.launch_thread < -1 || o.launch_thread > 1 || o.forward_tail < -1 ||
+        o.forward_tail > 1) {
         rc = xc__err(XC_ERR_INVALID, "xc_bucketer_create: average %d, views %d, rebuild %d, "
-                                     "launch_thread %d: each must be -1 (default), 0 or 1",
-                     o.average, o.views, o.rebuild, o.launch_thread);
+                                     "launch_thread %d, forward_tail %d: each must be -1 "
+                                     "(default), 0 or 1",
+                     o.average, o.views, o.rebuild, o.launch_thread, o.forward_tail);
         goto fail;
     }
     if (o.launch_thread < 0) {
@@ -131,6 +133,7 @@ xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
     b->average = o.average != 0;
     b->views = o.views == 1;
     b->rebuild = o.rebuild != 0;
+    b->forward_tail = o.forward_tail == 1;
     b->use_thread = o.launch_thread == 1 && b->size > 1; /* alone: nothing to wait for */
     b->op = b->average ? XC_AVG : XC_SUM;
     b->step = 1;
@@ -186,10 +189,13 @@ xc_result_t xc_bucketer_register(xc_bucketer_t *b, void *grad, size_t count, xc_
 xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay)
 {
     unsigned char *arena = NULL;
-    xc__bstate_t *bst = calloc((size_t)(lay->nbuckets ? lay->nbuckets : 1), sizeof *bst);
+    size_t nbk = (size_t)(lay->nbuckets ? lay->nbuckets : 1);
+    xc__bstate_t *bst = calloc(nbk, sizeof *bst);
+    int *seq = malloc(2 * nbk * sizeof *seq);
     if (lay->arena_bytes) arena = aligned_alloc(XC__BUCKET_ALIGN, lay->arena_bytes);
-    if (!bst || (lay->arena_bytes && !arena)) {
+    if (!bst || !seq || (lay->arena_bytes && !arena)) {
         free(bst);
+        free(seq);
         free(arena);
         return xc__bk_fail(b, XC_ERR_NOMEM, "bucketer: out of memory for %zu bytes of buckets",
                            lay->arena_bytes);
@@ -215,6 +221,10 @@ xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay)
     memset(lay, 0, sizeof *lay);
     b->arena = arena;
     b->bst = bst;
+    free(b->seq);
+    b->seq = seq;
+    b->pos_of = seq + nbk;
+    xc__bk_set_seq(b, b->lay.nbuckets);
     for (int k = 0; k < b->lay.nbuckets; k++) b->bst[k].pending = b->lay.buckets[k].ngrads;
     b->next_launch = 0;
     b->narrived = 0;
@@ -257,6 +267,7 @@ xc_result_t xc_bucketer_commit(xc_bucketer_t *b)
     if (b->use_thread) XC_CHECK_GOTO(xc__bk_thread_start(b), rc, out);
     b->committed = 1;
     b->rebuild_pending = b->rebuild;
+    if (b->forward_tail && !b->rebuild) b->tail_at = XC__TAIL_STEPS; /* else: after it */
 out:
     free(counts);
     free(dtypes);
@@ -326,6 +337,7 @@ xc_result_t xc_bucketer_info(const xc_bucketer_t *b, xc_bucketer_info_t *out)
     i.average = b->average;
     i.rebuild = b->rebuild;
     i.launch_thread = b->thread != NULL;
+    i.tail_from = b->tail_from;
     size_t n = XC__MIN(out->size, sizeof i);
     memcpy(out, &i, n);
     out->size = n;
@@ -373,6 +385,7 @@ xc_result_t xc_bucketer_destroy(xc_bucketer_t *b)
     free(b->arena);
     free(b->old_arena);
     free(b->bst);
+    free(b->seq);
     free(b->arrival);
     free(b->last_order);
     free(b->t_mark);

@@ -15,8 +15,10 @@
  * Invariants.  Between commit and destroy `lay` is the layout of every rank
  * (built by the same pure function from the same agreed input); `arena`
  * holds its buckets, each 64-byte aligned, padding zeroed.  In one step,
- * buckets are launched strictly in index order (next_launch), so the
- * sequence of collectives on the communicator is the same on every rank.
+ * buckets are launched strictly in launch-sequence order (seq[0],
+ * seq[1], ...; next_launch positions done), the same on every rank, so the
+ * sequence of collectives on the communicator is the same everywhere.
+ * seq is the identity unless forward_tail reversed its tail at a rebuild.
  * The bucketer talks to the communicator only through xcoll.h.
  */
 #ifndef XC_TRAIN_BUCKETER_H
@@ -26,6 +28,7 @@
 
 #define XC__BUCKET_ALIGN 64 /* bytes: offsets of gradients and buckets */
 #define XC__BK_HIST 8       /* complete steps the tuner learns from */
+#define XC__TAIL_STEPS 3    /* steps on the final layout forward_tail learns from */
 
 /* One bucket of a layout (its gradients are a slice of the layout's arrays). */
 typedef struct xc__bucket {
@@ -101,7 +104,12 @@ struct xc_bucketer {
     xc__bstate_t *bst;    /* lay.nbuckets */
 
     uint64_t step;        /* current step, from 1 */
-    int next_launch;      /* buckets [0, next_launch) have been launched */
+    int next_launch;      /* buckets seq[0 .. next_launch) have been launched */
+    int *seq, *pos_of;    /* launch sequence (bucket indices) and inverse    */
+    int forward_tail;     /* opts.forward_tail (rank 0's counts)             */
+    int tail_from;        /* seq reverses from here (= nbuckets: not at all)  */
+    uint64_t tail_at;     /* forward_tail: decide at the finish of this step
+                           * (3 steps on the final layout; 0: decided)       */
     int *arrival;         /* this step's arrival order (n entries)       */
     int narrived;
     int rebuild_pending;  /* rebuild after the next complete step         */
@@ -160,10 +168,12 @@ XC__HIDDEN void xc__bk_thread_stop(xc_bucketer_t *b);
 /* bucket_agree.c: the commit-time check (collective), and the broadcast of
  * rank 0's arrival order after a step (collective): *valid = 0 when rank 0
  * did not see every gradient; else order[] is rank 0's (order may be NULL:
- * take part only). */
+ * take part only).  agree_tail: rank 0's xc__bk_tail_from (or
+ * XCOLL_BUCKET_TAIL_FROM) broadcast and made the launch sequence. */
 XC__HIDDEN xc_result_t xc__bk_agree_registration(xc_bucketer_t *b);
 XC__HIDDEN xc_result_t xc__bk_agree_order(xc_bucketer_t *b, int *order,
                                           int *valid);
+XC__HIDDEN xc_result_t xc__bk_agree_tail(xc_bucketer_t *b);
 
 /* bucket_tune.c: the model of a step's communication.  Gradients are ready
  * at ready_ns[g] (arriving in `order`), backward ends at backward_ns; the
@@ -178,6 +188,17 @@ typedef struct xc__bk_model {
     double alpha_ns, ns_per_byte, slowdown;
     uint64_t backward_ns;
 } xc__bk_model_t;
+/* Rank 0, with forward_tail: the number of leading buckets of the layout
+ * whose all-reduces, issued in layout (arrival) order, are predicted to end
+ * before backward does -- fitted to the last complete steps on this layout
+ * (medians of their ready times, backward and exposed times, where the
+ * exposed time is the tail after backward); the buckets after them are the
+ * tail, issued last-arrived first.  nbuckets: no tail (the communication
+ * kept up, or no complete step). */
+XC__HIDDEN int xc__bk_tail_from(const xc_bucketer_t *b);
+/* Set the launch sequence: identity up to tail_from, reversed after. */
+XC__HIDDEN void xc__bk_set_seq(xc_bucketer_t *b, int tail_from);
+
 XC__HIDDEN double xc__bk_comm_end(int n, const size_t *counts, const xc_dtype_t *dtypes,
                                   const int *order, const uint64_t *ready_ns,
                                   const xc__bk_model_t *m, size_t first_cap, size_t cap,

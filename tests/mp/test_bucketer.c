@@ -582,6 +582,73 @@ static void test_wait_hook(int thread)
     for (int g = 0; g < N; g++) h_free(u[g]);
 }
 
+/* forward_tail: after three steps on the rebuilt layout the launch
+ * sequence is the layout order up to tail_from, then last bucket first
+ * (XCOLL_BUCKET_TAIL_FROM forces the split that rank 0's timing would
+ * choose); waits and finish still give every gradient its value, and the
+ * hook sees the new order. */
+static void test_forward_tail(int thread)
+{
+    enum { N = 4, C = 500 };
+    float *u[N];
+    xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
+    o.bucket_mb = 0; /* one bucket per gradient */
+    o.first_bucket_mb = 0;
+    o.launch_thread = thread;
+    o.forward_tail = 1;
+    setenv("XCOLL_BUCKET_TAIL_FROM", "1", 1);
+    xc_bucketer_t *b;
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    const char *names[N] = {"w0", "w1", "w2", "w3"};
+    for (int g = 0; g < N; g++) {
+        u[g] = h_alloc(C * sizeof(float));
+        H_CHECK(H.comm, xc_bucketer_register(b, u[g], C, XC_FLOAT32, names[g], NULL));
+    }
+    H_CHECK(H.comm, xc_bucketer_commit(b));
+    hook_log_t log;
+    memset(&log, 0, sizeof log);
+    log.fail_index = -1;
+    xc_bucket_hook_t hk = {sizeof hk, &log, hook_start, hook_done};
+    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hk));
+    int n = H.size;
+    /* step 1 rebuilds the layout; steps 2-4 are timed on it; the finish of
+     * step 4 decides the tail; steps 5-6 use it. */
+    for (int step = 1; step <= 6; step++) {
+        for (int g = 0; g < N; g++)
+            for (int i = 0; i < C; i++) u[g][i] = (float)((H.rank + 1) * (g + 1) + i % 7);
+        for (int g = N - 1; g >= 0; g--) H_CHECK(H.comm, xc_bucketer_mark_ready(b, g)); /* backward */
+        if (step > 1) { /* the next forward: first layer first */
+            for (int g = 0; g < N; g++) H_CHECK(H.comm, xc_bucketer_wait(b, g));
+        }
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        xc_bucketer_info_t in = info_of(b);
+        H_EQ_INT("tail_from: none before the decision, then rank 0's forced split", in.tail_from,
+                 step < 4 ? N : 1);
+        if (step > 4) { /* layout: w3 w2 w1 w0; sequence: 0, then 3 2 1 */
+            static const int want[N] = {0, 3, 2, 1};
+            for (int k = 0; k < N; k++)
+                H_EQ_INT("launch sequence with a forward tail", log.order[(step - 1) * N + k],
+                         want[k]);
+        } else {
+            for (int k = 0; k < N; k++)
+                H_EQ_INT("launch sequence before the decision", log.order[(step - 1) * N + k], k);
+        }
+        for (int g = 0; g < N; g++)
+            for (int i = 0; i < C; i++) {
+                float e = 2.0f * (float)((g + 1) * n * (n + 1) / 2 + n * (i % 7));
+                h_checked();
+                if (u[g][i] != e) {
+                    h_fail(__FILE__, __LINE__, "forward tail, step %d: '%s'[%d] = %g, expected "
+                           "%g", step, names[g], i, u[g][i], e);
+                    break;
+                }
+            }
+    }
+    unsetenv("XCOLL_BUCKET_TAIL_FROM");
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    for (int g = 0; g < N; g++) h_free(u[g]);
+}
+
 static void test_misuse_steps(int views)
 {
     void **user = views ? NULL : alloc_user();
@@ -675,9 +742,11 @@ static void test_mismatch(void)
     int last = H.rank == H.size - 1;
     char rk[32];
     snprintf(rk, sizeof rk, "rank %d", H.size - 1);
-    for (int variant = 0; variant < 4; variant++) {
+    for (int variant = 0; variant < 6; variant++) {
         xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
         o.views = 1;
+        o.rebuild = last && variant == 4 ? 0 : 1;
+        o.forward_tail = last && variant == 5 ? 1 : 0;
         o.bucket_mb = last && variant == 2 ? 8 : 4;
         o.average = last && variant == 3 ? 0 : 1;
         xc_bucketer_t *b;
@@ -696,6 +765,8 @@ static void test_mismatch(void)
         if (variant == 1) expect_msg(b, "'extra.bias'", "mismatch names the extra gradient");
         if (variant == 2) expect_msg(b, "XCOLL_BUCKET_MB", "mismatch names the capacity");
         if (variant == 3) expect_msg(b, "averag", "mismatch names averaging");
+        if (variant == 4) expect_msg(b, "rebuild", "mismatch names rebuild");
+        if (variant == 5) expect_msg(b, "forward_tail", "mismatch names forward_tail");
         H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready(b, 0));
         H_CHECK(H.comm, xc_bucketer_destroy(b));
     }
@@ -810,6 +881,8 @@ int main(int argc, char **argv)
     test_wait(1);
     test_wait_hook(0);
     test_wait_hook(1);
+    test_forward_tail(0);
+    test_forward_tail(1);
     test_misuse_steps(0);
     test_misuse_steps(1);
     test_mismatch();
