@@ -56,6 +56,7 @@ enum { MODE_NONE, MODE_BUCKETED, MODE_FORWARD };
 
 typedef struct opts {
     int steps, warmup, batch, hidden, layers, input, classes;
+    int tokens, tok_layers, tok_width; /* --tokens T --token-layers K --token-width W */
     float lr, momentum;
     uint64_t seed;
     int run_none, run_bucketed, run_forward;
@@ -111,10 +112,11 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Per token for the token layers (the first tok_layers layers). */
 static void widths_of(const opts_t *o, int *w)
 {
-    w[0] = o->input;
-    for (int l = 1; l <= o->layers; l++) w[l] = o->hidden;
+    w[0] = o->input / o->tokens;
+    for (int l = 1; l <= o->layers; l++) w[l] = l <= o->tok_layers ? o->tok_width : o->hidden;
     w[o->layers + 1] = o->classes;
 }
 
@@ -208,7 +210,8 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
     int widths[MLP_MAX_LAYERS + 1];
     r->bl = o->batch / g_size;
     widths_of(o, widths);
-    if (!res->loss || !r->per || mlp_init(&r->m, o->layers + 1, widths, r->bl, o->seed))
+    if (!res->loss || !r->per ||
+        mlp_init(&r->m, o->layers + 1, widths, o->tokens, o->tok_layers, r->bl, o->seed))
         die("out of memory");
     r->o = o;
     int bucketed = mode == MODE_BUCKETED || mode == MODE_FORWARD;
@@ -512,7 +515,8 @@ static void reference(const opts_t *o, const dataset_t *d, int shards, double *l
     int widths[MLP_MAX_LAYERS + 1], bs = o->batch / shards;
     widths_of(o, widths);
     mlp_t m;
-    if (mlp_init(&m, o->layers + 1, widths, bs, o->seed)) die("out of memory");
+    if (mlp_init(&m, o->layers + 1, widths, o->tokens, o->tok_layers, bs, o->seed))
+        die("out of memory");
     size_t off[2 * MLP_MAX_LAYERS], total;
     float *acc = flat_grads(&m, off, &total), *part = flat_grads(&m, off, &total);
     if (!acc || !part) die("out of memory");
@@ -642,6 +646,9 @@ static void usage(void)
             "  --steps N (30) --warmup N (3) --batch B (96, global) --hidden H (512)\n"
             "  --layers L (8 hidden) --input D (256) --classes C (10) --lr X (0.02)\n"
             "  --momentum X (0.9) --seed S (1) --small (CI-sized model)\n"
+            "  --tokens T --token-layers K --token-width W (1, 0, 128): the first K hidden\n"
+            "            layers (width W) shared by the T tokens of a row (input/T wide each),\n"
+            "            as a 1x1 convolution: T times the compute per parameter\n"
             "  --tol X (1e-4) --verify-steps K (12): N ranks vs one rank, relative loss\n"
             "            difference over the first K steps\n"
             "  --eval-every K: the loss on a fixed sample of training rows every K steps\n"
@@ -656,7 +663,7 @@ static void usage(void)
 static void parse(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.steps = 30, .warmup = 3, .batch = 96, .hidden = 512, .layers = 8,
-                  .input = 256, .classes = 10, .lr = 0.02f, .momentum = 0.9f, .seed = 1,
+                  .input = 256, .classes = 10, .tokens = 1, .tok_width = 128, .lr = 0.02f, .momentum = 0.9f, .seed = 1,
                   .run_none = 1, .run_bucketed = 1, .bucket_mb = -1, .first_mb = -1, .views = 1,
                   .tol = 1e-4, .verify_steps = 12, .crash_at = -1};
     for (int i = 1; i < argc; i++) {
@@ -678,6 +685,9 @@ static void parse(int argc, char **argv, opts_t *o)
         else if (OPT("--hidden")) o->hidden = atoi(v);
         else if (OPT("--layers")) o->layers = atoi(v);
         else if (OPT("--input")) o->input = atoi(v);
+        else if (OPT("--tokens")) o->tokens = atoi(v);
+        else if (OPT("--token-layers")) o->tok_layers = atoi(v);
+        else if (OPT("--token-width")) o->tok_width = atoi(v);
         else if (OPT("--classes")) o->classes = atoi(v);
         else if (OPT("--lr")) o->lr = (float)atof(v);
         else if (OPT("--momentum")) o->momentum = (float)atof(v);
@@ -703,8 +713,15 @@ static void parse(int argc, char **argv, opts_t *o)
 #undef OPT
     }
     if (o->steps < 1 || o->warmup < 0 || o->batch < 1 || o->hidden < 1 || o->input < 1 ||
-        o->classes < 2 || o->layers < 0 || o->layers + 1 > MLP_MAX_LAYERS)
+        o->classes < 2 || o->layers < 0 || o->layers + 1 > MLP_MAX_LAYERS || o->tokens < 1 ||
+        o->tok_layers < 0 || o->tok_width < 1)
         usage();
+    if (o->tokens == 1) o->tok_layers = 0;
+    if (o->input % o->tokens || o->tok_layers > o->layers) {
+        fprintf(stderr, "train_mlp: --tokens %d must divide --input %d, and --token-layers %d "
+                        "be at most --layers %d\n", o->tokens, o->input, o->tok_layers, o->layers);
+        exit(2);
+    }
     if (o->warmup >= o->steps) o->warmup = o->steps - 1;
     if (o->ckpt_dir && o->run_forward && (o->run_none || o->run_bucketed || o->sweep)) {
         fprintf(stderr, "train_mlp: --checkpoint with forward among other runs: checkpoint "
@@ -735,11 +752,16 @@ int main(int argc, char **argv)
     int widths[MLP_MAX_LAYERS + 1];
     widths_of(&o, widths);
     size_t params = 0;
-    for (int l = 0; l <= o.layers; l++) params += (size_t)widths[l] * widths[l + 1] + widths[l + 1];
+    for (int l = 0; l <= o.layers; l++)
+        params += (size_t)widths[l] * (l == o.tok_layers ? o.tokens : 1) * widths[l + 1] +
+                  widths[l + 1];
     if (g_rank == 0) {
-        printf("train_mlp: %d rank%s on %d node%s; MLP %d", g_size, g_size > 1 ? "s" : "",
-               xc_comm_node_count(g_comm), xc_comm_node_count(g_comm) > 1 ? "s" : "", widths[0]);
-        for (int l = 1; l <= o.layers + 1; l++) printf("-%d", widths[l]);
+        printf("train_mlp: %d rank%s on %d node%s; MLP ", g_size, g_size > 1 ? "s" : "",
+               xc_comm_node_count(g_comm), xc_comm_node_count(g_comm) > 1 ? "s" : "");
+        if (o.tokens > 1) printf("%d tokens x (", o.tokens); /* the shared part per token */
+        for (int l = 0; l <= o.layers + 1; l++)
+            printf("%s%d%s", !l ? "" : o.tokens > 1 && l == o.tok_layers + 1 ? " " : "-",
+                   widths[l], o.tokens > 1 && l == o.tok_layers ? ") ->" : "");
         printf(" (%.2f M parameters, %.1f MiB of fp32 gradients); global batch %d (%d per rank); "
                "%d steps (%d warm-up)\n",
                params / 1e6, params * 4.0 / (1 << 20), o.batch, o.batch / g_size, o.steps,

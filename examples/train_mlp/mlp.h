@@ -9,6 +9,15 @@
  * grad[p] points -- a flat array, or views into bucket memory -- and
  * overwritten, never accumulated.
  *
+ * Token layers.  With tokens T > 1 the first tok_layers layers are shared
+ * by the T tokens of a row: a row of the input is T tokens of width
+ * widths[0] each (the dataset's row is T x widths[0]), and such a layer
+ * runs on B x T rows of one token each (a 1x1 convolution, a transformer's
+ * per-token feed-forward) -- T times the compute of a plain layer per
+ * parameter.  The first plain layer then sees each row's T token outputs
+ * side by side (T x out width: the same memory, row-major).  rows(l) is
+ * B x mult[l].
+ *
  * Backward walks the layers from the last; per layer it computes dW
  * (X^T dZ), reports it, computes db (column sums of dZ), reports it, then
  * the input gradient for the layer below -- so the all-reduce of dW_l
@@ -29,6 +38,7 @@
 typedef struct mlp {
     int nlayers;
     int in[MLP_MAX_LAYERS], out[MLP_MAX_LAYERS];
+    int mult[MLP_MAX_LAYERS];         /* rows per batch row: T or 1        */
     float *param[2 * MLP_MAX_LAYERS]; /* W_l, b_l                          */
     float *mom[2 * MLP_MAX_LAYERS];   /* momentum                          */
     float *grad[2 * MLP_MAX_LAYERS];  /* set by the caller                 */
@@ -53,22 +63,30 @@ static void mlp_free(mlp_t *m)
     memset(m, 0, sizeof *m);
 }
 
-/* widths[0..nlayers]: input, hidden..., classes.  He-uniform weights (the
- * last layer's scaled by 0.1) and zero biases from `seed`.  Returns 0 or
- * -1 (allocation). */
-static int mlp_init(mlp_t *m, int nlayers, const int *widths, int batch_cap, uint64_t seed)
+/* widths[0..nlayers]: input (per token), hidden..., classes; the first
+ * tok_layers layers shared by `tokens` tokens (1: a plain MLP).  He-uniform
+ * weights (the last layer's scaled by 0.1) and zero biases from `seed`.
+ * Returns 0 or -1 (allocation, or tok_layers >= nlayers). */
+static int mlp_init(mlp_t *m, int nlayers, const int *widths, int tokens, int tok_layers,
+                    int batch_cap, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
-    if (nlayers < 1 || nlayers > MLP_MAX_LAYERS) return -1;
+    if (nlayers < 1 || nlayers > MLP_MAX_LAYERS || tokens < 1) return -1;
+    if (tokens == 1) tok_layers = 0;
+    if (tok_layers < 0 || tok_layers >= nlayers) return -1;
     m->nlayers = nlayers;
     m->batch_cap = batch_cap;
     uint64_t s = seed ^ 0x3a1f00dull;
-    int widest = 0;
-    for (int l = 0; l <= nlayers; l++) widest = widths[l] > widest ? widths[l] : widest;
+    int widest = 0; /* floats per batch row of any activation */
+    for (int l = 0; l <= nlayers; l++) {
+        int w = widths[l] * (l <= tok_layers ? tokens : 1);
+        widest = w > widest ? w : widest;
+    }
     for (int l = 0; l < nlayers; l++) {
-        m->in[l] = widths[l];
+        m->mult[l] = l < tok_layers ? tokens : 1;
+        m->in[l] = widths[l] * (l == tok_layers ? tokens : 1);
         m->out[l] = widths[l + 1];
-        m->count[2 * l] = (size_t)widths[l] * (size_t)widths[l + 1];
+        m->count[2 * l] = (size_t)m->in[l] * (size_t)widths[l + 1];
         m->count[2 * l + 1] = (size_t)widths[l + 1];
         for (int p = 2 * l; p <= 2 * l + 1; p++) {
             m->param[p] = calloc(m->count[p], sizeof(float));
@@ -78,12 +96,13 @@ static int mlp_init(mlp_t *m, int nlayers, const int *widths, int batch_cap, uin
         /* He-uniform; the classifier 10x smaller, so that training starts
          * from near-uniform predictions (loss ~ ln classes) instead of
          * large random logits, whose first steps are violent */
-        float a = (float)fm_sqrt(6.0 / widths[l]) * (l + 1 == nlayers ? 0.1f : 1.0f);
+        float a = (float)fm_sqrt(6.0 / m->in[l]) * (l + 1 == nlayers ? 0.1f : 1.0f);
         for (size_t i = 0; i < m->count[2 * l]; i++)
             m->param[2 * l][i] = (float)(2 * rng_uniform(&s) - 1) * a;
     }
     for (int l = 0; l <= nlayers; l++) {
-        m->act[l] = malloc(sizeof(float) * (size_t)batch_cap * (size_t)widths[l]);
+        size_t w = (size_t)widths[l] * (size_t)(l <= tok_layers ? tokens : 1);
+        m->act[l] = malloc(sizeof(float) * (size_t)batch_cap * w);
         if (!m->act[l]) goto fail;
     }
     m->dz = malloc(sizeof(float) * (size_t)batch_cap * (size_t)widest);
@@ -108,14 +127,14 @@ static int mlp_forward_with(mlp_t *m, const dataset_t *d, int row0, int B, mlp_l
     memcpy(m->act[0], d->x + (size_t)row0 * (size_t)d->dim, sizeof(float) * (size_t)B * (size_t)d->dim);
     for (int l = 0; l < m->nlayers; l++) {
         if (before) before(ctx, l);
-        int in = m->in[l], out = m->out[l];
+        int in = m->in[l], out = m->out[l], R = B * m->mult[l];
         float *y = m->act[l + 1];
-        if (gemm((size_t)B, (size_t)out, (size_t)in, m->act[l], (size_t)in, m->param[2 * l],
+        if (gemm((size_t)R, (size_t)out, (size_t)in, m->act[l], (size_t)in, m->param[2 * l],
                  (size_t)out, 0, y, (size_t)out))
             return -1;
         const float *b = m->param[2 * l + 1];
         int relu = l + 1 < m->nlayers;
-        for (int i = 0; i < B; i++)
+        for (int i = 0; i < R; i++)
             for (int j = 0; j < out; j++) {
                 float v = y[(size_t)i * (size_t)out + (size_t)j] + b[j];
                 y[(size_t)i * (size_t)out + (size_t)j] = relu && v < 0 ? 0 : v;
@@ -164,25 +183,27 @@ typedef int (*mlp_ready_fn)(void *ctx, int param);
 static int mlp_backward(mlp_t *m, int B, mlp_ready_fn ready, void *ctx)
 {
     for (int l = m->nlayers - 1; l >= 0; l--) {
-        int in = m->in[l], out = m->out[l], rc;
-        /* dW = X^T dZ: (in x B) (B x out), summed over the batch in order */
-        transpose((size_t)B, (size_t)in, m->act[l], m->xt);
-        if (gemm((size_t)in, (size_t)out, (size_t)B, m->xt, (size_t)B, m->dz, (size_t)out, 0,
+        int in = m->in[l], out = m->out[l], R = B * m->mult[l], rc;
+        /* dW = X^T dZ: (in x R) (R x out), summed over the rows in order
+         * (a token layer's R = B x T rows: the sum over the tokens too) */
+        transpose((size_t)R, (size_t)in, m->act[l], m->xt);
+        if (gemm((size_t)in, (size_t)out, (size_t)R, m->xt, (size_t)R, m->dz, (size_t)out, 0,
                  m->grad[2 * l], (size_t)out))
             return -1;
         if ((rc = ready(ctx, 2 * l))) return rc;
         float *db = m->grad[2 * l + 1];
         for (int j = 0; j < out; j++) db[j] = 0;
-        for (int i = 0; i < B; i++)
+        for (int i = 0; i < R; i++)
             for (int j = 0; j < out; j++) db[j] += m->dz[(size_t)i * (size_t)out + (size_t)j];
         if ((rc = ready(ctx, 2 * l + 1))) return rc;
         if (l == 0) break;
-        /* dX = dZ W^T, then through the ReLU of layer l-1 (act[l] > 0) */
-        if (gemm((size_t)B, (size_t)in, (size_t)out, m->dz, (size_t)out, m->param[2 * l],
+        /* dX = dZ W^T (R x in: for the first plain layer, B rows of T token
+         * inputs = B x T rows of one), then through the ReLU of layer l-1 */
+        if (gemm((size_t)R, (size_t)in, (size_t)out, m->dz, (size_t)out, m->param[2 * l],
                  (size_t)out, 1, m->dx, (size_t)in))
             return -1;
         const float *a = m->act[l];
-        for (size_t i = 0; i < (size_t)B * (size_t)in; i++) m->dz[i] = a[i] > 0 ? m->dx[i] : 0;
+        for (size_t i = 0; i < (size_t)R * (size_t)in; i++) m->dz[i] = a[i] > 0 ? m->dx[i] : 0;
     }
     return 0;
 }

@@ -200,8 +200,16 @@ XC__HIDDEN xc_result_t xc__comm_start(xc_comm_t *comm);
 
 /* -------------------------------------------------------------- engine */
 /* Poison: fail every pending operation with rc, remember the cause, tell
- * the peers (unless `quiet`: the cause came from a peer, or is local only),
- * wake everyone.  The first cause wins. */
+ * the peers how `from_peer` says, wake everyone.  The first cause wins.
+ * XC__POISON_LOCAL (0): found here -- every peer is told (error frames, the
+ * node's poison word).  XC__POISON_QUIET (1): local only (peers learn
+ * otherwise: a goodbye, a shrink frame).  XC__POISON_RELAY (2): a peer
+ * reported it -- relayed to every peer too, so that a peer hears the cause
+ * from this rank before anything else this rank may send it later (a
+ * goodbye after its caller saw the error and destroyed the communicator
+ * would otherwise read as "peer lost" where another report was still
+ * unread). */
+enum { XC__POISON_LOCAL = 0, XC__POISON_QUIET = 1, XC__POISON_RELAY = 2 };
 XC__HIDDEN void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer,
                                 const char *fmt, ...) XC__PRINTF(4, 5);
 /* Transport callback: connection to `peer` is broken/closed. */

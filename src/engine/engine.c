@@ -357,7 +357,7 @@ void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char 
     xc__match_clear(comm);
     while (comm->coll_head) xc__op_complete(comm, comm->coll_head, rc);
     while (comm->p2p_ops) xc__op_complete(comm, comm->p2p_ops, rc);
-    if (!from_peer) {
+    if (from_peer != XC__POISON_QUIET) {
         /* Local peers spinning on shared memory see this at once. */
         if (comm->node_shm) xc__shm_poison(comm->node_shm, rc, msg);
         tell_peers(comm, rc);
@@ -370,7 +370,8 @@ int xc__shm_adopt_poison(xc_comm_t *comm, xc__shm_t *s)
     int32_t p = s ? __atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE) : 0;
     if (!p) return 0;
     if (xc__comm_status(comm) == XC_OK)
-        xc__comm_poison(comm, (xc_result_t)p, 1, "rank %d reported: %s", s->hdr->poison_rank,
+        xc__comm_poison(comm, (xc_result_t)p, XC__POISON_RELAY, "rank %d reported: %s",
+                        s->hdr->poison_rank,
                         s->hdr->poison_msg);
     return 1;
 }

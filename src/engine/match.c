@@ -374,7 +374,8 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
         c->rux = NULL; /* poisoning below inspects the connection */
         c->rdst = NULL;
         unexp_free(u);
-        xc__comm_poison(comm, (xc_result_t)code, 1, "rank %d reported: %s", c->peer, msg);
+        xc__comm_poison(comm, (xc_result_t)code, XC__POISON_RELAY, "rank %d reported: %s",
+                        c->peer, msg);
         return;
     }
     u->complete = 1;
