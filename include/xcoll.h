@@ -640,9 +640,10 @@ typedef struct xc_bucketer_opts {
     int launch_thread;      /* -1: XCOLL_BUCKET_THREAD, else 1; 1: a thread of the
                              * bucketer issues the all-reduces (mark_ready never
                              * waits for the engine); 0: mark_ready issues them */
-    int forward_tail;       /* 1: at the rebuild, the buckets predicted to be still
-                             * on the wire when backward ends are issued first
-                             * layer first (last arrived first), for callers that
+    int forward_tail;       /* 1: after three steps on the final layout, the
+                             * buckets predicted not to have started when backward
+                             * ends are issued last-filled first (first layer
+                             * first), for callers that
                              * complete them with xc_bucketer_wait in the next
                              * forward (docs/training.md); -1 or 0: arrival order.
                              * Rank 0's choice and timing decide for every rank. */

@@ -276,7 +276,9 @@ xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t)
 
 /* The buckets of `lay` issued in arrival order, gradients ready at
  * ready_ns[g], each all-reduce taking bytes x ns_per_byte, one at a time:
- * the end of the last; *fit: how many leading buckets end by `by`. */
+ * the end of the last; *fit: how many leading buckets start before `by`
+ * (the others would wait in the queue at `by` anyway: reordering them
+ * never leaves the link idle). */
 static double fifo_end(const xc__layout_t *lay, const uint64_t *ready_ns, double ns_per_byte,
                        double by, int *fit)
 {
@@ -287,8 +289,9 @@ static double fifo_end(const xc__layout_t *lay, const uint64_t *ready_ns, double
         double ready = 0;
         for (int j = bk->first; j < bk->first + bk->ngrads; j++)
             if ((double)ready_ns[lay->grads[j]] > ready) ready = (double)ready_ns[lay->grads[j]];
-        end = (ready > end ? ready : end) + (double)(bk->count * xc_dtype_size(bk->dtype)) * ns_per_byte;
-        all &= end <= by;
+        double start = ready > end ? ready : end;
+        all &= start < by;
+        end = start + (double)(bk->count * xc_dtype_size(bk->dtype)) * ns_per_byte;
         n += all;
     }
     if (fit) *fit = n;

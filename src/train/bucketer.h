@@ -189,8 +189,8 @@ typedef struct xc__bk_model {
     uint64_t backward_ns;
 } xc__bk_model_t;
 /* Rank 0, with forward_tail: the number of leading buckets of the layout
- * whose all-reduces, issued in layout (arrival) order, are predicted to end
- * before backward does -- fitted to the last complete steps on this layout
+ * whose all-reduces, issued in layout (arrival) order, are predicted to
+ * start before backward ends (the rest would queue at its end anyway) -- fitted to the last complete steps on this layout
  * (medians of their ready times, backward and exposed times, where the
  * exposed time is the tail after backward); the buckets after them are the
  * tail, issued last-arrived first.  nbuckets: no tail (the communication
