@@ -10,6 +10,8 @@
  *  - error feedback: the same input reduced T = 20 times with a residual;
  *    the sum of the T outputs is within ONE call's bound of T x the exact
  *    result (without it the error grows with T: shown, not judged);
+ *  - the residual saved with xc_ckpt_save and loaded into a fresh one: the
+ *    calls after it give the bits of an uninterrupted run;
  *  - non-finite: a NaN on one rank makes its INT8 block NaN on every rank
  *    and leaves the other blocks finite;
  *  - the bucketer's compression hook (set explicitly, and from
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define B XC_COMPRESS_BLOCK
 
@@ -590,12 +593,66 @@ static void test_hook_faster(void)
     for (int i = 0; i < NG; i++) free(g[i]);
 }
 
+/* The residual saved with a checkpoint and loaded into a fresh one: the
+ * calls after the restore give the same bits as an uninterrupted run
+ * (the error feedback survives a restart). */
+static void test_residual_checkpoint(void)
+{
+    enum { COUNT = 3001, T1 = 3, T2 = 3 };
+    char dir[128];
+    int32_t tag = (int32_t)getpid(); /* rank 0's, for every rank */
+    H_CHECK(H.comm, xc_bcast(&tag, 1, XC_INT32, 0, H.comm));
+    snprintf(dir, sizeof dir, "/tmp/xc_test_residual_ckpt.%d", (int)tag);
+    float *x = malloc(COUNT * sizeof *x), *ref = malloc(T2 * COUNT * sizeof *ref),
+          *y = malloc(COUNT * sizeof *y);
+    for (int i = 0; i < COUNT; i++) /* values that INT8 rounds visibly */
+        x[i] = (float)sin(0.37 * i + H.rank) * (1.0f + (float)(i % 13) / 7.0f);
+    for (int pass = 0; pass < 2; pass++) {
+        xc_residual_t *res = NULL;
+        H_CHECK(H.comm, xc_residual_create(COUNT, &res));
+        for (int t = 0; t < T1; t++)
+            H_CHECK(H.comm, xc_allreduce_compressed(x, y, COUNT, XC_FLOAT32, XC_AVG,
+                                                    XC_COMPRESS_INT8, res, H.comm));
+        if (pass == 1) { /* save, drop, restore into a fresh residual */
+            xc_ckpt_part_t part = {"residual", NULL, 0};
+            H_CHECK(H.comm, xc_residual_data(res, &part.data, &part.bytes));
+            H_CHECK(H.comm, xc_ckpt_save(H.comm, dir, T1, &part, 1));
+            xc_residual_free(res);
+            H_CHECK(H.comm, xc_residual_create(COUNT, &res));
+            H_CHECK(H.comm, xc_residual_data(res, &part.data, &part.bytes));
+            uint64_t step = 0;
+            H_CHECK(H.comm, xc_ckpt_load(H.comm, dir, XC_CKPT_LATEST, &part, 1, &step));
+            H_EQ_U64("checkpoint step", step, T1);
+        }
+        for (int t = 0; t < T2; t++) {
+            H_CHECK(H.comm, xc_allreduce_compressed(x, y, COUNT, XC_FLOAT32, XC_AVG,
+                                                    XC_COMPRESS_INT8, res, H.comm));
+            h_checked();
+            if (pass == 0) memcpy(ref + (size_t)t * COUNT, y, COUNT * sizeof *y);
+            else if (memcmp(ref + (size_t)t * COUNT, y, COUNT * sizeof *y))
+                h_fail(__FILE__, __LINE__, "call %d after restoring the residual differs from "
+                       "the uninterrupted run", T1 + t + 1);
+        }
+        xc_residual_free(res);
+    }
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    if (H.rank == 0) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd)) h_fail(__FILE__, __LINE__, "could not remove %s", dir);
+    }
+    free(x);
+    free(y);
+    free(ref);
+}
+
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
     test_bounds();
     test_narrow_inputs();
     test_feedback();
+    test_residual_checkpoint();
     test_nonfinite();
     test_reduce_scatter();
     test_hook(0);
