@@ -82,7 +82,8 @@ XC_API const char *xc_version_string(void);
     X(ERR_UNSUPPORTED, -9, "operation not supported")                          \
     X(ERR_INTERNAL, -10, "internal error (a bug in xcoll)")                   \
     X(ERR_NOT_FOUND, -11, "nothing to load: no complete checkpoint")           \
-    X(ERR_CORRUPT, -12, "stored data failed verification (partial, truncated or damaged)")
+    X(ERR_CORRUPT, -12, "stored data failed verification (partial, truncated or damaged)") \
+    X(ERR_REVOKED, -13, "communicator was revoked by one of its ranks")
 
 typedef enum xc_result {
 #define XC__RESULT_ENUM(name, val, desc) XC_##name = val,
@@ -233,7 +234,8 @@ XC_API xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key,
 /*
  * Shrink: after failures, make a new communicator of the surviving ranks.
  * Every surviving rank calls it on the old communicator, typically after an
- * operation failed with XC_ERR_PEER_LOST (or XC_ERR_ABORTED/XC_ERR_TIMEOUT);
+ * operation failed with XC_ERR_PEER_LOST (or XC_ERR_REVOKED, XC_ERR_ABORTED,
+ * XC_ERR_TIMEOUT);
  * the survivors agree on the membership over the old communicator's own
  * connections -- no store, so it works when rank 0, the store's host, died --
  * and each gets *newcomm: the survivors, renumbered in old-rank order, with
@@ -277,6 +279,20 @@ XC_API xc_result_t xc_comm_destroy(xc_comm_t *comm);
  * still be destroyed.  NULL is a no-op.
  */
 XC_API xc_result_t xc_comm_abort(xc_comm_t *comm);
+
+/*
+ * Revoke: from any thread, make every pending and future operation on
+ * `comm` fail with XC_ERR_REVOKED on every rank -- this one at once, the
+ * others as soon as the notice reaches them (it goes to every peer, and
+ * every rank that hears it passes it on, so ranks blocked waiting for
+ * somebody else learn it too), with a message naming the revoking rank.
+ * Point-to-point operations are woken as well as collectives.  Use it when
+ * one rank knows the job cannot go on as it is (a failure only it saw, a
+ * diverged step): the ranks then call xc_comm_shrink on it (with no failed
+ * rank, the new communicator has every rank) or destroy it.  A communicator
+ * that already failed keeps its first error.  XC_ERR_INVALID for NULL.
+ */
+XC_API xc_result_t xc_comm_revoke(xc_comm_t *comm);
 
 XC_API int xc_comm_rank(const xc_comm_t *comm);
 XC_API int xc_comm_size(const xc_comm_t *comm);

@@ -26,7 +26,8 @@ from ._comm import (Comm, Request, group, init, init_env, init_store,
                     wait_all)
 from ._errors import (Aborted, Corrupt, Error, InternalError,
                       InvalidArgument, Mismatch, NoMemory, NotFound, PeerLost,
-                      ProtocolError, SystemCallError, Timeout, Unsupported)
+                      ProtocolError, Revoked, SystemCallError, Timeout,
+                      Unsupported)
 
 __version__ = _lib.VERSION_STRING
 library_path = _lib.path
@@ -53,7 +54,7 @@ __all__ = [
     "init_store", "wait_all", "dtype_of", "op_of", "version", "Error",
     "InvalidArgument", "NoMemory", "SystemCallError", "PeerLost", "Timeout",
     "Aborted", "Mismatch", "ProtocolError", "Unsupported", "InternalError",
-    "NotFound", "Corrupt",
+    "NotFound", "Corrupt", "Revoked",
     "SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "COLOR_NONE",
     "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64",
     "FLOAT16", "BFLOAT16", "FLOAT32", "FLOAT64",

@@ -369,6 +369,13 @@ class Comm:
             if self._h is not None:
                 _check(_lib.comm_abort(self._h))
 
+    def revoke(self):
+        """xc_comm_revoke: every pending and future operation fails with
+        Revoked on every rank; then shrink() or close().  Any thread."""
+        with self._life:
+            if self._h is not None:
+                _check(_lib.comm_revoke(self._h))
+
     def __enter__(self):
         return self
 
@@ -393,7 +400,7 @@ class Comm:
         return Comm._wrap(child.value) if child.value else None
 
     def shrink(self):
-        """xc_comm_shrink: after a failure (PeerLost, Aborted, Timeout),
+        """xc_comm_shrink: after a failure (PeerLost, Revoked, Aborted, Timeout),
         every surviving rank calls it; returns a new Comm of the survivors,
         renumbered in old-rank order.  This communicator stays poisoned:
         close() it afterwards."""

@@ -75,10 +75,14 @@ class Corrupt(Error):
     """XC_ERR_CORRUPT (stored data failed verification)"""
 
 
+class Revoked(Error):
+    """XC_ERR_REVOKED: a rank revoked the communicator (shrink or close it)."""
+
+
 OK, ERR_INVALID, ERR_NOMEM, ERR_SYSTEM, ERR_PEER_LOST, ERR_TIMEOUT, \
     ERR_ABORTED, ERR_MISMATCH, ERR_PROTOCOL, ERR_UNSUPPORTED, ERR_INTERNAL, \
-    ERR_NOT_FOUND, ERR_CORRUPT = \
-    0, -1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12
+    ERR_NOT_FOUND, ERR_CORRUPT, ERR_REVOKED = \
+    0, -1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12, -13
 
 _BY_CODE = {
     ERR_INVALID: InvalidArgument, ERR_NOMEM: NoMemory,
@@ -86,6 +90,7 @@ _BY_CODE = {
     ERR_TIMEOUT: Timeout, ERR_ABORTED: Aborted, ERR_MISMATCH: Mismatch,
     ERR_PROTOCOL: ProtocolError, ERR_UNSUPPORTED: Unsupported,
     ERR_INTERNAL: InternalError, ERR_NOT_FOUND: NotFound, ERR_CORRUPT: Corrupt,
+    ERR_REVOKED: Revoked,
 }
 
 

@@ -125,6 +125,7 @@ _PROTOS = {
     "xc_comm_shrink": (R, [comm_p, P(comm_p)]),
     "xc_comm_destroy": (R, [comm_p]),
     "xc_comm_abort": (R, [comm_p]),
+    "xc_comm_revoke": (R, [comm_p]),
     "xc_comm_rank": (c_int, [comm_p]),
     "xc_comm_size": (c_int, [comm_p]),
     "xc_comm_local_rank": (c_int, [comm_p]),

@@ -209,6 +209,16 @@ xc_result_t xc_comm_abort(xc_comm_t *c)
     return XC_OK;
 }
 
+xc_result_t xc_comm_revoke(xc_comm_t *c)
+{
+    if (!c) return xc__err(XC_ERR_INVALID, "xc_comm_revoke: communicator is NULL");
+    pthread_mutex_lock(&c->mu);
+    xc__comm_poison(c, XC_ERR_REVOKED, XC__POISON_LOCAL,
+                    "rank %d revoked the communicator (xc_comm_revoke)", c->rank);
+    pthread_mutex_unlock(&c->mu);
+    return XC_OK;
+}
+
 /* Say goodbye to every open peer so that they know the closing is not a
  * failure, and push it out (bounded). */
 static void send_bye(xc_comm_t *c)

@@ -49,6 +49,13 @@ XC__HIDDEN xc_result_t xc__verr(xc_result_t rc, const char *fmt, va_list ap);
 XC__HIDDEN xc_result_t xc__err_errno(const char *what);
 /* The thread-local detail buffer (for copying into a communicator). */
 XC__HIDDEN const char *xc__tls_error(void);
+/* A code a peer may send in an error or shrink frame: an error of the
+ * engine's (XC_ERR_INVALID .. XC_ERR_INTERNAL, or XC_ERR_REVOKED); anything
+ * else received is reported as XC_ERR_INTERNAL. */
+static inline int xc__wire_code_ok(int64_t code)
+{
+    return (code < 0 && code >= XC_ERR_INTERNAL) || code == XC_ERR_REVOKED;
+}
 
 /* Logging, controlled by XCOLL_DEBUG=WARN|INFO|TRACE (default: errors and
  * warnings only go nowhere; the library never prints unless asked). */

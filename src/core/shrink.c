@@ -84,7 +84,7 @@ void xc__shrink_header(xc_comm_t *comm, xc__conn_t *c)
         const xc__peerq_t *q = &comm->pq[c->peer];
         int acks = 0;
         for (xc__tx_t *tx = comm->rndv_wait; tx; tx = tx->next) acks |= tx->peer == c->peer;
-        if (h->root < 0 && h->root >= XC_ERR_INTERNAL)
+        if (xc__wire_code_ok(h->root))
             xc__comm_poison(comm, (xc_result_t)h->root, 1,
                             "rank %d left the communicator to shrink it (xc_comm_shrink) after "
                             "it failed with %s",

@@ -370,7 +370,7 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
             memcpy(msg, (char *)u->data + sizeof code, n);
             msg[n] = 0;
         }
-        if (code >= 0 || code < XC_ERR_INTERNAL) code = XC_ERR_INTERNAL;
+        if (!xc__wire_code_ok(code)) code = XC_ERR_INTERNAL;
         c->rux = NULL; /* poisoning below inspects the connection */
         c->rdst = NULL;
         unexp_free(u);

@@ -22,12 +22,20 @@
  *            the shrunk communicator, shrink again to 3
  *   invalid  NULL communicator or NULL out pointer: XC_ERR_INVALID, and the
  *            communicator is untouched
+ *   revoke   4 healthy ranks: rank 0 blocks in a recv from rank 1 that is
+ *            never sent, ranks 1 and 3 in an all-reduce ranks 0 and 2
+ *            never join; rank 2 calls xc_comm_revoke from a second thread
+ *            while its main thread waits in a recv from rank 3.  Every
+ *            blocked call returns XC_ERR_REVOKED naming rank 2 within 2 s,
+ *            the next call fails the same way at once, and shrink gives
+ *            the same 4 ranks, which work
  *
  * Every scenario checks that the job leaves nothing in /dev/shm.
  */
 #include "harness.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +176,57 @@ static int none_rank(int rank, int size)
     return xt_result();
 }
 
+/* revoke: blocked calls of every kind woken by another rank's revoke. */
+typedef struct revoker {
+    xc_comm_t *comm;
+    xc_result_t rc;
+} revoker_t;
+
+static void *revoke_thread(void *p)
+{
+    revoker_t *v = p;
+    usleep(300 * 1000);
+    atomic_store(&xt_shm->stamp_ns[0], xt_now_ns());
+    v->rc = xc_comm_revoke(v->comm);
+    return NULL;
+}
+
+static int revoke_rank(int rank, int size)
+{
+    (void)size;
+    xc_comm_t *comm = xt_comm_world(-1);
+    if (!comm) return 1;
+    XT_REQUIRE_OK(xc_barrier(comm));
+    float buf[1000] = {0};
+    pthread_t thr;
+    revoker_t v = {comm, XC_ERR_INTERNAL};
+    if (rank == 2) pthread_create(&thr, NULL, revoke_thread, &v);
+    xc_result_t rc;
+    if (rank == 0) rc = xc_recv(buf, 10, XC_FLOAT32, 1, 0, comm);
+    else if (rank == 2) rc = xc_recv(buf, 10, XC_FLOAT32, 3, 0, comm);
+    else rc = xc_allreduce(buf, buf, 1000, XC_FLOAT32, XC_SUM, comm);
+    long long t0 = atomic_load(&xt_shm->stamp_ns[0]);
+    double after = t0 ? xt_now() - (double)t0 / 1e9 : -1;
+    xt_log("blocked call returned %s %.3f s after the revoke: %s", xc_err_name(rc), after,
+           xc_comm_last_error(comm));
+    if (rank == 2) {
+        pthread_join(thr, NULL);
+        XT_CHECK_RC(v.rc, XC_OK);
+    }
+    XT_CHECK_RC(rc, XC_ERR_REVOKED);
+    XT_CHECK_INT(after >= 0 && after < 2.0, ==, 1);
+    XT_CHECK_INT(strstr(xc_comm_last_error(comm), "rank 2 revoked") != NULL, ==, 1);
+    XT_CHECK_RC(xc_barrier(comm), XC_ERR_REVOKED); /* and every later call */
+    XT_CHECK_RC(xc_comm_status(comm), XC_ERR_REVOKED);
+    XT_CHECK_RC(xc_comm_revoke(NULL), XC_ERR_INVALID);
+    xc_comm_t *nc = shrink_expect(comm, victims);
+    int ok = nc && check_collectives(nc);
+    RES(rank) = ok ? 1 + xc_comm_size(nc) : -1;
+    xc_comm_destroy(nc);
+    xc_comm_destroy(comm);
+    return xt_result();
+}
+
 /* twice: old rank 4 dies; then old rank 1 (new rank 1) on the shrunk one. */
 static int twice_rank(int rank, int size)
 {
@@ -289,6 +348,7 @@ static int rank_main(int rank, int size, void *arg)
     if (!strcmp(scenario, "twice")) return twice_rank(rank, size);
     if (!strcmp(scenario, "during")) return during_rank(rank, size);
     if (!strcmp(scenario, "invalid")) return invalid_rank(rank, size);
+    if (!strcmp(scenario, "revoke")) return revoke_rank(rank, size);
     return failure_rank(rank, size);
 }
 
@@ -365,11 +425,12 @@ static int run_job(unsigned delay_us, int timeout_ms)
 int main(int argc, char **argv)
 {
     static const char *const known[] = {"kill2", "kill0", "stop", "two", "none",
-                                        "during", "twice", "invalid"};
+                                        "during", "twice", "invalid", "revoke"};
     for (size_t k = 0; argc == 2 && k < sizeof known / sizeof known[0]; k++)
         if (!strcmp(argv[1], known[k])) scenario = known[k];
     if (!scenario) {
-        fprintf(stderr, "usage: %s kill2|kill0|stop|two|none|during|twice|invalid\n", argv[0]);
+        fprintf(stderr, "usage: %s kill2|kill0|stop|two|none|during|twice|invalid|revoke\n",
+                argv[0]);
         return 2;
     }
     xt_init(argv[0], scenario);

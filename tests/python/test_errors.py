@@ -84,6 +84,27 @@ def test_abort(comm):
     comm.barrier()
 
 
+def test_revoke(comm):
+    """Rank 0 revokes while every rank (rank 0 too) waits in a receive
+    nobody sends: all get Revoked naming rank 0; shrink gives every rank."""
+    c = child(comm, timeout_ms=60000)
+    buf = np.zeros(8)
+    req = c.irecv(buf, c.rank, tag=2)              # never matched
+    if c.rank == 0:
+        threading.Timer(0.2, c.revoke).start()
+    e = h.raises(xcoll.Revoked, req.wait, "revoked by rank 0")
+    h.eq((e.code, e.name), (-13, "XC_ERR_REVOKED"), "code and name")
+    h.check("rank 0 revoked" in e.message, f"message names the rank: {e.message!r}")
+    new = c.shrink()
+    h.eq(new.size, c.size, "shrink after a revoke keeps every rank")
+    x = np.array([1], np.int64)
+    new.allreduce(x)
+    h.eq(int(x[0]), c.size, "the shrunk communicator works")
+    new.close()
+    c.close()
+    comm.barrier()
+
+
 def test_creation_errors(comm):
     e = h.raises(xcoll.InvalidArgument,
                  lambda: xcoll.init(0, 0, "127.0.0.1:1"), "size 0")
@@ -134,5 +155,5 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["peer_lost"]:
         # the job's communicator dies with the rank: no final barrier
         h.main([test_peer_lost], comm, final_barrier=False)
-    h.main([test_invalid, test_mismatch, test_timeout, test_abort,
+    h.main([test_invalid, test_mismatch, test_timeout, test_abort, test_revoke,
             test_creation_errors], comm)
