@@ -96,15 +96,21 @@ static void *slot(const xc_bucketer_t *b, int g)
     return b->arena + bk->byte_off + b->lay.offset_of[g] * xc_dtype_size(bk->dtype);
 }
 
+/* The checks of a call naming gradient `index` (fn: the call's name). */
+static xc_result_t check_grad_call(xc_bucketer_t *b, const char *fn, int index)
+{
+    if (!b) return xc__err(XC_ERR_INVALID, "%s: bucketer is NULL", fn);
+    if (!b->committed)
+        return xc__bk_fail(b, XC_ERR_INVALID, "%s(%d): call xc_bucketer_commit first", fn, index);
+    if (index < 0 || index >= b->ngrads)
+        return xc__bk_fail(b, XC_ERR_INVALID, "%s: gradient %d does not exist (%d registered)",
+                           fn, index, b->ngrads);
+    return XC_OK;
+}
+
 xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index)
 {
-    if (!b) return xc__err(XC_ERR_INVALID, "xc_bucketer_mark_ready: bucketer is NULL");
-    if (!b->committed)
-        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_mark_ready(%d): call "
-                                              "xc_bucketer_commit first", index);
-    if (index < 0 || index >= b->ngrads)
-        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_mark_ready: gradient %d does not "
-                                              "exist (%d registered)", index, b->ngrads);
+    XC_CHECK(check_grad_call(b, "xc_bucketer_mark_ready", index));
     xc__grad_t *g = &b->grads[index];
     if (g->marked == b->step)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_mark_ready: gradient '%s' (index %d) "
@@ -193,13 +199,7 @@ static xc_result_t complete(xc_bucketer_t *b, int k, const char *who)
 
 xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index)
 {
-    if (!b) return xc__err(XC_ERR_INVALID, "xc_bucketer_wait: bucketer is NULL");
-    if (!b->committed)
-        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_wait(%d): call xc_bucketer_commit "
-                                              "first", index);
-    if (index < 0 || index >= b->ngrads)
-        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_wait: gradient %d does not exist "
-                                              "(%d registered)", index, b->ngrads);
+    XC_CHECK(check_grad_call(b, "xc_bucketer_wait", index));
     int k = b->lay.bucket_of[index];
     if (b->pos_of[k] >= b->next_launch) { /* not started: waiting could never end */
         int p = 0; /* the first bucket of the sequence still waiting for gradients */

@@ -135,6 +135,20 @@ static xc_comm_t *shrink_expect(xc_comm_t *old, const int *dead)
     return nc;
 }
 
+/* Shrink `comm` expecting the survivors of dead[], check the new
+ * communicator's collectives (and the old one's status, unless
+ * old_status is XC_OK), report out of band, destroy both. */
+static int shrink_check_end(xc_comm_t *comm, int rank, const int *dead, xc_result_t old_status)
+{
+    xc_comm_t *nc = shrink_expect(comm, dead);
+    int ok = nc && check_collectives(nc);
+    if (old_status != XC_OK) XT_CHECK_RC(xc_comm_status(comm), old_status);
+    RES(rank) = ok ? 1 + xc_comm_size(nc) : -1;
+    xc_comm_destroy(nc);
+    xc_comm_destroy(comm);
+    return xt_result();
+}
+
 /* kill2, kill0, stop, two: die (or survive), shrink, compute. */
 static int failure_rank(int rank, int size)
 {
@@ -149,12 +163,7 @@ static int failure_rank(int rank, int size)
     }
     xt_log("loop ended with %s: %s", xc_err_name(rc), xc_comm_last_error(comm));
     XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
-    xc_comm_t *nc = shrink_expect(comm, victims);
-    int ok = nc && check_collectives(nc);
-    RES(rank) = ok ? 1 + xc_comm_size(nc) : -1;
-    xc_comm_destroy(nc);
-    xc_comm_destroy(comm);
-    return xt_result();
+    return shrink_check_end(comm, rank, victims, XC_OK);
 }
 
 /* none: shrink a healthy communicator. */
@@ -167,13 +176,7 @@ static int none_rank(int rank, int size)
     XT_REQUIRE_OK(xc_barrier(comm));
     int32_t x = 1, y = 0;
     XT_REQUIRE_OK(xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm));
-    xc_comm_t *nc = shrink_expect(comm, victims);
-    int ok = nc && check_collectives(nc);
-    XT_CHECK_RC(xc_comm_status(comm), XC_ERR_ABORTED);
-    RES(rank) = ok ? 1 + xc_comm_size(nc) : -1;
-    xc_comm_destroy(nc);
-    xc_comm_destroy(comm);
-    return xt_result();
+    return shrink_check_end(comm, rank, victims, XC_ERR_ABORTED);
 }
 
 /* revoke: blocked calls of every kind woken by another rank's revoke. */
@@ -219,12 +222,7 @@ static int revoke_rank(int rank, int size)
     XT_CHECK_RC(xc_barrier(comm), XC_ERR_REVOKED); /* and every later call */
     XT_CHECK_RC(xc_comm_status(comm), XC_ERR_REVOKED);
     XT_CHECK_RC(xc_comm_revoke(NULL), XC_ERR_INVALID);
-    xc_comm_t *nc = shrink_expect(comm, victims);
-    int ok = nc && check_collectives(nc);
-    RES(rank) = ok ? 1 + xc_comm_size(nc) : -1;
-    xc_comm_destroy(nc);
-    xc_comm_destroy(comm);
-    return xt_result();
+    return shrink_check_end(comm, rank, victims, XC_ERR_REVOKED);
 }
 
 /* twice: old rank 4 dies; then old rank 1 (new rank 1) on the shrunk one. */

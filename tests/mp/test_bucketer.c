@@ -399,6 +399,52 @@ static int starts_reach(const hook_log_t *l, int want, int thread)
     return load_int(&l->starts);
 }
 
+/* n fp32 gradients of c values in u[g] (copy mode), named names[g], one
+ * bucket each (capacity 0: buckets in reverse registration order), with
+ * the logging hook installed: the set-up of the hook tests. */
+static xc_bucketer_t *hooked(xc_bucketer_opts_t o, int n, int c, const char *const *names,
+                             float **u, hook_log_t *log)
+{
+    o.bucket_mb = 0;
+    o.first_bucket_mb = 0;
+    xc_bucketer_t *b;
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    for (int g = 0; g < n; g++) {
+        u[g] = h_alloc((size_t)c * sizeof(float));
+        H_CHECK(H.comm, xc_bucketer_register(b, u[g], (size_t)c, XC_FLOAT32, names[g], NULL));
+    }
+    H_CHECK(H.comm, xc_bucketer_commit(b));
+    memset(log, 0, sizeof *log);
+    log->fail_index = -1;
+    xc_bucket_hook_t hk = {sizeof hk, log, hook_start, hook_done};
+    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hk));
+    return b;
+}
+
+/* This rank's gradient values: (rank + 1)(g + 1) + i % mod. */
+static void fill_hooked(float **u, int n, int c, int mod)
+{
+    for (int g = 0; g < n; g++)
+        for (int i = 0; i < c; i++) u[g][i] = (float)((H.rank + 1) * (g + 1) + i % mod);
+}
+
+/* After the hook's sum over the ranks and its doubling in done. */
+static void check_hooked(float **u, int n, int c, int mod, const char *const *names,
+                         const char *what, int step)
+{
+    int N = H.size;
+    for (int g = 0; g < n; g++)
+        for (int i = 0; i < c; i++) {
+            float e = 2.0f * (float)((g + 1) * N * (N + 1) / 2 + N * (i % mod));
+            h_checked();
+            if (u[g][i] != e) {
+                h_fail(__FILE__, __LINE__, "%s, step %d: '%s'[%d] = %g, expected %g", what, step,
+                       names[g], i, u[g][i], e);
+                break;
+            }
+        }
+}
+
 static void test_launch_and_hook(int thread)
 {
     /* Three fp32 gradients a, b, c, capacity 0: buckets [c] [b] [a] (reverse
@@ -406,28 +452,15 @@ static void test_launch_and_hook(int thread)
     enum { N = 3, C = 1000 };
     float *u[N];
     xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
-    o.bucket_mb = 0;
-    o.first_bucket_mb = 0;
     o.rebuild = 0;
     o.launch_thread = thread;
-    xc_bucketer_t *b;
-    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
-    const char *names[N] = {"a", "b", "c"};
-    for (int g = 0; g < N; g++) {
-        u[g] = h_alloc(C * sizeof(float));
-        H_CHECK(H.comm, xc_bucketer_register(b, u[g], C, XC_FLOAT32, names[g], NULL));
-    }
-    H_CHECK(H.comm, xc_bucketer_commit(b));
+    const char *const names[N] = {"a", "b", "c"};
+    hook_log_t log;
+    xc_bucketer_t *b = hooked(o, N, C, names, u, &log);
     xc_bucketer_info_t in = info_of(b);
     H_EQ_INT("launch thread as asked (one rank: never)", in.launch_thread, thread && H.size > 1);
     thread = in.launch_thread;
-    hook_log_t log;
-    memset(&log, 0, sizeof log);
-    log.fail_index = -1;
-    xc_bucket_hook_t hk = {sizeof hk, &log, hook_start, hook_done};
-    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hk));
-    for (int g = 0; g < N; g++)
-        for (int i = 0; i < C; i++) u[g][i] = (float)((H.rank + 1) * (g + 1) + i % 5);
+    fill_hooked(u, N, C, 5);
     H_CHECK(H.comm, xc_bucketer_mark_ready(b, 1)); /* bucket 1 complete, bucket 0 not */
     if (thread) {
         double t0 = h_now();
@@ -447,16 +480,7 @@ static void test_launch_and_hook(int thread)
     H_EQ_INT("bucket op shown to the hook", log.op_seen, XC_AVG);
     H_EQ_U64("bucket step shown to the hook", log.step_seen, 1);
     int n = H.size;
-    for (int g = 0; g < N; g++)
-        for (int i = 0; i < C; i++) {
-            float e = 2.0f * (float)((g + 1) * n * (n + 1) / 2 + n * (i % 5));
-            h_checked();
-            if (u[g][i] != e) {
-                h_fail(__FILE__, __LINE__, "hook result '%s'[%d] = %g, expected %g", names[g], i,
-                       u[g][i], e);
-                break;
-            }
-        }
+    check_hooked(u, N, C, 5, names, "hook result", 1);
     /* A hook whose start fails (on every rank, for the middle bucket): finish
      * reports it, naming the bucket; the other buckets still complete. */
     log.fail_index = 1;
@@ -532,27 +556,14 @@ static void test_wait_hook(int thread)
     enum { N = 3, C = 777 };
     float *u[N];
     xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
-    o.bucket_mb = 0; /* buckets [c] [b] [a] */
-    o.first_bucket_mb = 0;
     o.rebuild = 0;
     o.launch_thread = thread;
-    xc_bucketer_t *b;
-    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
-    const char *names[N] = {"a", "b", "c"};
-    for (int g = 0; g < N; g++) {
-        u[g] = h_alloc(C * sizeof(float));
-        H_CHECK(H.comm, xc_bucketer_register(b, u[g], C, XC_FLOAT32, names[g], NULL));
-    }
-    H_CHECK(H.comm, xc_bucketer_commit(b));
+    const char *const names[N] = {"a", "b", "c"}; /* buckets [c] [b] [a] */
     hook_log_t log;
-    memset(&log, 0, sizeof log);
-    log.fail_index = -1;
-    xc_bucket_hook_t hk = {sizeof hk, &log, hook_start, hook_done};
-    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hk));
+    xc_bucketer_t *b = hooked(o, N, C, names, u, &log);
     int n = H.size;
     for (int step = 1; step <= 2; step++) {
-        for (int g = 0; g < N; g++)
-            for (int i = 0; i < C; i++) u[g][i] = (float)((H.rank + 1) * (g + 1) + i % 3);
+        fill_hooked(u, N, C, 3);
         H_CHECK(H.comm, xc_bucketer_mark_ready(b, 1)); /* bucket 1 complete, bucket 0 not */
         H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_wait(b, 1));
         expect_msg(b, "'c' of bucket 0 is marked ready", "wait behind an incomplete bucket");
@@ -567,16 +578,7 @@ static void test_wait_hook(int thread)
         H_TRUE("'a' reduced and handed back at the wait", u[0][0] == e0);
         H_CHECK(H.comm, xc_bucketer_finish(b));
         H_EQ_INT("finish completes the others only", log.dones, before + 3);
-        for (int g = 0; g < N; g++)
-            for (int i = 0; i < C; i++) {
-                float e = 2.0f * (float)((g + 1) * n * (n + 1) / 2 + n * (i % 3));
-                h_checked();
-                if (u[g][i] != e) {
-                    h_fail(__FILE__, __LINE__, "step %d: '%s'[%d] = %g, expected %g (done "
-                           "applied once)", step, names[g], i, u[g][i], e);
-                    break;
-                }
-            }
+        check_hooked(u, N, C, 3, names, "wait with a hook (done applied once)", step);
     }
     H_CHECK(H.comm, xc_bucketer_destroy(b));
     for (int g = 0; g < N; g++) h_free(u[g]);
@@ -592,30 +594,16 @@ static void test_forward_tail(int thread)
     enum { N = 4, C = 500 };
     float *u[N];
     xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
-    o.bucket_mb = 0; /* one bucket per gradient */
-    o.first_bucket_mb = 0;
     o.launch_thread = thread;
     o.forward_tail = 1;
     setenv("XCOLL_BUCKET_TAIL_FROM", "1", 1);
-    xc_bucketer_t *b;
-    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
-    const char *names[N] = {"w0", "w1", "w2", "w3"};
-    for (int g = 0; g < N; g++) {
-        u[g] = h_alloc(C * sizeof(float));
-        H_CHECK(H.comm, xc_bucketer_register(b, u[g], C, XC_FLOAT32, names[g], NULL));
-    }
-    H_CHECK(H.comm, xc_bucketer_commit(b));
+    const char *const names[N] = {"w0", "w1", "w2", "w3"};
     hook_log_t log;
-    memset(&log, 0, sizeof log);
-    log.fail_index = -1;
-    xc_bucket_hook_t hk = {sizeof hk, &log, hook_start, hook_done};
-    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hk));
-    int n = H.size;
+    xc_bucketer_t *b = hooked(o, N, C, names, u, &log);
     /* step 1 rebuilds the layout; steps 2-4 are timed on it; the finish of
      * step 4 decides the tail; steps 5-6 use it. */
     for (int step = 1; step <= 6; step++) {
-        for (int g = 0; g < N; g++)
-            for (int i = 0; i < C; i++) u[g][i] = (float)((H.rank + 1) * (g + 1) + i % 7);
+        fill_hooked(u, N, C, 7);
         for (int g = N - 1; g >= 0; g--) H_CHECK(H.comm, xc_bucketer_mark_ready(b, g)); /* backward */
         if (step > 1) { /* the next forward: first layer first */
             for (int g = 0; g < N; g++) H_CHECK(H.comm, xc_bucketer_wait(b, g));
@@ -633,16 +621,7 @@ static void test_forward_tail(int thread)
             for (int k = 0; k < N; k++)
                 H_EQ_INT("launch sequence before the decision", log.order[(step - 1) * N + k], k);
         }
-        for (int g = 0; g < N; g++)
-            for (int i = 0; i < C; i++) {
-                float e = 2.0f * (float)((g + 1) * n * (n + 1) / 2 + n * (i % 7));
-                h_checked();
-                if (u[g][i] != e) {
-                    h_fail(__FILE__, __LINE__, "forward tail, step %d: '%s'[%d] = %g, expected "
-                           "%g", step, names[g], i, u[g][i], e);
-                    break;
-                }
-            }
+        check_hooked(u, N, C, 7, names, "forward tail", step);
     }
     unsetenv("XCOLL_BUCKET_TAIL_FROM");
     H_CHECK(H.comm, xc_bucketer_destroy(b));
