@@ -6,8 +6,8 @@
  *   bench/netbed.sh -H 2 -k 1 --rate 1gbit -- build/bench_compress
  *
  * Table 1 (rank 0): per size (64 KiB..64 MiB of fp32, XC_AVG), the median
- * time of xc_allreduce and of xc_allreduce_compressed with fp16, bf16 and
- * int8 (with a residual, as training uses it), and each one's speed-up
+ * time of xc_allreduce and of xc_allreduce_compressed with fp16, bf16,
+ * int8 and int4 (with a residual, as training uses it), and each one's speed-up
  * over fp32.  Rounds alternate the four, so drift hits all alike.
  * Table 1b: the cost model's prediction of each (xc_compress_predict), its
  * error against the measurement, and whether the model ranks int8 against
@@ -62,19 +62,21 @@ static void codecs(void)
     printf("\n# codecs, 16 MiB of fp32 (GB/s of fp32 values; memcpy %.2f GB/s)\n", mc);
     printf("%-6s %10s %7s %10s %7s %10s %7s\n", "format", "encode", "ratio", "enc+resid", "ratio",
            "decode", "ratio");
-    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++) {
-        size_t es = xc__codec_esize((xc_compress_t)f);
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++) {
+        size_t bb = xc__codec_block_bytes((xc_compress_t)f);
         double gb[3];
         for (int k = 0; k < 3; k++) {
             for (int r = 0; r < 9; r++) {
                 double t0 = now_s();
                 for (size_t b = 0; b < n; b += XC_COMPRESS_BLOCK) {
-                    float *sc = f == XC_COMPRESS_INT8 ? &scales[b / XC_COMPRESS_BLOCK] : NULL;
+                    float *sc = xc__codec_scaled((xc_compress_t)f) ? &scales[b / XC_COMPRESS_BLOCK]
+                                                                   : NULL;
+                    unsigned char *cb = codes + b / XC_COMPRESS_BLOCK * bb;
                     if (k < 2)
-                        xc__codec_encode((xc_compress_t)f, x + b, XC_COMPRESS_BLOCK,
-                                         codes + b * es, sc, k ? err + b : NULL);
+                        xc__codec_encode((xc_compress_t)f, x + b, XC_COMPRESS_BLOCK, cb, sc,
+                                         k ? err + b : NULL);
                     else
-                        xc__codec_decode((xc_compress_t)f, codes + b * es, sc ? *sc : 1.0f,
+                        xc__codec_decode((xc_compress_t)f, cb, sc ? *sc : 1.0f,
                                          XC_COMPRESS_BLOCK, y + b, 0);
                 }
                 t[r] = now_s() - t0;
@@ -103,8 +105,9 @@ int main(int argc, char **argv)
     int me = xc_comm_rank(c), n = xc_comm_size(c);
     if (me == 0)
         printf("# compressed all-reduce, fp32 avg, %d ranks on %d nodes, median of %d\n"
-               "%10s %10s %10s %10s %10s %7s %7s %7s\n", n, xc_comm_node_count(c), iters, "bytes",
-               "fp32 ms", "fp16 ms", "bf16 ms", "int8 ms", "fp16 x", "bf16 x", "int8 x");
+               "%10s %10s %10s %10s %10s %10s %7s %7s %7s %7s\n", n, xc_comm_node_count(c), iters,
+               "bytes", "fp32 ms", "fp16 ms", "bf16 ms", "int8 ms", "int4 ms", "fp16 x", "bf16 x",
+               "int8 x", "int4 x");
     enum { MAXROWS = 8 };
     double meas[MAXROWS][XC_COMPRESS_COUNT], pred[MAXROWS][XC_COMPRESS_COUNT];
     size_t rowbytes[MAXROWS];
@@ -141,15 +144,17 @@ int main(int argc, char **argv)
             xc_residual_free(res[f]);
         }
         if (me == 0)
-            printf("%10zu %10.2f %10.2f %10.2f %10.2f %7.2f %7.2f %7.2f\n", bytes, m[0], m[1], m[2],
-                   m[3], m[0] / m[1], m[0] / m[2], m[0] / m[3]);
+            printf("%10zu %10.2f %10.2f %10.2f %10.2f %10.2f %7.2f %7.2f %7.2f %7.2f\n", bytes,
+                   m[0], m[1], m[2], m[3], m[4], m[0] / m[1], m[0] / m[2], m[0] / m[3],
+                   m[0] / m[4]);
         free(x);
         free(y);
         rows++;
     }
     if (me == 0) {
         printf("\n# model: predicted ms (error vs measured); int8 vs plain as measured?\n"
-               "%10s %16s %16s %16s %16s %6s\n", "bytes", "fp32", "fp16", "bf16", "int8", "rank");
+               "%10s %16s %16s %16s %16s %16s %6s\n", "bytes", "fp32", "fp16", "bf16", "int8",
+               "int4", "rank");
         int agree = 0;
         for (int r = 0; r < rows; r++) {
             printf("%10zu", rowbytes[r]);

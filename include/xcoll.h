@@ -406,12 +406,15 @@ XC_API xc_result_t xc_ibarrier(xc_comm_t *comm, xc_request_t **req);
 /* ------------------------------------------------------------------ */
 
 /* Wire formats: fp16 / bf16 (2 bytes per value), INT8 (1 byte per value
- * plus one fp32 scale per block of XC_COMPRESS_BLOCK values). */
+ * plus one fp32 scale per block of XC_COMPRESS_BLOCK values), INT4 (half a
+ * byte per value, codes -7..7, plus the scale per block: 7.9x smaller than
+ * fp32, 8 x the error of INT8 -- with error feedback). */
 typedef enum xc_compress {
     XC_COMPRESS_NONE = 0,
     XC_COMPRESS_FP16,
     XC_COMPRESS_BF16,
     XC_COMPRESS_INT8,
+    XC_COMPRESS_INT4,
     XC_COMPRESS_COUNT
 } xc_compress_t;
 

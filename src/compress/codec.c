@@ -11,12 +11,13 @@
 #include <math.h>
 #include <string.h>
 
-size_t xc__codec_esize(xc_compress_t f)
+size_t xc__codec_block_bytes(xc_compress_t f)
 {
     switch (f) {
     case XC_COMPRESS_FP16:
-    case XC_COMPRESS_BF16: return 2;
-    case XC_COMPRESS_INT8: return 1;
+    case XC_COMPRESS_BF16: return 2 * XC_COMPRESS_BLOCK;
+    case XC_COMPRESS_INT8: return XC_COMPRESS_BLOCK;
+    case XC_COMPRESS_INT4: return XC_COMPRESS_BLOCK / 2;
     default: return 0;
     }
 }
@@ -46,23 +47,24 @@ XC__CLONES static uint32_t absmax_bits(const float *src, size_t n)
     return m;
 }
 
-/* q = round-half-even(x * inv) clamped to [-127, 127]; `div`: x / s. */
+/* q = round-half-even(x * inv) clamped to [-lim, lim] (clamped as a float,
+ * so the conversion is always defined); `div`: x / s. */
 XC__CLONES static void int8_quant(const float *src, size_t n, float inv, float s, int div,
-                                  int8_t *q)
+                                  float lim, int8_t *q)
 {
     const float magic = 12582912.0f; /* 1.5 x 2^23: adding it rounds to an integer */
     if (div) {
         for (size_t i = 0; i < n; i++) {
-            float r = (src[i] / s + magic) - magic;
-            int c = (int)r;
-            q[i] = (int8_t)(c > 127 ? 127 : c < -127 ? -127 : c);
+            float v = src[i] / s;
+            v = v > lim ? lim : v < -lim ? -lim : v;
+            q[i] = (int8_t)(int)((v + magic) - magic);
         }
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        float r = (src[i] * inv + magic) - magic;
-        int c = (int)r;
-        q[i] = (int8_t)(c > 127 ? 127 : c < -127 ? -127 : c);
+        float v = src[i] * inv;
+        v = v > lim ? lim : v < -lim ? -lim : v;
+        q[i] = (int8_t)(int)((v + magic) - magic);
     }
 }
 
@@ -72,7 +74,10 @@ XC__CLONES static void int8_residual(const float *src, const int8_t *q, float s,
     for (size_t i = 0; i < n; i++) err[i] = src[i] - (float)q[i] * s;
 }
 
-static void int8_encode(const float *src, size_t n, int8_t *q, float *scale, float *err)
+/* Symmetric block quantization to codes in [-qmax, qmax] (127: INT8, 7:
+ * INT4) as int8_t, one per value. */
+static void quant_encode(const float *src, size_t n, float qmax, int8_t *q, float *scale,
+                         float *err)
 {
     uint32_t mb = absmax_bits(src, n);
     if (mb >= 0x7f800000u) { /* an infinity or a NaN: the whole block */
@@ -83,11 +88,35 @@ static void int8_encode(const float *src, size_t n, int8_t *q, float *scale, flo
     }
     float m;
     memcpy(&m, &mb, sizeof m);
-    float s = m / 127.0f, inv = m > 0 ? 127.0f / m : 0.0f;
+    float s = m / qmax, inv = m > 0 ? qmax / m : 0.0f;
     *scale = s;
-    /* Tiny blocks (127/m would overflow): divide by the scale instead. */
-    int8_quant(src, n, inv, s, m > 0 && m < 1e-30f, q);
+    /* Tiny blocks (qmax/m would overflow): divide by the scale instead --
+     * unless the scale itself rounds to 0 (m < qmax x 2^-150): codes 0, an
+     * error below the bound's subnormal term. */
+    if (m > 0 && s == 0) {
+        memset(q, 0, n);
+        if (err) memcpy(err, src, n * sizeof *err);
+        return;
+    }
+    int8_quant(src, n, inv, s, m > 0 && m < 1e-30f, qmax, q);
     if (err) int8_residual(src, q, s, n, err);
+}
+
+/* INT4: two codes per byte, the even element in the low nibble. */
+XC__CLONES static void int4_pack(const int8_t *q, size_t n, uint8_t *out)
+{
+    for (size_t i = 0; i + 1 < n; i += 2)
+        out[i / 2] = (uint8_t)((q[i] & 0x0f) | (q[i + 1] << 4));
+    if (n & 1) out[n / 2] = (uint8_t)(q[n - 1] & 0x0f);
+}
+
+XC__CLONES static void int4_unpack(const uint8_t *in, size_t n, int8_t *q)
+{
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        q[i] = (int8_t)((int8_t)(in[i / 2] << 4) >> 4); /* sign-extend the low nibble */
+        q[i + 1] = (int8_t)((int8_t)in[i / 2] >> 4);
+    }
+    if (n & 1) q[n - 1] = (int8_t)((int8_t)(in[n / 2] << 4) >> 4);
 }
 
 XC__CLONES static void int8_decode(const int8_t *q, float s, size_t n, float *dst, int add)
@@ -102,7 +131,13 @@ void xc__codec_encode(xc_compress_t f, const float *src, size_t n, void *codes, 
                       float *err)
 {
     if (f == XC_COMPRESS_INT8) {
-        int8_encode(src, n, codes, scale, err);
+        quant_encode(src, n, 127.0f, codes, scale, err);
+        return;
+    }
+    if (f == XC_COMPRESS_INT4) {
+        int8_t q[XC_COMPRESS_BLOCK];
+        quant_encode(src, n, 7.0f, q, scale, err);
+        int4_pack(q, n, codes);
         return;
     }
     uint16_t *h = codes;
@@ -126,6 +161,12 @@ void xc__codec_decode(xc_compress_t f, const void *codes, float scale, size_t n,
 {
     if (f == XC_COMPRESS_INT8) {
         int8_decode(codes, scale, n, dst, add);
+        return;
+    }
+    if (f == XC_COMPRESS_INT4) {
+        int8_t q[XC_COMPRESS_BLOCK];
+        int4_unpack(codes, n, q);
+        int8_decode(q, scale, n, dst, add);
         return;
     }
     float tmp[XC_COMPRESS_BLOCK];

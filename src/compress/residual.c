@@ -46,7 +46,7 @@ xc_result_t xc_residual_data(xc_residual_t *r, void **data, size_t *bytes)
     return XC_OK;
 }
 
-static const char *const k_names[XC_COMPRESS_COUNT] = {"none", "fp16", "bf16", "int8"};
+static const char *const k_names[XC_COMPRESS_COUNT] = {"none", "fp16", "bf16", "int8", "int4"};
 
 const char *xc_compress_name(xc_compress_t fmt)
 {
@@ -61,7 +61,7 @@ xc_result_t xc_compress_parse(const char *s, xc_compress_t *fmt)
             *fmt = (xc_compress_t)f;
             return XC_OK;
         }
-    return xc__err(XC_ERR_INVALID, "unknown compression '%s' (none, fp16, bf16 or int8)", s);
+    return xc__err(XC_ERR_INVALID, "unknown compression '%s' (none, fp16, bf16, int8 or int4)", s);
 }
 
 float *xc__residual_values(xc_residual_t *r) { return r ? r->v : NULL; }

@@ -11,7 +11,8 @@
 
 xc__cseg_t xc__cseg_make(xc_compress_t f, int kind, size_t count, size_t maxnb)
 {
-    xc__cseg_t p = {f, kind, count, maxnb, xc__codec_esize(f), xc__compress_seg_bytes(f, maxnb)};
+    xc__cseg_t p = {f, kind, count, maxnb, xc__codec_block_bytes(f),
+                    xc__compress_seg_bytes(f, maxnb)};
     return p;
 }
 
@@ -36,7 +37,7 @@ static uint32_t header(const xc__cseg_t *p, uint32_t flags)
 
 static size_t codes_at(const xc__cseg_t *p)
 {
-    return 8 + (p->f == XC_COMPRESS_INT8 ? p->maxnb * sizeof(float) : 0);
+    return 8 + (xc__codec_scaled(p->f) ? p->maxnb * sizeof(float) : 0);
 }
 
 void xc__cseg_encode(const xc__cseg_t *p, const float *src, float *res, size_t b0, size_t b1,
@@ -53,9 +54,9 @@ void xc__cseg_encode(const xc__cseg_t *p, const float *src, float *res, size_t b
             for (size_t i = 0; i < len; i++) tmp[i] = in[i] + res[at + i];
             in = tmp;
         }
-        /* Scales exist in INT8 segments only (elsewhere sc is the codes). */
-        xc__codec_encode(p->f, in, len, codes + (b - b0) * XC_COMPRESS_BLOCK * p->es,
-                         p->f == XC_COMPRESS_INT8 ? &sc[b - b0] : NULL, res ? res + at : NULL);
+        /* Scales exist in INT8/INT4 segments only (elsewhere sc is the codes). */
+        xc__codec_encode(p->f, in, len, codes + (b - b0) * p->bb,
+                         xc__codec_scaled(p->f) ? &sc[b - b0] : NULL, res ? res + at : NULL);
     }
 }
 
@@ -65,8 +66,8 @@ void xc__cseg_decode(const xc__cseg_t *p, const char *seg, size_t b0, size_t b1,
     const float *sc = (const float *)(seg + 8);
     const char *codes = seg + codes_at(p);
     for (size_t b = b0; b < b1; b++)
-        xc__codec_decode(p->f, codes + (b - b0) * XC_COMPRESS_BLOCK * p->es,
-                         p->f == XC_COMPRESS_INT8 ? sc[b - b0] : 1.0f, block_len(p, b),
+        xc__codec_decode(p->f, codes + (b - b0) * p->bb,
+                         xc__codec_scaled(p->f) ? sc[b - b0] : 1.0f, block_len(p, b),
                          dst + b * XC_COMPRESS_BLOCK, add);
 }
 

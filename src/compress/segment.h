@@ -5,7 +5,7 @@
  *
  * A segment carries blocks [b0, b1) of one vector of `count` values: an
  * 8-byte header (magic, format, the collective, flags; the low 32 bits of
- * count), INT8's fp32 scales (room for `maxnb` blocks), then the codes,
+ * count), INT8's / INT4's fp32 scales (room for `maxnb` blocks), then the codes,
  * padded to xc__compress_seg_bytes(f, maxnb) so that every segment of a
  * collective has the same size.  The header makes ranks that disagree on
  * the collective, format or count fail with XC_ERR_MISMATCH.
@@ -24,7 +24,7 @@ typedef struct xc__cseg {
     int kind;      /* XC__CSEG_* */
     size_t count;  /* values of the vector the blocks index */
     size_t maxnb;  /* blocks a segment has room for */
-    size_t es;     /* bytes per code */
+    size_t bb;     /* bytes of the codes of a whole block */
     size_t seg;    /* bytes of one padded segment */
 } xc__cseg_t;
 

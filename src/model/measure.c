@@ -501,17 +501,18 @@ static void measure_codecs(const plan_t *pl, float *x, float *res, char *codes, 
     int reps = pl->gamma_reps < 31 ? pl->gamma_reps : 31;
     double t[31];
     for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++) {
-        size_t es = xc__codec_esize((xc_compress_t)f);
+        size_t bb = xc__codec_block_bytes((xc_compress_t)f);
         for (int w = 0; w < 2; w++) {
             for (int i = 0; i < reps; i++) {
                 double t0 = now_s();
                 for (size_t b = 0; b < nb; b++) {
                     if (w == 0)
-                        xc__codec_encode((xc_compress_t)f, x + b * B, B, codes + b * B * es,
+                        xc__codec_encode((xc_compress_t)f, x + b * B, B, codes + b * bb,
                                          &scales[b], res + b * B);
                     else
-                        xc__codec_decode((xc_compress_t)f, codes + b * B * es,
-                                         f == XC_COMPRESS_INT8 ? scales[b] : 1.0f, B, res + b * B, 1);
+                        xc__codec_decode((xc_compress_t)f, codes + b * bb,
+                                         xc__codec_scaled((xc_compress_t)f) ? scales[b] : 1.0f, B,
+                                         res + b * B, 1);
                 }
                 t[i] = now_s() - t0;
             }

@@ -119,7 +119,9 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
                 xc__model_topo_t t;
                 topo(in, dp, sp_dp, &t);
                 r->what = "dp gradient all-reduce, compressed";
-                double w = in->compress == XC_COMPRESS_INT8 ? 1 + 4.0 / XC_COMPRESS_BLOCK : 2;
+                /* bytes per value on the wire: codes and the per-block scale */
+                double w = (double)xc__codec_block_bytes(in->compress) / XC_COMPRESS_BLOCK +
+                           (xc__codec_scaled(in->compress) ? 4.0 / XC_COMPRESS_BLOCK : 0);
                 r->sent *= w / in->grad_bytes;
                 r->t_call = xc__model_compressed(p, &t, (size_t)(msg / in->grad_bytes), gdt, XC_AVG,
                                                  in->compress);

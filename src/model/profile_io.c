@@ -197,13 +197,19 @@ static void read_gamma(reader_t *r, const xc__json_t *g, xc__profile_t *p)
 }
 
 /* Optional host.codec_ps: {"fp16": [encode, decode], ...}; a profile
- * without it (older) gets twice fp32 sum's gamma for both. */
+ * without it (older) gets twice fp32 sum's gamma for both; one written
+ * before INT4 existed gets INT8's costs for it (the same passes). */
 static void read_codecs(reader_t *r, const xc__json_t *c, xc__profile_t *p)
 {
     for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT && r->rc == XC_OK; f++) {
         if (!c) {
             double g = 2 * p->gamma[XC_FLOAT32][XC__GOP_SUM][0];
             p->codec[f][0] = p->codec[f][1] = g;
+            continue;
+        }
+        if (f == XC_COMPRESS_INT4 && !xc__json_get(c, xc_compress_name((xc_compress_t)f))) {
+            p->codec[f][0] = p->codec[XC_COMPRESS_INT8][0];
+            p->codec[f][1] = p->codec[XC_COMPRESS_INT8][1];
             continue;
         }
         char where[64];

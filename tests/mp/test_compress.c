@@ -63,18 +63,26 @@ static void fill(float *x, size_t count, int rank, uint64_t seed)
     if (rank == 0 && count > 3) x[3] = 1e5f;
 }
 
-/* Per-format relative unit of one encoding (of the block max for int8). */
+/* INT8 and INT4: one scale per block (errors relative to the block max). */
+static int blockwise(xc_compress_t f) { return f == XC_COMPRESS_INT8 || f == XC_COMPRESS_INT4; }
+
+/* Per-format relative unit of one encoding (of the block max for int8/int4). */
 static double unit(xc_compress_t f)
 {
-    return f == XC_COMPRESS_INT8 ? 1.0 / 254 : f == XC_COMPRESS_FP16 ? ldexp(1, -11) : ldexp(1, -8);
+    return f == XC_COMPRESS_INT8   ? 1.0 / 254
+           : f == XC_COMPRESS_INT4 ? 1.0 / 14
+           : f == XC_COMPRESS_FP16 ? ldexp(1, -11)
+                                   : ldexp(1, -8);
 }
 
 /* Absolute error floor of one encoding: fp16 below its normal range
- * (2^-25), bf16 below fp32's (2^-134), INT8 with a subnormal scale. */
+ * (2^-25), bf16 below fp32's (2^-134), INT8/INT4 with a subnormal scale. */
 static double floor_abs(xc_compress_t f)
 {
-    return f == XC_COMPRESS_FP16 ? ldexp(1, -25) : f == XC_COMPRESS_BF16 ? ldexp(1, -134)
-                                                                         : 127 * ldexp(1, -150);
+    return f == XC_COMPRESS_FP16   ? ldexp(1, -25)
+           : f == XC_COMPRESS_BF16 ? ldexp(1, -134)
+           : f == XC_COMPRESS_INT4 ? 7 * ldexp(1, -150)
+                                   : 127 * ldexp(1, -150);
 }
 
 /*
@@ -91,14 +99,14 @@ static double bound_at(xc_compress_t f, float *const *in, int n, size_t count, s
     double first = 0;
     for (int r = 0; r < n; r++) {
         double m = 0;
-        if (f == XC_COMPRESS_INT8) {
+        if (blockwise(f)) {
             for (size_t k = b0; k < b1; k++) m = fabs(in[r][k]) > m ? fabs(in[r][k]) : m;
         } else {
             m = fabs(in[r][i]);
         }
         first += unit(f) * m + floor_abs(f);
     }
-    double s2 = f == XC_COMPRESS_INT8 ? blockmax_sum[b] + first : exact_abs_sum + first;
+    double s2 = blockwise(f) ? blockmax_sum[b] + first : exact_abs_sum + first;
     return first + unit(f) * s2 + floor_abs(f) + n * ldexp(1, -22) * exact_abs_sum + 1e-30;
 }
 
@@ -158,7 +166,7 @@ static void test_bounds(void)
 {
     /* 600001: three pipelined chunks of 1024 blocks, the last one short */
     static const size_t counts[] = {0, 1, 255, 256, 257, 1000, 70001, 600001};
-    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++)
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
         for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
             run_case((xc_compress_t)f, XC_SUM, counts[k], 0);
             run_case((xc_compress_t)f, XC_AVG, counts[k], k == 5);
@@ -201,7 +209,7 @@ static void test_feedback(void)
 {
     const size_t count = 3000;
     const int T = 20;
-    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++) {
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++) {
         float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
         double *acc = calloc(count, sizeof *acc), *acc0 = calloc(count, sizeof *acc0);
         fill(x, count, H.rank, 99);
@@ -233,7 +241,7 @@ static void test_feedback(void)
                 m_out = fabs(exact[i]) > m_out ? fabs(exact[i]) : m_out;
             }
             for (size_t i = b * B; i < count && i < (b + 1) * B; i++) {
-                double one = f == XC_COMPRESS_INT8 ? unit((xc_compress_t)f) * (m_in + m_out) * 2
+                double one = blockwise((xc_compress_t)f) ? unit((xc_compress_t)f) * (m_in + m_out) * 2
                                                    : unit((xc_compress_t)f) * (amax[i] + fabs(exact[i])) * 2;
                 one += T * H.size * ldexp(1, -22) * amax[i] + 1e-6 * m_in;
                 if (f == XC_COMPRESS_FP16 && amax[i] > 65504.0 / 2) continue; /* overflow */
@@ -270,8 +278,9 @@ static void fill_part(float *x, size_t count, int r, int j, uint64_t seed)
 /* One reduce-scatter case (T calls with a residual when T > 1): every
  * element of this rank's part against T x the exact sum, within one
  * call's bound -- one encoding per contribution
- * (u x its block max for int8, u x |x| for the float formats) plus the
- * fp32 sum's rounding; avg divides the inputs by N first. */
+ * (u x its block max for int8/int4, u x |x| for the float formats; with
+ * feedback of x + r, so divided by 1 - u) plus the fp32 sum's rounding;
+ * avg divides the inputs by N first. */
 static void rs_case(xc_compress_t f, xc_op_t op, size_t count, int T)
 {
     int n = H.size, me = H.rank;
@@ -297,9 +306,13 @@ static void rs_case(xc_compress_t f, xc_op_t op, size_t count, int T)
             for (size_t i = b0; i < b1; i++) m = fabs(xr[i]) > m ? fabs(xr[i]) : m;
             for (size_t i = b0; i < b1; i++) {
                 exact[i] += xr[i];
-                double mi = f == XC_COMPRESS_INT8 ? m : fabs(xr[i]);
-                /* the floor is absolute: of the encoded x/N */
-                bnd[i] += unit(f) * mi / div + floor_abs(f) + T * n * ldexp(1, -22) * fabs(xr[i]);
+                double mi = blockwise(f) ? m : fabs(xr[i]);
+                /* the floor is absolute: of the encoded x/N.  With feedback the
+                 * encoded value is x + r, |r| <= u M(x + r), so its block max
+                 * is at most M(x) / (1 - u): 1.004 x for int8, 1.08 x int4. */
+                double fb = T > 1 ? 1.0 / (1.0 - unit(f)) : 1.0;
+                bnd[i] += unit(f) * mi * fb / div + floor_abs(f) +
+                          T * n * ldexp(1, -22) * fabs(xr[i]);
             }
         }
     }
@@ -325,13 +338,13 @@ static void rs_case(xc_compress_t f, xc_op_t op, size_t count, int T)
 static void test_reduce_scatter(void)
 {
     static const size_t counts[] = {0, 1, 257, 1000, 600001};
-    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++)
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
         for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
             if (counts[k] > 100000 && H.size > 4) continue; /* memory: N parts */
             rs_case((xc_compress_t)f, XC_SUM, counts[k], 1);
             rs_case((xc_compress_t)f, XC_AVG, counts[k], 1);
         }
-    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++)
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
         rs_case((xc_compress_t)f, XC_SUM, 3000, 20); /* error feedback */
     float x[4 * 600], y[600];
     size_t n = (size_t)H.size;

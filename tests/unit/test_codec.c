@@ -4,8 +4,9 @@
  * docs/compression.md: random blocks of many scales (1e-30 .. 1e30),
  * zeros, subnormals, one huge outlier per block, short blocks; the
  * residual equals input minus decoded; non-finite values as documented
- * (an INT8 block with a NaN or infinity decodes to NaN everywhere, fp16 and
- * bf16 keep them element by element); decode-add adds.
+ * (an INT8 or INT4 block with a NaN or infinity decodes to NaN everywhere,
+ * fp16 and bf16 keep them element by element); decode-add adds; INT4's
+ * codes are two per byte, odd lengths included.
  */
 #include "../../src/compress/codec.h"
 
@@ -36,6 +37,7 @@ static double bound(xc_compress_t f, double x, double m)
     double a = fabs(x);
     switch (f) {
     case XC_COMPRESS_INT8: return m / 254.0 * (1 + 1e-6) + 127 * ldexp(1, -150) + 1e-45;
+    case XC_COMPRESS_INT4: return m / 14.0 * (1 + 1e-6) + 7 * ldexp(1, -150) + 1e-45;
     case XC_COMPRESS_FP16:
         return a >= 6.103515625e-05 ? a * ldexp(1, -11) : ldexp(1, -25);
     default: return a * ldexp(1, -8) + ldexp(1, -134); /* bf16: fp32's exponent range */
@@ -79,7 +81,7 @@ static void test_bounds(void)
 {
     static const size_t lens[] = {1, 7, 100, 255, 256};
     float x[XC_COMPRESS_BLOCK];
-    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++)
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++)
         for (int sc = -30; sc <= 30; sc += 6)
             for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
                 size_t n = lens[li];
@@ -89,7 +91,7 @@ static void test_bounds(void)
                 x[n / 2] = (float)(s * 1e4); /* one huge outlier */
                 check_block((xc_compress_t)f, x, n, "outlier");
             }
-    for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_INT8; f++) {
+    for (int f = XC_COMPRESS_FP16; f < XC_COMPRESS_COUNT; f++) {
         memset(x, 0, sizeof x);
         check_block((xc_compress_t)f, x, XC_COMPRESS_BLOCK, "zeros");
         for (size_t i = 0; i < XC_COMPRESS_BLOCK; i++) x[i] = (float)(1e-40 * (urand() - 0.5));
@@ -106,12 +108,15 @@ static void test_nonfinite(void)
     for (int k = 0; k < 3; k++) {
         for (int i = 0; i < 16; i++) x[i] = (float)i;
         x[5] = k == 0 ? NAN : k == 1 ? INFINITY : -INFINITY;
-        xc__codec_encode(XC_COMPRESS_INT8, x, 16, codes, &scale, err);
-        xc__codec_decode(XC_COMPRESS_INT8, codes, scale, 16, dec, 0);
-        for (int i = 0; i < 16; i++) {
-            if (!isnan(dec[i])) FAIL("int8 block with %g: [%d] decodes to %g, not NaN", x[5], i,
-                                     dec[i]);
-            if (err[i] != 0) FAIL("int8 block with %g: residual [%d] %g, not 0", x[5], i, err[i]);
+        for (int f = XC_COMPRESS_INT8; f <= XC_COMPRESS_INT4; f++) {
+            const char *nm = xc_compress_name((xc_compress_t)f);
+            xc__codec_encode((xc_compress_t)f, x, 16, codes, &scale, err);
+            xc__codec_decode((xc_compress_t)f, codes, scale, 16, dec, 0);
+            for (int i = 0; i < 16; i++) {
+                if (!isnan(dec[i]))
+                    FAIL("%s block with %g: [%d] decodes to %g, not NaN", nm, x[5], i, dec[i]);
+                if (err[i] != 0) FAIL("%s block with %g: residual [%d] %g, not 0", nm, x[5], i, err[i]);
+            }
         }
         for (int f = XC_COMPRESS_FP16; f <= XC_COMPRESS_BF16; f++) {
             xc__codec_encode((xc_compress_t)f, x, 16, codes, &scale, err);
@@ -136,11 +141,23 @@ static void test_names(void)
         if (xc_compress_parse(xc_compress_name((xc_compress_t)k), &f) != XC_OK || (int)f != k)
             FAIL("name round trip of %d", k);
     }
-    if (xc_compress_parse("int4", &f) != XC_ERR_INVALID) FAIL("int4 accepted");
-    if (!strstr(xc_last_error(), "int4")) FAIL("message does not name the value: %s", xc_last_error());
+    if (xc_compress_parse("int3", &f) != XC_ERR_INVALID) FAIL("int3 accepted");
+    if (!strstr(xc_last_error(), "int3")) FAIL("message does not name the value: %s", xc_last_error());
     if (xc_compress_name(XC_COMPRESS_COUNT)) FAIL("name of an unknown format");
-    if (xc__codec_esize(XC_COMPRESS_INT8) != 1 || xc__codec_esize(XC_COMPRESS_BF16) != 2)
-        FAIL("element sizes");
+    if (xc__codec_block_bytes(XC_COMPRESS_INT8) != XC_COMPRESS_BLOCK ||
+        xc__codec_block_bytes(XC_COMPRESS_BF16) != 2 * XC_COMPRESS_BLOCK ||
+        xc__codec_block_bytes(XC_COMPRESS_INT4) != XC_COMPRESS_BLOCK / 2)
+        FAIL("block sizes");
+    /* INT4 packing: the even element in the low nibble, signs kept */
+    float x[5] = {7, -7, 3, -1, -7}, dec[5], scale, err[5];
+    unsigned char c[3] = {0xaa, 0xaa, 0xaa};
+    xc__codec_encode(XC_COMPRESS_INT4, x, 5, c, &scale, err);
+    if (scale != 1.0f || c[0] != 0x97 || c[1] != 0xf3 || c[2] != 0x09)
+        FAIL("int4 codes %02x %02x %02x (scale %g), expected 97 f3 09 (scale 1)", c[0], c[1], c[2],
+             scale);
+    xc__codec_decode(XC_COMPRESS_INT4, c, scale, 5, dec, 0);
+    for (int i = 0; i < 5; i++)
+        if (dec[i] != x[i]) FAIL("int4 round trip [%d]: %g, expected %g", i, dec[i], x[i]);
 }
 
 int main(void)
