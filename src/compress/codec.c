@@ -102,21 +102,24 @@ static void quant_encode(const float *src, size_t n, float qmax, int8_t *q, floa
     if (err) int8_residual(src, q, s, n, err);
 }
 
-/* INT4: two codes per byte, the even element in the low nibble. */
+/* INT4: two codes per byte -- value j in the low nibble of byte j, value
+ * j + h in its high nibble (h = n / 2), an odd last value alone in byte h:
+ * contiguous on both sides, so both loops vectorise. */
 XC__CLONES static void int4_pack(const int8_t *q, size_t n, uint8_t *out)
 {
-    for (size_t i = 0; i + 1 < n; i += 2)
-        out[i / 2] = (uint8_t)((q[i] & 0x0f) | (q[i + 1] << 4));
-    if (n & 1) out[n / 2] = (uint8_t)(q[n - 1] & 0x0f);
+    size_t h = n / 2;
+    for (size_t j = 0; j < h; j++) out[j] = (uint8_t)((q[j] & 0x0f) | (q[j + h] << 4));
+    if (n & 1) out[h] = (uint8_t)(q[n - 1] & 0x0f);
 }
 
 XC__CLONES static void int4_unpack(const uint8_t *in, size_t n, int8_t *q)
 {
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        q[i] = (int8_t)((int8_t)(in[i / 2] << 4) >> 4); /* sign-extend the low nibble */
-        q[i + 1] = (int8_t)((int8_t)in[i / 2] >> 4);
+    size_t h = n / 2;
+    for (size_t j = 0; j < h; j++) {
+        q[j] = (int8_t)((int8_t)(in[j] << 4) >> 4); /* sign-extend the low nibble */
+        q[j + h] = (int8_t)((int8_t)in[j] >> 4);
     }
-    if (n & 1) q[n - 1] = (int8_t)((int8_t)(in[n / 2] << 4) >> 4);
+    if (n & 1) q[n - 1] = (int8_t)((int8_t)(in[h] << 4) >> 4);
 }
 
 XC__CLONES static void int8_decode(const int8_t *q, float s, size_t n, float *dst, int add)

@@ -3,8 +3,9 @@
  * blocks of XC_COMPRESS_BLOCK fp32 values encoded as fp16, bf16 (2 bytes
  * each, rounded to nearest even), INT8 (1 byte each, symmetric: one fp32
  * scale per block = max|x| / 127, codes round(x / scale) in [-127, 127])
- * or INT4 (the same with 7 for 127: codes in [-7, 7], two per byte, the
- * even element in the low nibble).
+ * or INT4 (the same with 7 for 127: codes in [-7, 7], two per byte: value
+ * j in the low nibble of byte j, value j + n/2 (n/2 rounded down) in its
+ * high nibble, an odd last value alone in the low nibble of byte n/2).
  *
  * Error of one encode/decode, per element of a block whose largest
  * magnitude is m: INT8 <= m/254 (half a step), INT4 <= m/14, up to fp32

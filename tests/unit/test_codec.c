@@ -148,12 +148,13 @@ static void test_names(void)
         xc__codec_block_bytes(XC_COMPRESS_BF16) != 2 * XC_COMPRESS_BLOCK ||
         xc__codec_block_bytes(XC_COMPRESS_INT4) != XC_COMPRESS_BLOCK / 2)
         FAIL("block sizes");
-    /* INT4 packing: the even element in the low nibble, signs kept */
+    /* INT4 packing: value j low, value j + n/2 high, the odd last one
+     * alone; signs kept.  n = 5: bytes (x0, x2), (x1, x3), (x4). */
     float x[5] = {7, -7, 3, -1, -7}, dec[5], scale, err[5];
     unsigned char c[3] = {0xaa, 0xaa, 0xaa};
     xc__codec_encode(XC_COMPRESS_INT4, x, 5, c, &scale, err);
-    if (scale != 1.0f || c[0] != 0x97 || c[1] != 0xf3 || c[2] != 0x09)
-        FAIL("int4 codes %02x %02x %02x (scale %g), expected 97 f3 09 (scale 1)", c[0], c[1], c[2],
+    if (scale != 1.0f || c[0] != 0x37 || c[1] != 0xf9 || c[2] != 0x09)
+        FAIL("int4 codes %02x %02x %02x (scale %g), expected 37 f9 09 (scale 1)", c[0], c[1], c[2],
              scale);
     xc__codec_decode(XC_COMPRESS_INT4, c, scale, 5, dec, 0);
     for (int i = 0; i < 5; i++)
