@@ -52,7 +52,7 @@ static void usage(void)
             "  training: --global-batch B --micro-batch b\n"
             "  layout:   --dp D --tp T --pp P [--vpp V] [--ep E] [--zero 0|1|2|3] [--seq-parallel]\n"
             "            [--bucket-mb MB]\n"
-            "            [--compress none|fp16|bf16|int8]   (ranks: TP fastest, then PP, then DP)\n"
+            "            [--compress none|fp16|bf16|int8|int4]   (ranks: TP fastest, then PP, then DP)\n"
             "  cluster:  --nodes N --rpn R and one of --cluster NAME (h100-ib400, a100-ib200,\n"
             "            cpu-1g), --profile FILE (xcoll-perf --calibrate), or --intra A_US,GBPS\n"
             "            --inter A_US,GBPS [--flops TFLOPS per rank]\n"
