@@ -316,6 +316,15 @@ if [ $# -gt 0 ]; then
     say "job: $world ranks ($ranks per host), store at $addr: $*"
     jobpids=""
     h=$hosts
+    # The hosts' launchers form one job: give it one token (xcoll-run draws
+    # one per invocation otherwise, and the job would run unauthenticated),
+    # unless the caller gave one (environment or --env).
+    token=""
+    case "$envs" in *XCOLL_TOKEN*) ;; *)
+        if [ -z "${XCOLL_TOKEN:-}" ] && [ -z "${XCOLL_TOKEN_FILE:-}" ]; then
+            token=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+        fi ;;
+    esac
     # Start the other hosts first, host 0 (which hosts the store) last, so
     # that host 0's launcher does not wait for the rest to be started.
     while [ $h -gt 0 ]; do
@@ -329,6 +338,7 @@ if [ $# -gt 0 ]; then
 '
             for kv in $envs; do export "$kv"; done
             unset IFS
+            [ -n "$token" ] && export XCOLL_TOKEN="$token"
             exec ip netns exec "$(host_ns $h)" "$xrun" -n "$ranks" --rank-offset $((h * ranks)) \
                 --world-size "$world" --addr "$addr" $hostflag --timeout "$timeout" -- "$@"
         ) &
