@@ -790,6 +790,7 @@ int main(int argc, char **argv)
         run_init(&r, &p, MODE_BUCKETED, 1.0, 1, &probe); /* small buckets: see the overlap */
         train_interleaved(&p, &d, &r, 1);
         free(probe.loss);
+        free(probe.curve);
         tuned_mb = probe.tune.best_mb;
     }
     if (o.run_none || o.sweep) run_init(&rn[nruns], &o, MODE_NONE, -1, 0, &runs[nruns]), nruns++;
@@ -823,7 +824,7 @@ int main(int argc, char **argv)
     }
     if (fw_at > 0) train_interleaved(&o, &d, rn, fw_at);
     train_interleaved(&o, &d, rn + (fw_at > 0 ? fw_at : 0), fw_at > 0 ? 1 : nruns);
-    if (o.sweep || auto_size) { /* report the tuner next to the runs */
+    if ((o.sweep || auto_size) && tuned_at >= 0) { /* report the tuner next to the runs */
         runs[tuned_at].tune = probe.tune;
         runs[tuned_at].tuned = 1;
     }

@@ -108,7 +108,7 @@ static void quant_encode(const float *src, size_t n, float qmax, int8_t *q, floa
 XC__CLONES static void int4_pack(const int8_t *q, size_t n, uint8_t *out)
 {
     size_t h = n / 2;
-    for (size_t j = 0; j < h; j++) out[j] = (uint8_t)((q[j] & 0x0f) | (q[j + h] << 4));
+    for (size_t j = 0; j < h; j++) out[j] = (uint8_t)((q[j] & 0x0f) | ((uint8_t)q[j + h] << 4));
     if (n & 1) out[h] = (uint8_t)(q[n - 1] & 0x0f);
 }
 
