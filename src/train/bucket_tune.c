@@ -126,17 +126,19 @@ static uint64_t median_u64(uint64_t *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void profile_of(const xc_bucketer_t *b, profile_t *p)
+/* Medians over the n most recent recorded steps (1 <= n <= hist_n). */
+static void profile_of(const xc_bucketer_t *b, profile_t *p, int n)
 {
     uint64_t v[XC__BK_HIST];
-    int n = b->hist_n;
+    int slot[XC__BK_HIST];
+    for (int i = 0; i < n; i++) slot[i] = (b->hist_pos + XC__BK_HIST - 1 - i) % XC__BK_HIST;
     for (int g = 0; g < b->ngrads; g++) {
-        for (int i = 0; i < n; i++) v[i] = b->hist_ready[(size_t)i * (size_t)b->ngrads + g];
+        for (int i = 0; i < n; i++) v[i] = b->hist_ready[(size_t)slot[i] * (size_t)b->ngrads + g];
         p->ready[g] = median_u64(v, n);
     }
-    memcpy(v, b->hist_backward, sizeof(uint64_t) * (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = b->hist_backward[slot[i]];
     p->backward = median_u64(v, n);
-    memcpy(v, b->hist_exposed, sizeof(uint64_t) * (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = b->hist_exposed[slot[i]];
     p->exposed = median_u64(v, n);
 }
 
@@ -172,7 +174,7 @@ static xc_result_t compute(xc_bucketer_t *b, xc__bk_model_t m, double *r)
         free(p.ready);
         return xc__bk_fail(b, XC_ERR_NOMEM, "xc_bucketer_tune: out of memory");
     }
-    profile_of(b, &p);
+    profile_of(b, &p, b->hist_n);
     m.backward_ns = p.backward;
     double total = 0, B = (double)p.backward;
     for (int g = 0; g < n; g++) {
@@ -298,33 +300,16 @@ static double fifo_end(const xc__layout_t *lay, const uint64_t *ready_ns, double
     return end;
 }
 
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int xc__bk_tail_from(const xc_bucketer_t *b)
 {
     const xc__layout_t *lay = &b->lay;
-    int m = b->hist_n < XC__TAIL_STEPS ? b->hist_n : XC__TAIL_STEPS, n = b->ngrads;
+    int m = b->hist_n < XC__TAIL_STEPS ? b->hist_n : XC__TAIL_STEPS;
     if (m < 1) return lay->nbuckets;
-    double vb[XC__TAIL_STEPS], ve[XC__TAIL_STEPS], v[XC__TAIL_STEPS];
-    uint64_t *ready = malloc((size_t)(n ? n : 1) * sizeof *ready);
+    profile_t pr;
+    uint64_t *ready = pr.ready = malloc((size_t)(b->ngrads ? b->ngrads : 1) * sizeof *ready);
     if (!ready) return lay->nbuckets; /* no tail: only slower */
-    for (int i = 0; i < m; i++) {
-        int slot = (b->hist_pos + XC__BK_HIST - 1 - i) % XC__BK_HIST;
-        vb[i] = (double)b->hist_backward[slot];
-        ve[i] = (double)b->hist_exposed[slot];
-    }
-    for (int g = 0; g < n; g++) {
-        for (int i = 0; i < m; i++) {
-            int slot = (b->hist_pos + XC__BK_HIST - 1 - i) % XC__BK_HIST;
-            v[i] = (double)b->hist_ready[(size_t)slot * (size_t)n + (size_t)g];
-        }
-        ready[g] = (uint64_t)median_of(v, m);
-    }
-    double B = median_of(vb, m), E = median_of(ve, m);
+    profile_of(b, &pr, m);
+    double B = (double)pr.backward, E = (double)pr.exposed;
     int fit = lay->nbuckets;
     /* Communication that kept up with backward leaves nothing to reorder. */
     if (E >= 0.02 * B && E >= 50e3) {
