@@ -94,7 +94,11 @@ XC__COST(allreduce_dbtree)
     while ((2 << D) <= n) D++;
     int S = xc__dbtree_segments((size_t)B, D > 0 ? D : 1);
     double seg = B / (2.0 * S);
-    double step = 2 * xc__m_xor(m, XC__XF, 1, 2 * seg);
+    /* A step's messages per rank and direction: an interior node's two
+     * children and parent plus its leaf's parent in the other tree (four
+     * segments); with two ranks each is the root of one tree (one child)
+     * and the leaf of the other: two segments, one exchange. */
+    double step = (n == 2 ? 1 : 2) * xc__m_xor(m, XC__XF, 1, 2 * seg);
     /* Across nodes: the edges crossing a node's boundary share its link,
      * one segment each way per edge and step (any layout but blocks:
      * take the blocked count as the estimate). */

@@ -420,27 +420,30 @@ static xc_result_t time_barrier(xc_comm_t *comm, int algo, int reps, int bench, 
     return rc;
 }
 
-/* A 1-element int32 allreduce.rd (forced on every rank), timed as the
- * barriers are (an integer sum: allowed in deterministic mode too). */
-static xc_result_t time_call(xc_comm_t *comm, int reps, int bench, double *out)
+/* An int32 all-reduce of `count` (<= CALL_MAX) elements by algorithm
+ * `algo` (forced on every rank), timed as the barriers are (an integer
+ * sum: allowed in deterministic mode too). */
+#define CALL_MAX 16
+static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, int reps, int bench,
+                             double *out)
 {
     double *t = malloc(2 * (size_t)reps * sizeof *t), *u = t ? t + reps : NULL;
     if (!t) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
     int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
-    comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_ALLREDUCE_RD;
+    comm->forced_algo[XC_COLL_ALLREDUCE] = algo;
     xc_result_t rc = XC_OK;
-    int32_t x = 1, y;
+    int32_t x[CALL_MAX] = {1}, y[CALL_MAX];
     for (int s = 0; s < (bench ? SERIES : 1) && rc == XC_OK; s++) {
         fresh_spin(comm);
         for (int i = -5; i < reps && rc == XC_OK; i++) {
             double t0 = now_s();
-            rc = xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm);
+            rc = xc_allreduce(x, y, count, XC_INT32, XC_SUM, comm);
             if (i >= 0) t[i] = now_s() - t0;
         }
         comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
         if (rc == XC_OK && bench)
             rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
-        comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_ALLREDUCE_RD;
+        comm->forced_algo[XC_COLL_ALLREDUCE] = algo;
         if (rc == XC_OK) {
             double v = stat(t, u, reps, bench);
             if (s == 0 || v < *out) *out = v;
@@ -606,6 +609,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__profile_t *out = comm->rank == 0 ? p : &tmp;
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
+    double t_stage = -1;
     /* Oversubscribed (one node, so every rank agrees): a synchronisation
      * takes as long as the scheduler's turns, whose times scatter widely;
      * a few reps would pick the shm or the schedule algorithms at random. */
@@ -629,6 +633,11 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         XC_CHECK(measure_sync(comm, sync_reps, pl->bench_stat, &s));
         out->sync_alpha = 0;
         out->sync_per_rank = s / (comm->size - 1);
+        /* A staged round's own cost: a 64-byte all-reduce (past the
+         * inline payload, so its data has lines of its own), priced below
+         * once the host's figures are in. */
+        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, CALL_MAX, sync_reps, pl->bench_stat,
+                           &t_stage));
         XC_TRACE("cost model: shm link and sync measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
     }
@@ -653,7 +662,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
                                                             : (links & XC__HAVE_TCP_LOCAL))) {
         double tc = 0;
-        XC_CHECK(time_call(comm, sync_reps, pl->bench_stat, &tc));
+        XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RD, 1, sync_reps, pl->bench_stat, &tc));
         if (comm->rank == 0) {
             xc__model_topo_t topo;
             xc__model_topo_of(comm, &topo);
@@ -679,6 +688,16 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
                 l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem};
         }
         derive_mem(p);
+        if (t_stage >= 0) {
+            /* After the host's figures: the staged copies and the reduction
+             * are priced with them. */
+            xc__model_topo_t topo;
+            xc__model_topo_of(comm, &topo);
+            xc__model_call_t one = {XC_COLL_ALLREDUCE, CALL_MAX, XC_INT32, XC_SUM};
+            p->shm_stage = 0;
+            double rest = xc__model_predict(p, &topo, XC__ALGO_SHM_ALLREDUCE, &one);
+            p->shm_stage = rest >= 0 && t_stage > rest ? t_stage - rest : 0;
+        }
     }
     return XC_OK;
 }

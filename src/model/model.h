@@ -87,6 +87,9 @@ typedef struct xc__profile {
     /* Shared-memory collectives: one all-ranks synchronisation of L ranks
      * costs sync_alpha + (L-1)*sync_per_rank. */
     double sync_alpha, sync_per_rank;
+    /* ... and each staged round of them beyond its synchronisation (the
+     * call, the staged lines' own transfer after the counter's). */
+    double shm_stage;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;

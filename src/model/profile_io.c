@@ -77,8 +77,8 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
         if (p->have & (1u << i)) write_link(f, k_links[i], &p->link[i], i == last);
     fprintf(f, "  },\n");
     if (p->have & XC__HAVE_SHM)
-        fprintf(f, "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f},\n",
-                p->sync_alpha / US, p->sync_per_rank / US);
+        fprintf(f, "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, \"stage_us\": %.4f},\n",
+                p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     fprintf(f, "  \"host\": {\n    \"cache_bytes\": %.0f,\n", p->cache_bytes);
     fprintf(f, "    \"fault_ps\": %.3f,\n", p->fault / PS);
@@ -288,6 +288,8 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
         if (s) {
             p->sync_alpha = num(&r, s, "shm_sync", "alpha_us", US);
             p->sync_per_rank = num(&r, s, "shm_sync", "per_rank_us", US);
+            /* Optional: files written before it was measured price none. */
+            if (xc__json_get(s, "stage_us")) p->shm_stage = num(&r, s, "shm_sync", "stage_us", US);
         }
     }
     const xc__json_t *sch = r.rc == XC_OK ? object(&r, root, "", "schedule", 0) : NULL;

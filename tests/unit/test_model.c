@@ -628,6 +628,7 @@ static void test_roundtrip(void)
     p.sync_alpha = 0.125e-6;
     p.sync_per_rank = 0.375e-6;
     p.sched_call = 0.3125e-6;
+    p.shm_stage = 0.1875e-6;
     p.copy_cache = 6.5e-12;
     p.copy_mem = 75.25e-12;
     p.cache_bytes = 2097152;
@@ -665,6 +666,7 @@ static void test_roundtrip(void)
     EXPECT_NEAR(q.sync_alpha, p.sync_alpha);
     EXPECT_NEAR(q.sync_per_rank, p.sync_per_rank);
     EXPECT_NEAR(q.sched_call, p.sched_call);
+    EXPECT_NEAR(q.shm_stage, p.shm_stage);
     EXPECT_NEAR(q.copy_cache, p.copy_cache);
     EXPECT_NEAR(q.copy_mem, p.copy_mem);
     EXPECT_NEAR(q.cache_bytes, p.cache_bytes);
