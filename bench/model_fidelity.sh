@@ -14,6 +14,11 @@
 #     -r RATE    net mode: shape the link with tbf at RATE (e.g. 1gbit)
 #     -f F       size step factor (default 2; 4 for a quicker run)
 #     -i ITERS   timed iterations per size (default 20)
+#     -R ROUNDS  run the whole set of algorithms this many times, one after
+#                the other, and score each point by the median of its rounds
+#                (default 1; small sizes move by up to 1.6x between
+#                invocations, so one round measures the invocation as much
+#                as the algorithm)
 #     -e MAX     largest size (default 64M)
 #     -p FILE    use this profile instead of calibrating one
 #     -o DIR     keep the records here (default: a temporary directory)
@@ -25,14 +30,15 @@
 # and the regret table.  Ranks <= cores for meaningful numbers; runs with
 # more ranks than cores are oversubscribed (see docs/cost-model.md).
 set -eu
-B=build N=2 MODE=shm F=2 ITERS=20 MAX=64M PROF= OUT= PIN=1 RATE=
-while getopts B:n:m:f:i:e:p:o:r:U opt; do
+B=build N=2 MODE=shm F=2 ITERS=20 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1
+while getopts B:n:m:f:i:e:p:o:r:R:U opt; do
     case $opt in
     B) B=$OPTARG ;; n) N=$OPTARG ;; m) MODE=$OPTARG ;; f) F=$OPTARG ;;
     i) ITERS=$OPTARG ;; e) MAX=$OPTARG ;; p) PROF=$OPTARG ;; o) OUT=$OPTARG ;;
     r) RATE=$OPTARG ;;
+    R) ROUNDS=$OPTARG ;;
     U) PIN=0 ;;
-    *) sed -n '2,28p' "$0"; exit 2 ;;
+    *) sed -n '2,31p' "$0"; exit 2 ;;
     esac
 done
 case $MODE in
@@ -65,11 +71,15 @@ if [ -z "$PROF" ]; then
 fi
 XCOLL_PROFILE=$PROF
 export XCOLL_PROFILE
-for c in allreduce reducescatter allgather broadcast reduce alltoall; do
-    for a in $("$B/bench_model_fidelity" --list $c --nranks "$N" --nodes $NODES); do
-        eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
-            --csv=\"$OUT/$c.$a.csv\"" >/dev/null
+round=1
+while [ $round -le "$ROUNDS" ]; do
+    for c in allreduce reducescatter allgather broadcast reduce alltoall; do
+        for a in $("$B/bench_model_fidelity" --list $c --nranks "$N" --nodes $NODES); do
+            eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
+                --csv=\"$OUT/$c.$a.r$round.csv\"" >/dev/null
+        done
     done
+    round=$((round + 1))
 done
-echo "# records and profile in $OUT ($MODE${RATE:+ at $RATE}, $N ranks$( [ "$PIN" = 1 ] && echo ', pinned'))"
+echo "# records and profile in $OUT ($MODE${RATE:+ at $RATE}, $N ranks$( [ "$PIN" = 1 ] && echo ', pinned'), $ROUNDS round(s))"
 "$B/bench_model_fidelity" --profile "$PROF" --nodes $NODES "$OUT"/*.csv
