@@ -108,8 +108,8 @@ static double chunk_reduce(const xc__m_t *m, double bytes)
 {
     int L = m->t->nranks;
     double share = ceil(bytes / m->es / L) * m->es;
-    return 2 * sync_cost(m) + stage(m) + xfer(m, 2.0 * (L - 1) / L * bytes) + slot_reduce(m, share, L) +
-           slot_fin(m, share);
+    return 2 * sync_cost(m) + stage(m) + xfer(m, 2.0 * (L - 1) / L * bytes) +
+           slot_reduce(m, share, L) + slot_fin(m, share);
 }
 
 /* Inline / one shot: stage, sync, every rank (or the root) reduces all
@@ -181,8 +181,8 @@ XC__COST(shm_reduce_scatter)
         double cnt = i ? last : ce, times = i ? (last > 0 || c_->count == 0) : full;
         if (times <= 0) continue;
         double bytes = cnt * m->es;
-        T += times * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * bytes) + slot_reduce(m, bytes, n) +
-                      slot_fin(m, bytes));
+        T += times * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * bytes) +
+                      slot_reduce(m, bytes, n) + slot_fin(m, bytes));
     }
     return T;
 }
@@ -198,9 +198,11 @@ XC__COST(shm_allgather)
     double ce = b <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double full, last;
     chunks((double)c_->count, ce, &full, &last);
-    double T = full * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * ce * m->es) + xc__m_copy(m, ce * m->es));
+    double T = full * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * ce * m->es) +
+                       xc__m_copy(m, ce * m->es));
     if (last > 0 || c_->count == 0)
-        T += sync_cost(m) + stage(m) + xfer(m, (n - 1) * last * m->es) + xc__m_copy(m, last * m->es);
+        T += sync_cost(m) + stage(m) + xfer(m, (n - 1) * last * m->es) +
+             xc__m_copy(m, last * m->es);
     return T;
 }
 
@@ -229,7 +231,8 @@ XC__COST(shm_alltoall)
     double ce = b * n <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cnt = ce < (double)c_->count ? ce : (double)c_->count;
-    return nk * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * cnt * m->es) + xc__m_copy(m, cnt * m->es));
+    return nk * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * cnt * m->es) +
+                 xc__m_copy(m, cnt * m->es));
 }
 
 XC__COST(shm_barrier)

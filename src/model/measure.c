@@ -454,6 +454,20 @@ static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, int reps, 
     return rc;
 }
 
+/* A term of the profile measured as what an all-reduce of `count` int32
+ * by `algo` took (t seconds) beyond the model's prediction for it without
+ * the term; `fallback` when the prediction is not below t. */
+static double excess(xc_comm_t *comm, xc__profile_t *p, double *term, int algo, size_t count,
+                     double t, double fallback)
+{
+    xc__model_topo_t topo;
+    xc__model_topo_of(comm, &topo);
+    xc__model_call_t call = {XC_COLL_ALLREDUCE, count, XC_INT32, XC_SUM};
+    *term = 0;
+    double rest = xc__model_predict(p, &topo, algo, &call);
+    return rest >= 0 && t > rest ? t - rest : fallback;
+}
+
 /* The shared-memory synchronisation: a barrier.shm. */
 static xc_result_t measure_sync(xc_comm_t *comm, int reps, int bench, double *out)
 {
@@ -663,15 +677,9 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
                                                             : (links & XC__HAVE_TCP_LOCAL))) {
         double tc = 0;
         XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RD, 1, sync_reps, pl->bench_stat, &tc));
-        if (comm->rank == 0) {
-            xc__model_topo_t topo;
-            xc__model_topo_of(comm, &topo);
-            xc__model_call_t one = {XC_COLL_ALLREDUCE, 1, XC_FLOAT32, XC_SUM};
-            double save = out->sched_call;
-            out->sched_call = 0;
-            double rounds = xc__model_predict(out, &topo, XC__ALGO_ALLREDUCE_RD, &one);
-            out->sched_call = rounds >= 0 && tc > rounds ? tc - rounds : save > 0 ? save : 0;
-        }
+        if (comm->rank == 0)
+            out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, 1, tc,
+                                     out->sched_call > 0 ? out->sched_call : 0);
     }
     if ((what & XC__HAVE_HOST) && comm->rank == 0) {
         uint64_t t1 = xc__now_ns();
@@ -688,16 +696,11 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
                 l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem};
         }
         derive_mem(p);
-        if (t_stage >= 0) {
-            /* After the host's figures: the staged copies and the reduction
-             * are priced with them. */
-            xc__model_topo_t topo;
-            xc__model_topo_of(comm, &topo);
-            xc__model_call_t one = {XC_COLL_ALLREDUCE, CALL_MAX, XC_INT32, XC_SUM};
-            p->shm_stage = 0;
-            double rest = xc__model_predict(p, &topo, XC__ALGO_SHM_ALLREDUCE, &one);
-            p->shm_stage = rest >= 0 && t_stage > rest ? t_stage - rest : 0;
-        }
+        /* After the host's figures: the staged copies and the reduction
+         * are priced with them. */
+        if (t_stage >= 0)
+            p->shm_stage =
+                excess(comm, p, &p->shm_stage, XC__ALGO_SHM_ALLREDUCE, CALL_MAX, t_stage, 0);
     }
     return XC_OK;
 }

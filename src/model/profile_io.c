@@ -77,7 +77,9 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
         if (p->have & (1u << i)) write_link(f, k_links[i], &p->link[i], i == last);
     fprintf(f, "  },\n");
     if (p->have & XC__HAVE_SHM)
-        fprintf(f, "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, \"stage_us\": %.4f},\n",
+        fprintf(f,
+                "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, "
+                "\"stage_us\": %.4f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     fprintf(f, "  \"host\": {\n    \"cache_bytes\": %.0f,\n", p->cache_bytes);
