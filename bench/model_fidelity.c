@@ -226,7 +226,7 @@ int main(int argc, char **argv)
             continue;
         }
         xc__model_call_t call = {k_colls[c].coll, r0->count, (xc_dtype_t)dt,
-                                 (xc_op_t)op_of(r0->op)};
+                                 (xc_op_t)op_of(r0->op), 0};
         /* Every record of this grid point: one per algorithm. */
         int ids[MAXALG], nalg = 0;
         double meas[MAXALG], pred[MAXALG];

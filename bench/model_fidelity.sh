@@ -22,6 +22,12 @@
 #     -e MAX     largest size (default 64M)
 #     -p FILE    use this profile instead of calibrating one
 #     -o DIR     keep the records here (default: a temporary directory)
+#     -1         one invocation per algorithm (the old way) instead of all
+#                algorithms of a collective side by side in one (their
+#                iterations interleaved in blocks, see xcoll-perf --algo):
+#                small-message times here switch between modes ~1.3x apart
+#                every ~100 ms, so algorithms run at different moments are
+#                compared across modes
 #     -U         do not pin ranks (default: rank r on core r mod cores, with
 #                taskset; unpinned ranks of a 2-core VM often share one core,
 #                which turns every wait into a context switch, ~6 us)
@@ -30,15 +36,16 @@
 # and the regret table.  Ranks <= cores for meaningful numbers; runs with
 # more ranks than cores are oversubscribed (see docs/cost-model.md).
 set -eu
-B=build N=2 MODE=shm F=2 ITERS=20 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1
-while getopts B:n:m:f:i:e:p:o:r:R:U opt; do
+B=build N=2 MODE=shm F=2 ITERS=20 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1 SIDE=1
+while getopts B:n:m:f:i:e:p:o:r:R:U1 opt; do
     case $opt in
     B) B=$OPTARG ;; n) N=$OPTARG ;; m) MODE=$OPTARG ;; f) F=$OPTARG ;;
     i) ITERS=$OPTARG ;; e) MAX=$OPTARG ;; p) PROF=$OPTARG ;; o) OUT=$OPTARG ;;
     r) RATE=$OPTARG ;;
     R) ROUNDS=$OPTARG ;;
     U) PIN=0 ;;
-    *) sed -n '2,31p' "$0"; exit 2 ;;
+    1) SIDE=0 ;;
+    *) sed -n '2,37p' "$0"; exit 2 ;;
     esac
 done
 case $MODE in
@@ -74,7 +81,16 @@ export XCOLL_PROFILE
 round=1
 while [ $round -le "$ROUNDS" ]; do
     for c in allreduce reducescatter allgather broadcast reduce alltoall; do
-        for a in $("$B/bench_model_fidelity" --list $c --nranks "$N" --nodes $NODES); do
+        algos=$("$B/bench_model_fidelity" --list $c --nranks "$N" --nodes $NODES | tr ' \n' ',,')
+        if [ "$SIDE" = 1 ]; then
+            # Every algorithm of the collective in one run, side by side
+            # (interleaved blocks): the regret compares them under the same
+            # machine state.
+            eval "$RUN $PERF -C $c --algo ${algos%,} -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
+                --csv=\"$OUT/$c.r$round.csv\"" >/dev/null
+            continue
+        fi
+        for a in $(echo "$algos" | tr ',' ' '); do
             eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
                 --csv=\"$OUT/$c.$a.r$round.csv\"" >/dev/null
         done

@@ -125,6 +125,9 @@ static double bus_factor(coll_id_t c, int n)
 /* Options                                                             */
 /* ------------------------------------------------------------------ */
 
+#define MAX_SIDE 12 /* algorithms of one collective measured side by side */
+#define SIDE_ROUNDS 5 /* blocks per algorithm and size when side by side */
+
 typedef struct opts {
     size_t minbytes, maxbytes;
     unsigned long factor;
@@ -137,6 +140,11 @@ typedef struct opts {
     int colls[C_COUNT]; /* selected collectives */
     const char *algo;   /* --algo as given */
     char *algo_env;     /* what XCOLL_ALGO was set to (malloc'd) or NULL */
+    /* Several algorithms of one collective in --algo: measured side by side
+     * (one communicator each, their iterations interleaved); names point
+     * into algo_env. */
+    const char *side[C_COUNT][MAX_SIDE];
+    int nside[C_COUNT];
     const char *csv_path, *json_path; /* "-" = stdout; NULL = off */
     const char *calibrate_path;         /* --calibrate: write a profile, no sweep */
 } opts_t;
@@ -176,7 +184,10 @@ static void usage(FILE *f)
         "                           alltoall sendrecv, comma separated, or all (default allreduce)\n"
         "      --algo NAME          force an algorithm on every rank (sets XCOLL_ALGO): a full\n"
         "                           name such as allreduce.ring, or a bare one (ring) applied to\n"
-        "                           every selected collective that has it\n"
+        "                           every selected collective that has it; several of one\n"
+        "                           collective (--algo ring,rhd) are measured side by side: a\n"
+        "                           communicator each, their iterations interleaved in blocks,\n"
+        "                           a row each (ratios from one run on a noisy machine)\n"
         "      --csv[=FILE]         CSV records to FILE, or to stdout instead of the table\n"
         "      --json[=FILE]        a JSON array of the same records, likewise\n"
         "      --calibrate[=FILE]   measure alpha, beta, gamma for the cost model and write\n"
@@ -325,6 +336,22 @@ static void resolve_algo(opts_t *o)
     }
     free(copy);
     o->algo_env = env;
+    /* Split env into the algorithms of each collective (in place: env
+     * keeps the first name of each, which is all XCOLL_ALGO needs). */
+    char *list = strdup(env);
+    if (!list) usage_error("out of memory");
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        for (int c = 0; c < C_COUNT; c++) {
+            size_t n = strlen(k_colls[c].algo_prefix);
+            if (strncmp(t, k_colls[c].algo_prefix, n) || t[n] != '.') continue;
+            int dup = 0;
+            for (int i = 0; i < o->nside[c]; i++) dup |= !strcmp(o->side[c][i], t);
+            if (dup) break;
+            if (o->nside[c] == MAX_SIDE) usage_error("--algo: at most %d algorithms of one "
+                                                     "collective", MAX_SIDE);
+            o->side[c][o->nside[c]++] = t; /* list is kept for the run */
+            break;
+        }
 }
 
 static void parse_args(opts_t *o, int argc, char **argv)
@@ -748,9 +775,8 @@ static void regions(const bench_t *b, const bufs_t *B, size_t count, char **in, 
     }
 }
 
-static xc_result_t run_once(const bench_t *b, const bufs_t *B, size_t count)
+static xc_result_t run_once(xc_comm_t *c, const bench_t *b, const bufs_t *B, size_t count)
 {
-    xc_comm_t *c = g_comm;
     xc_dtype_t dt = b->dt->dt;
     char *in, *out;
     size_t nin, nout;
@@ -777,9 +803,9 @@ static xc_result_t run_once(const bench_t *b, const bufs_t *B, size_t count)
 }
 
 /* run_once, exiting with the library's diagnosis if it fails. */
-static void run_checked(const bench_t *b, const bufs_t *B, size_t count)
+static void run_checked(xc_comm_t *c, const bench_t *b, const bufs_t *B, size_t count)
 {
-    xc_result_t rc = run_once(b, B, count);
+    xc_result_t rc = run_once(c, b, B, count);
     if (rc != XC_OK) {
         char what[128];
         size_t blocks = k_colls[b->coll].per_rank_blocks ? (size_t)b->nranks : 1;
@@ -891,40 +917,61 @@ static void algo_delta(const xc_stats_t *s0, const xc_stats_t *s1, char *out, si
     if (!out[0]) snprintf(out, cap, "-");
 }
 
-static void measure(const bench_t *b, const opts_t *o, const bufs_t *B, size_t count,
-                    double *times, row_t *row)
+/* Measure one size on each of the k communicators (k > 1: algorithms
+ * side by side).  Their iterations are interleaved in SIDE_ROUNDS blocks,
+ * each after one untimed call, so every algorithm meets the machine's
+ * slow and fast spells alike (small-message latency here switches between
+ * modes ~1.3x apart every ~100 ms) while each block still runs back to
+ * back as a single-algorithm run does.  times: k * iters. */
+static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts_t *o,
+                    const bufs_t *B, size_t count, double *times, row_t *rows)
 {
     fill_inputs(b, B, count);
-    for (int i = 0; i < o->warmup; i++) run_checked(b, B, count);
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < o->warmup; i++) run_checked(comms[j], b, B, count);
 
-    xc_stats_t s0, s1;
-    s0.size = s1.size = sizeof(xc_stats_t);
-    XC(xc_barrier(g_comm));
-    XC(xc_comm_stats(g_comm, &s0));
-    for (int i = 0; i < o->iters; i++) {
-        double t0 = now_us();
-        run_checked(b, B, count);
-        times[i] = now_us() - t0;
+    xc_stats_t s0[MAX_SIDE], s1;
+    s1.size = sizeof(xc_stats_t);
+    for (int j = 0; j < k; j++) {
+        s0[j].size = sizeof(xc_stats_t);
+        XC(xc_barrier(comms[j]));
+        XC(xc_comm_stats(comms[j], &s0[j]));
     }
-    XC(xc_comm_stats(g_comm, &s1));
-    algo_delta(&s0, &s1, row->algo, sizeof row->algo);
-    XC(xc_allreduce(times, times, (size_t)o->iters, XC_FLOAT64, XC_MAX, g_comm));
-    qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
+    int blocks = k > 1 ? (o->iters < SIDE_ROUNDS ? o->iters : SIDE_ROUNDS) : 1;
+    for (int r = 0; r < blocks; r++) {
+        int lo = (int)((long)o->iters * r / blocks), hi = (int)((long)o->iters * (r + 1) / blocks);
+        for (int j = 0; j < k; j++) {
+            if (k > 1) run_checked(comms[j], b, B, count);
+            for (int i = lo; i < hi; i++) {
+                double t0 = now_us();
+                run_checked(comms[j], b, B, count);
+                times[(size_t)j * o->iters + i] = now_us() - t0;
+            }
+        }
+    }
+    for (int j = 0; j < k; j++) {
+        row_t *row = &rows[j];
+        double *t = times + (size_t)j * o->iters;
+        XC(xc_comm_stats(comms[j], &s1));
+        algo_delta(&s0[j], &s1, row->algo, sizeof row->algo);
+        XC(xc_allreduce(t, t, (size_t)o->iters, XC_FLOAT64, XC_MAX, comms[j]));
+        qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
 
-    double med = percentile(times, o->iters, 0.5);
-    double p10 = percentile(times, o->iters, 0.1), p90 = percentile(times, o->iters, 0.9);
-    row->time_us = med;
-    row->spread_pct = med > 0 ? (p90 - p10) / med * 100.0 : 0;
-    row->algbw = med > 0 ? (double)row->bytes / (med * 1e-6) / 1e9 : 0;
-    row->busbw = row->algbw * bus_factor(b->coll, b->nranks);
+        double med = percentile(t, o->iters, 0.5);
+        double p10 = percentile(t, o->iters, 0.1), p90 = percentile(t, o->iters, 0.9);
+        row->time_us = med;
+        row->spread_pct = med > 0 ? (p90 - p10) / med * 100.0 : 0;
+        row->algbw = med > 0 ? (double)row->bytes / (med * 1e-6) / 1e9 : 0;
+        row->busbw = row->algbw * bus_factor(b->coll, b->nranks);
 
-    row->wrong = -1;
-    if (o->check) {
-        prepare_check(b, B, count);
-        run_checked(b, B, count);
-        int64_t wrong = check_outputs(b, B, count);
-        XC(xc_allreduce(&wrong, &wrong, 1, XC_INT64, XC_SUM, g_comm));
-        row->wrong = wrong;
+        row->wrong = -1;
+        if (o->check) {
+            prepare_check(b, B, count);
+            run_checked(comms[j], b, B, count);
+            int64_t wrong = check_outputs(b, B, count);
+            XC(xc_allreduce(&wrong, &wrong, 1, XC_INT64, XC_SUM, comms[j]));
+            row->wrong = wrong;
+        }
     }
 }
 
@@ -985,9 +1032,9 @@ static void print_table_header(const bench_t *b)
                        : b->inplace            ? "in-place"
                                                : "out-of-place";
     printf("#\n# collective %s (%s)\n#\n", k_colls[b->coll].name, mode);
-    printf("# %10s  %12s  %8s  %6s  %5s  %-20s  %10s  %7s  %7s  %6s  %7s\n", "size", "count", "type",
+    printf("# %10s  %12s  %8s  %6s  %5s  %-24s  %10s  %7s  %7s  %6s  %7s\n", "size", "count", "type",
            "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", "spread");
-    printf("# %10s  %12s  %8s  %6s  %5s  %-20s  %10s  %7s  %7s  %6s  %7s\n", "(B)", "(elements)", "",
+    printf("# %10s  %12s  %8s  %6s  %5s  %-24s  %10s  %7s  %7s  %6s  %7s\n", "(B)", "(elements)", "",
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(%)");
 }
 
@@ -996,7 +1043,7 @@ static void print_table_row(const bench_t *b, const row_t *r)
     char wrong[32];
     if (r->wrong < 0) snprintf(wrong, sizeof wrong, "N/A");
     else snprintf(wrong, sizeof wrong, "%" PRId64, r->wrong);
-    printf("%12zu  %12zu  %8s  %6s  %5d  %-20s  %10.2f  %7.2f  %7.2f  %6s  %7.1f\n", r->bytes,
+    printf("%12zu  %12zu  %8s  %6s  %5d  %-24s  %10.2f  %7.2f  %7.2f  %6s  %7.1f\n", r->bytes,
            r->count, b->dt->name, k_colls[b->coll].reduces ? xc_op_name(b->op) : "none",
            k_colls[b->coll].rooted ? b->root : -1, r->algo, r->time_us, r->algbw, r->busbw, wrong,
            r->spread_pct);
@@ -1133,7 +1180,7 @@ int main(int argc, char **argv)
     B.recv = xmalloc(o.maxbytes);
     memset(B.send, 0, o.maxbytes); /* touch every page before timing */
     memset(B.recv, 0, o.maxbytes);
-    double *times = xmalloc((size_t)o.iters * sizeof *times);
+    double *times = xmalloc((size_t)o.iters * MAX_SIDE * sizeof *times);
 
     int64_t total_wrong = 0;
     for (int c = 0; c < C_COUNT; c++) {
@@ -1151,27 +1198,44 @@ int main(int argc, char **argv)
         b.width = (unsigned)(b.esize * 8);
         if (lead && O.table) print_table_header(&b);
 
+        /* One communicator per algorithm side by side (XCOLL_ALGO is read
+         * when a communicator is made), else the world's. */
+        xc_comm_t *comms[MAX_SIDE] = {g_comm};
+        int k = o.nside[c] > 1 ? o.nside[c] : 1;
+        for (int j = 0; k > 1 && j < k; j++) {
+            if (setenv("XCOLL_ALGO", o.side[c][j], 1)) {
+                fprintf(stderr, "xcoll-perf: setenv: %s\n", strerror(errno));
+                exit(1);
+            }
+            XC(xc_comm_split(g_comm, 0, g_rank, &comms[j], NULL));
+        }
+        if (k > 1 && o.algo_env) setenv("XCOLL_ALGO", o.algo_env, 1);
+
         double bw_sum = 0;
         int rows = 0;
         int64_t coll_wrong = 0;
         size_t last_bytes = 0;
         for (size_t size = o.minbytes;;) {
-            row_t row;
-            memset(&row, 0, sizeof row);
-            row.count = count_for(&b, size, &row.bytes);
-            if (row.count > 0 && row.bytes != last_bytes) {
-                measure(&b, &o, &B, row.count, times, &row);
-                last_bytes = row.bytes;
-                bw_sum += row.busbw;
-                rows++;
-                if (row.wrong > 0) coll_wrong += row.wrong;
-                if (lead && O.table) print_table_row(&b, &row);
-                if (lead) emit_record(&O, &b, &row);
+            row_t row[MAX_SIDE];
+            memset(row, 0, sizeof row);
+            row[0].count = count_for(&b, size, &row[0].bytes);
+            if (row[0].count > 0 && row[0].bytes != last_bytes) {
+                for (int j = 1; j < k; j++) row[j].count = row[0].count, row[j].bytes = row[0].bytes;
+                measure(comms, k, &b, &o, &B, row[0].count, times, row);
+                last_bytes = row[0].bytes;
+                for (int j = 0; j < k; j++) {
+                    bw_sum += row[j].busbw;
+                    rows++;
+                    if (row[j].wrong > 0) coll_wrong += row[j].wrong;
+                    if (lead && O.table) print_table_row(&b, &row[j]);
+                    if (lead) emit_record(&O, &b, &row[j]);
+                }
             }
             /* nccl-tests' sweep: multiply while the product stays <= -e. */
             if (o.factor < 2 || size > o.maxbytes / o.factor) break;
             size = size ? size * o.factor : 1;
         }
+        for (int j = 0; k > 1 && j < k; j++) XC(xc_comm_destroy(comms[j]));
         if (lead && O.table) {
             if (o.check)
                 printf("# Out of bounds values : %" PRId64 " %s\n", coll_wrong,

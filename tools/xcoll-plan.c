@@ -53,6 +53,8 @@ static void usage(void)
             "  layout:   --dp D --tp T --pp P [--vpp V] [--ep E] [--zero 0|1|2|3] [--seq-parallel]\n"
             "            [--bucket-mb MB]\n"
             "            [--compress none|fp16|bf16|int8|int4]   (ranks: TP fastest, then PP, then DP)\n"
+            "            [--cache cold|hot]  (cold, the default: a collective between compute\n"
+            "            phases finds its buffers evicted; hot: as back-to-back benchmarks run)\n"
             "  cluster:  --nodes N --rpn R and one of --cluster NAME (h100-ib400, a100-ib200,\n"
             "            cpu-1g), --profile FILE (xcoll-perf --calibrate), or --intra A_US,GBPS\n"
             "            --inter A_US,GBPS [--flops TFLOPS per rank]\n"
@@ -113,8 +115,10 @@ static void print_json(const xc__plan_in_t *in, const xc__plan_out_t *o)
 {
     printf("{\n  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"ep\": %d, "
            "\"zero\": %d, \"seq_parallel\": %s, \"nodes\": %d, \"rpn\": %d},\n"
+           "  \"cache\": \"%s\",\n"
            "  \"primitives\": [\n", in->dp, in->tp, in->pp, in->vpp > 1 ? in->vpp : 1, in->ep,
-           in->zero, in->seq_parallel ? "true" : "false", in->nodes, in->rpn);
+           in->zero, in->seq_parallel ? "true" : "false", in->nodes, in->rpn,
+           in->hot ? "hot" : "cold");
     for (int i = 0; i < o->nrows; i++) {
         const xc__plan_row_t *r = &o->row[i];
         printf("    {\"what\": \"%s\", \"group\": %d, \"nodes\": %d, \"calls\": %.0f, "
@@ -266,6 +270,10 @@ static int set_opt(opts_t *o, const char *name, const char *v)
     else if (is(name, "inter")) pair(flag, v, &o->xa, &o->xb);
     else if (is(name, "flops")) o->tflops = num(flag, v);
     else if (is(name, "svg")) o->svg = v;
+    else if (is(name, "cache")) {
+        if (!is(v, "hot") && !is(v, "cold")) return -1;
+        in->hot = is(v, "hot");
+    }
     else if (is(name, "compress")) {
         if (xc_compress_parse(v, &in->compress) != XC_OK) return -1;
     } else return -1;
@@ -372,7 +380,8 @@ static int run(const opts_t *o)
         printf("layout: dp %d x tp %d%s x pp %d", in.dp, in.tp,
                in.seq_parallel ? " (sequence parallel)" : "", in.pp);
         if (in.vpp > 1) printf(" (%d virtual stages)", in.vpp);
-        printf(" (ep %d, zero %d) on %d nodes x %d ranks\n\n", in.ep, in.zero, in.nodes, in.rpn);
+        printf(" (ep %d, zero %d) on %d nodes x %d ranks; buffers %s\n\n", in.ep, in.zero,
+               in.nodes, in.rpn, in.hot ? "in the cache (--cache hot)" : "from memory (--cache cold)");
         print_table(&in, &out);
         if (o->advice) advise(&prof, &in, &out);
     }

@@ -263,7 +263,7 @@ static xc_result_t choose(const xc_comm_t *comm, const xc__args_t *a, size_t byt
 {
     struct xc__sel_state *st = comm->profile->sel;
     int red = reduces(a->coll);
-    xc__model_call_t call = {a->coll, a->count, red ? a->dtype : XC_UINT8, red ? a->op : XC_SUM};
+    xc__model_call_t call = {a->coll, a->count, red ? a->dtype : XC_UINT8, red ? a->op : XC_SUM, 0};
     size_t es = xc_dtype_size(call.dtype), lo = bytes, hi = bytes + 1;
     uint8_t *slot = NULL;
     if (bytes < SEL_EXACT_FROM) {

@@ -71,10 +71,12 @@ static inline double xc__m_tier(const xc__profile_t *p, double ws)
 
 /* How far a working set of `ws` bytes is out of the cache: 0 up to half
  * cache_bytes, 1 from twice it, in between linear in log size (caches do
- * not fall off a cliff: the data that still fits keeps its speed). */
+ * not fall off a cliff: the data that still fits keeps its speed); 1 for a
+ * cold call (its buffers were evicted before it). */
 static inline double xc__m_mem(const xc__m_t *m, double ws)
 {
     double c = m->p->cache_bytes;
+    if (m->c->cold) return 1;
     if (ws <= c / 2) return 0;
     if (ws >= 2 * c) return 1;
     return (log2(ws) - log2(c / 2)) / 2;
@@ -95,8 +97,15 @@ static inline double xc__m_link(const xc__m_t *m, int lc, int x, double bytes, d
     const xc__line_t *l = &lp->line[x];
     double ws = m->ws > 2 * bytes ? m->ws : 2 * bytes;
     if (bytes < lp->big_from) return l->alpha + flows * bytes * l->beta;
+    /* Working sets beyond the ladder's first rung: a link inside the node
+     * is memory traffic and slows by the whole tier; across nodes only the
+     * host's copies into and out of the socket (two per byte) slow down,
+     * the wire does not -- scaling the wire's 8 ns/B by the tier priced a
+     * 32 MiB all-reduce on the 1 Gbit/s bed at twice its time. */
+    double tier = xc__m_tier(m->p, ws), mem_beta = l->mem_beta * tier;
+    if (lc == XC__LINK_TCP_NET) mem_beta = l->mem_beta + 2 * m->p->copy_mem * (tier - 1);
     return xc__m_blend(m, ws, l->big_alpha + flows * bytes * l->big_beta,
-                       l->mem_alpha + flows * bytes * l->mem_beta * xc__m_tier(m->p, ws));
+                       l->mem_alpha + flows * bytes * mem_beta);
 }
 
 /* A round where rank r transfers `bytes` to/from ranks r+d and r-d (mod

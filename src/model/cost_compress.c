@@ -25,7 +25,7 @@
 static double best(const xc__profile_t *p, const xc__model_topo_t *t, xc_coll_t coll,
                    size_t count, xc_dtype_t dt, xc_op_t op)
 {
-    xc__model_call_t c = {coll, count, dt, op};
+    xc__model_call_t c = {coll, count, dt, op, 0};
     double v = -1;
     if (xc__model_choose(p, t, &c, &v, NULL, NULL) == XC__ALGO_NONE) return -1;
     return v;
@@ -62,7 +62,7 @@ double xc__model_compressed(const xc__profile_t *p, const xc__model_topo_t *t0, 
     t.cores = 0;
     int n = t.nranks;
     if (f == XC_COMPRESS_NONE) return best(p, &t, XC_COLL_ALLREDUCE, count, dt, op);
-    xc__model_call_t call = {XC_COLL_ALLREDUCE, count, dt, op};
+    xc__model_call_t call = {XC_COLL_ALLREDUCE, count, dt, op, 0};
     xc__m_t m = xc__m_make(p, &t, &call);
     if (n == 1) return dt == XC_FLOAT32 ? xc__m_copy(&m, m.ws / 2) : 0;
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;

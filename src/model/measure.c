@@ -462,7 +462,7 @@ static double excess(xc_comm_t *comm, xc__profile_t *p, double *term, int algo, 
 {
     xc__model_topo_t topo;
     xc__model_topo_of(comm, &topo);
-    xc__model_call_t call = {XC_COLL_ALLREDUCE, count, XC_INT32, XC_SUM};
+    xc__model_call_t call = {XC_COLL_ALLREDUCE, count, XC_INT32, XC_SUM, 0};
     *term = 0;
     double rest = xc__model_predict(p, &topo, algo, &call);
     return rest >= 0 && t > rest ? t - rest : fallback;

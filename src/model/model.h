@@ -143,6 +143,8 @@ typedef struct xc__model_call {
     size_t count;
     xc_dtype_t dtype;
     xc_op_t op;
+    int cold; /* its buffers come from memory, not the cache: a call between
+                 compute phases that evicted them (xcoll-plan's default) */
 } xc__model_call_t;
 
 /* Predicted seconds of one algorithm for a call, or a negative value if it

@@ -52,12 +52,18 @@ static double price(const xc__profile_t *p, const xc__plan_in_t *in, xc_coll_t c
     xc__model_topo_t t;
     topo(in, g, nodes, &t);
     size_t es = xc_dtype_size(dt);
-    xc__model_call_t c = {coll, (size_t)(bytes / es), dt, XC_SUM};
+    xc__model_call_t c = {coll, (size_t)(bytes / es), dt, XC_SUM, 0};
     /* the public calls' count: per block for these three */
     if (coll == XC_COLL_REDUCE_SCATTER || coll == XC_COLL_ALLGATHER || coll == XC_COLL_ALLTOALL)
         c.count /= (size_t)g;
     double v = -1;
+    /* The runtime's choice (it prices calls as they come, hot); its time
+     * with the buffers out of the cache unless the plan says hot. */
     *algo = xc__model_choose(p, &t, &c, &v, NULL, NULL);
+    if (*algo != XC__ALGO_NONE && !in->hot) {
+        c.cold = 1;
+        v = xc__model_predict(p, &t, *algo, &c);
+    }
     return v > 0 ? v : 0;
 }
 

@@ -25,6 +25,12 @@ expect_eq "override: exit code" 0 $?
 expect_grep "override: zero 3" '"zero": 3' "$TMP/z3.json"
 expect_grep "override: stage-3 gathers" 'zero-3 parameter all-gathers' "$TMP/z3.json"
 
+# the cache state the collectives are priced in: cold by default, hot on request
+expect_grep "cache: cold by default" '"cache": "cold"' "$TMP/config.json"
+"$PLAN" --config "$CONFIG" --cache hot --json >"$TMP/hot.json" 2>"$TMP/err"
+expect_eq "cache hot: exit code" 0 $?
+expect_grep "cache hot" '"cache": "hot"' "$TMP/hot.json"
+
 # the table, the advice and the picture
 "$PLAN" --config "$CONFIG" --svg "$TMP/step.svg" >"$TMP/table" 2>"$TMP/err"
 expect_eq "table: exit code" 0 $?
@@ -52,6 +58,7 @@ bad "missing file" 'cannot open it' --config "$TMP/nonexistent.json"
 bad "bad value" 'not a number' --config "$CONFIG" --dp x
 bad "ranks mismatch" 'ranks, but the cluster' --config "$CONFIG" --dp 4
 bad "vpp without layers" 'virtual stages' --config "$CONFIG" --vpp 5
+bad "cache neither hot nor cold" '^usage: xcoll-plan' --config "$CONFIG" --cache warm
 bad "unknown flag" '^usage: xcoll-plan' --config "$CONFIG" --frobnicate
 
 [ "$FAILS" -eq 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }

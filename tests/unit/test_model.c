@@ -122,7 +122,7 @@ static xc__model_topo_t shm_topo(int n)
 
 static xc__model_call_t ar(size_t count)
 {
-    return (xc__model_call_t){XC_COLL_ALLREDUCE, count, XC_FLOAT32, XC_SUM};
+    return (xc__model_call_t){XC_COLL_ALLREDUCE, count, XC_FLOAT32, XC_SUM, 0};
 }
 
 /*
@@ -143,8 +143,8 @@ static void test_compressed(void)
     size_t E = 512 * XC_COMPRESS_BLOCK; /* one chunk (xc__compress_chunk) */
     size_t maxnb = (512 + n - 1) / n;
     double seg8 = (double)((8 + maxnb * (4 + XC_COMPRESS_BLOCK) + 7) & ~(size_t)7);
-    xc__model_call_t a2a = {XC_COLL_ALLTOALL, (size_t)seg8, XC_UINT8, XC_SUM};
-    xc__model_call_t ag = {XC_COLL_ALLGATHER, (size_t)seg8, XC_UINT8, XC_SUM};
+    xc__model_call_t a2a = {XC_COLL_ALLTOALL, (size_t)seg8, XC_UINT8, XC_SUM, 0};
+    xc__model_call_t ag = {XC_COLL_ALLGATHER, (size_t)seg8, XC_UINT8, XC_SUM, 0};
     double ta, tg;
     xc__model_choose(&p, &t, &a2a, &ta, NULL, NULL);
     xc__model_choose(&p, &t, &ag, &tg, NULL, NULL);
@@ -277,7 +277,7 @@ static void test_other_collectives(void)
 
     /* Broadcast: binomial for 8 bytes (3 hops), scatter + all-gather for
      * 64 MiB (about 2 B beta instead of 3 B beta). */
-    xc__model_call_t bc = {XC_COLL_BCAST, 8, XC_UINT8, XC_SUM};
+    xc__model_call_t bc = {XC_COLL_BCAST, 8, XC_UINT8, XC_SUM, 0};
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BCAST_BINOMIAL, &bc), 3 * (a + 8 * b));
     EXPECT_ALGO(xc__model_choose(&p, &t8, &bc, NULL, NULL, NULL), XC__ALGO_BCAST_BINOMIAL);
     bc.count = (size_t)64 << 20;
@@ -293,7 +293,7 @@ static void test_other_collectives(void)
 
     /* All-gather of 4-byte blocks on 8 ranks: recursive doubling (3
      * rounds) over the ring (7). */
-    xc__model_call_t ag = {XC_COLL_ALLGATHER, 1, XC_FLOAT32, XC_SUM};
+    xc__model_call_t ag = {XC_COLL_ALLGATHER, 1, XC_FLOAT32, XC_SUM, 0};
     double agrd = c * 4 + (a + 4 * b) + (a + 8 * b) + (a + 16 * b);
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLGATHER_RD, &ag), agrd);
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_ALLGATHER_RING, &ag), c * 4 + 7 * (a + 4 * b));
@@ -301,7 +301,7 @@ static void test_other_collectives(void)
 
     /* Reduce-scatter, 1 MiB blocks on 8 ranks: ring and pairwise cost the
      * same here (one link class), the registry order breaks the tie. */
-    xc__model_call_t rs = {XC_COLL_REDUCE_SCATTER, 256 << 10, XC_FLOAT32, XC_SUM};
+    xc__model_call_t rs = {XC_COLL_REDUCE_SCATTER, 256 << 10, XC_FLOAT32, XC_SUM, 0};
     double bb = 1024.0 * 1024, rsr = 7 * (a + bb * b + bb * g);
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_REDUCE_SCATTER_RING, &rs), rsr);
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_REDUCE_SCATTER_PAIRWISE, &rs), rsr);
@@ -312,7 +312,7 @@ static void test_other_collectives(void)
     EXPECT_ALGO(xc__model_choose(&p, &t8, &rs, NULL, NULL, NULL), best);
 
     /* Barrier: ceil(log2 N) zero-byte rounds. */
-    xc__model_call_t bar = {XC_COLL_BARRIER, 0, XC_UINT8, XC_SUM};
+    xc__model_call_t bar = {XC_COLL_BARRIER, 0, XC_UINT8, XC_SUM, 0};
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BARRIER_DISSEMINATION, &bar), 3 * a);
     EXPECT_ALGO(xc__model_choose(&p, &t8, &bar, NULL, NULL, NULL),
                 XC__ALGO_BARRIER_DISSEMINATION);
@@ -343,7 +343,7 @@ static void test_link_classes(void)
         /* A broadcast tree's first round also exchanges the operation's
          * description with the neighbours: an exchange, then one-way hops
          * (4 ranks: the second hop forwards what arrived, one way). */
-        xc__model_call_t bc = {XC_COLL_BCAST, 100, XC_UINT8, XC_SUM};
+        xc__model_call_t bc = {XC_COLL_BCAST, 100, XC_UINT8, XC_SUM, 0};
         EXPECT_NEAR(xc__model_predict(&q, &lo2, XC__ALGO_BCAST_BINOMIAL, &bc), 15e-6 + 100 * 3e-10);
         xc__model_topo_t lo4 = tcp_topo(4);
         EXPECT_NEAR(xc__model_predict(&q, &lo4, XC__ALGO_BCAST_BINOMIAL, &bc),
@@ -357,7 +357,7 @@ static void test_link_classes(void)
         xc__line_t slow = {1e-6, 1e-9, 1e-6, 1e-9, 1e-6, 1e-9};
         q.link[XC__LINK_SHM].line[XC__EXCHANGE_FRESH] = slow;
         xc__model_topo_t t2 = shm_topo(2);
-        xc__model_call_t ag = {XC_COLL_ALLGATHER, 4096, XC_UINT8, XC_SUM};
+        xc__model_call_t ag = {XC_COLL_ALLGATHER, 4096, XC_UINT8, XC_SUM, 0};
         double c = 1e-11;
         EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLGATHER_RING, &ag),
                     c * 4096 + 1e-6 + 4096 * 1e-9);
@@ -397,7 +397,7 @@ static void test_link_classes(void)
 
     /* The rendezvous line from big_from on. */
     p.link[XC__LINK_SHM] = lk(1e-6, 1e-10, 3e-6, 5e-11, 65536);
-    xc__model_call_t ag = {XC_COLL_ALLGATHER, 65535, XC_UINT8, XC_SUM};
+    xc__model_call_t ag = {XC_COLL_ALLGATHER, 65535, XC_UINT8, XC_SUM, 0};
     double c = 1e-11;
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
                 c * 65535 + 1e-6 + 65535 * 1e-10);
@@ -434,6 +434,31 @@ static void test_link_classes(void)
     double b = (double)ag.count;
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
                 12e-11 * b + 9e-6 + b * 2e-10 * 3);
+    /* Across nodes the ladder slows only the host's two copies per byte
+     * (into and out of the socket), not the wire: 1 Gbit/s stays 8 ns/B. */
+    for (int x = 0; x < XC__XFER_COUNT; x++) {
+        xc__line_t *l = &p.link[XC__LINK_TCP_NET].line[x];
+        l->big_alpha = l->mem_alpha = 50e-6;
+        l->big_beta = l->mem_beta = 8e-9;
+    }
+    p.link[XC__LINK_TCP_NET].big_from = 65536;
+    EXPECT_NEAR(xc__model_predict(&p, &net, XC__ALGO_ALLGATHER_RING, &ag),
+                12e-11 * b + 50e-6 + b * (8e-9 + 2 * 4e-11 * (3 - 1)));
+    /* A cold call (xcoll-plan: buffers evicted by the compute before it)
+     * runs every memory-bound pass at memory speed, whatever its size;
+     * small messages keep their per-message line. */
+    ag.count = 4096;
+    xc__model_call_t cold = ag;
+    cold.cold = 1;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                c * 4096 + 1e-6 + 4096 * 1e-10);
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &cold),
+                4e-11 * 4096 + 1e-6 + 4096 * 1e-10);
+    ag.count = cold.count = 512 << 10;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                c * 524288 + 3e-6 + 524288 * 5e-11);
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &cold),
+                4e-11 * 524288 + 9e-6 + 524288 * 2e-10);
 }
 
 /* More ranks than cores: predictions scale by ranks/cores, choices do not
@@ -471,7 +496,7 @@ static void test_argmin_grid(void)
             if (topo == 2 && xc__model_topo_make(n, 2, (n + 1) / 2, &t) != XC_OK) continue;
             for (size_t ci = 0; ci < sizeof colls / sizeof *colls; ci++) {
                 for (size_t count = 1; count <= ((size_t)1 << 26); count *= 8) {
-                    xc__model_call_t call = {colls[ci], count, XC_BFLOAT16, XC_MAX};
+                    xc__model_call_t call = {colls[ci], count, XC_BFLOAT16, XC_MAX, 0};
                     double pred;
                     int id = xc__model_choose(&p, &t, &call, &pred, NULL, NULL);
                     int best = XC__ALGO_NONE;
