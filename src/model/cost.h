@@ -71,12 +71,10 @@ static inline double xc__m_tier(const xc__profile_t *p, double ws)
 
 /* How far a working set of `ws` bytes is out of the cache: 0 up to half
  * cache_bytes, 1 from twice it, in between linear in log size (caches do
- * not fall off a cliff: the data that still fits keeps its speed); 1 for a
- * cold call (its buffers were evicted before it). */
+ * not fall off a cliff: the data that still fits keeps its speed). */
 static inline double xc__m_mem(const xc__m_t *m, double ws)
 {
     double c = m->p->cache_bytes;
-    if (m->c->cold) return 1;
     if (ws <= c / 2) return 0;
     if (ws >= 2 * c) return 1;
     return (log2(ws) - log2(c / 2)) / 2;

@@ -33,6 +33,10 @@
  *    The calibration also times memcpy at working sets up to 64 MiB (the
  *    ladder): memory beyond the last cache level is slower again, and every
  *    cost beyond the cache is scaled the way memcpy's grows.
+ *  - cold calls (calibration only, one node): an all-reduce after 50 ms
+ *    asleep against the same call back to back, at 64 KiB and 1 MiB; the
+ *    extra, a line in the working set, is what xcoll-plan adds to the
+ *    collectives of a training step (model.h, cold_alpha / cold_beta).
  *
  * Only rank 0 times anything and only rank 0's profile is written; the
  * other ranks take part in the barriers only.
@@ -48,6 +52,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Point-to-point tag of the measurement's messages. */
@@ -609,6 +614,57 @@ static xc_result_t measure_host(const plan_t *pl, xc__profile_t *p)
 }
 
 /* First rank on rank 0's node (same_node) or off it, other than 0; -1. */
+/* The cold-call term (model.h): an fp32 sum all-reduce of 64 KiB and of
+ * 1 MiB, the selector's algorithm, timed back to back and after every
+ * rank slept COLD_PAUSE_MS (then a barrier, as a step's compute ends
+ * unevenly); the extra of each size fitted as a line in the working set
+ * (2 x the buffer).  Every rank takes part; rank 0 keeps the result. */
+#define COLD_PAUSE_MS 50
+#define COLD_REPS 9
+static xc_result_t measure_cold(xc_comm_t *comm, xc__profile_t *p)
+{
+    static const size_t sizes[2] = {64 << 10, 1 << 20};
+    char *buf = malloc(2 * sizes[1]);
+    double t[2 * 16], u[2 * 16], extra[2] = {0, 0};
+    if (!buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    memset(buf, 0x3c, 2 * sizes[1]);
+    xc_result_t rc = XC_OK;
+    for (int s = 0; s < 2 && rc == XC_OK; s++) {
+        size_t count = sizes[s] / sizeof(float);
+        double hot = 0, cold = 0;
+        for (int i = -3; i < 15 && rc == XC_OK; i++) {
+            double t0 = now_s();
+            rc = xc_allreduce(buf, buf + sizes[1], count, XC_FLOAT32, XC_SUM, comm);
+            if (i >= 0) t[i] = now_s() - t0;
+        }
+        if (rc == XC_OK) rc = xc_allreduce(t, u, 15, XC_FLOAT64, XC_MAX, comm);
+        if (rc == XC_OK) hot = median(u, 15);
+        for (int i = 0; i < COLD_REPS && rc == XC_OK; i++) {
+            struct timespec ts = {0, COLD_PAUSE_MS * 1000000L};
+            nanosleep(&ts, NULL);
+            rc = xc_barrier(comm);
+            double t0 = now_s();
+            if (rc == XC_OK) rc = xc_allreduce(buf, buf + sizes[1], count, XC_FLOAT32, XC_SUM, comm);
+            t[i] = now_s() - t0;
+        }
+        if (rc == XC_OK) rc = xc_allreduce(t, u, COLD_REPS, XC_FLOAT64, XC_MAX, comm);
+        /* The first quartile: after a pause the times are bimodal here
+         * (1 MiB: ~0.45 or ~1 ms, the mode switching with the neighbours'
+         * activity); a step's calls meet the lower one. */
+        if (rc == XC_OK) cold = quartile(u, COLD_REPS);
+        extra[s] = cold > hot ? cold - hot : 0;
+    }
+    free(buf);
+    if (rc != XC_OK || comm->rank != 0) return rc;
+    double w0 = 2.0 * (double)sizes[0], w1 = 2.0 * (double)sizes[1];
+    double b = (extra[1] - extra[0]) / (w1 - w0);
+    if (b < 0) b = 0;
+    double a = extra[0] - b * w0;
+    if (a < 0) a = 0, b = extra[1] / w1;
+    p->cold_alpha = a, p->cold_beta = b;
+    return XC_OK;
+}
+
 static int peer_of(const xc_comm_t *comm, int same_node)
 {
     for (int r = 1; r < comm->size; r++)
@@ -680,6 +736,13 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         if (comm->rank == 0)
             out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, 1, tc,
                                      out->sched_call > 0 ? out->sched_call : 0);
+    }
+    /* The calibration (one node, several ranks): what a call after a pause
+     * costs beyond the same call back to back. */
+    if (thorough && comm->nnodes == 1 && comm->size > 1 && (what & XC__HAVE_HOST)) {
+        uint64_t t1 = xc__now_ns();
+        XC_CHECK(measure_cold(comm, out));
+        XC_TRACE("cost model: cold calls measured in %.2f ms", (double)(xc__now_ns() - t1) * 1e-6);
     }
     if ((what & XC__HAVE_HOST) && comm->rank == 0) {
         uint64_t t1 = xc__now_ns();

@@ -9,6 +9,7 @@
 #include "../algo/algos.h"
 #include "../algo/shm_coll.h"
 #include "../core/comm.h"
+#include "cost.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ double xc__model_predict(const xc__profile_t *p, const xc__model_topo_t *t, int 
 {
     const xc__algo_t *a = find(algo_id);
     double v = a ? cost_of(a, p, t, c) : -1;
+    if (v >= 0 && c->cold) v += p->cold_alpha + p->cold_beta * xc__m_make(p, t, c).ws;
     return v < 0 ? v : v * crowding(t);
 }
 

@@ -93,6 +93,13 @@ typedef struct xc__profile {
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
+    /* A cold call -- one that follows a pause of compute or sleep, as in a
+     * training step, rather than another call -- takes this much longer:
+     * cold_alpha + cold_beta x its working set (bytes of its buffers on a
+     * rank).  Measured by the calibration (an all-reduce after 50 ms
+     * asleep against back to back); 0 in quick profiles and older files.
+     * Priced only for calls marked cold (xcoll-plan). */
+    double cold_alpha, cold_beta;
     /* memcpy, seconds per byte copied, for working sets within cache_bytes
      * and beyond (measured at twice the cache). */
     double copy_cache, copy_mem;
@@ -143,8 +150,9 @@ typedef struct xc__model_call {
     size_t count;
     xc_dtype_t dtype;
     xc_op_t op;
-    int cold; /* its buffers come from memory, not the cache: a call between
-                 compute phases that evicted them (xcoll-plan's default) */
+    int cold; /* it follows compute, not another call (a training step's
+                 calls; xcoll-plan's default): priced with the profile's
+                 cold-call term */
 } xc__model_call_t;
 
 /* Predicted seconds of one algorithm for a call, or a negative value if it

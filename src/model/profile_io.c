@@ -82,6 +82,9 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
                 "\"stage_us\": %.4f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
+    if (p->cold_alpha > 0 || p->cold_beta > 0)
+        fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
+                p->cold_alpha / US, p->cold_beta / PS);
     fprintf(f, "  \"host\": {\n    \"cache_bytes\": %.0f,\n", p->cache_bytes);
     fprintf(f, "    \"fault_ps\": %.3f,\n", p->fault / PS);
     fprintf(f, "    \"memcpy_ps\": {\"cache\": %.3f, \"mem\": %.3f, \"ladder\": [", p->copy_cache / PS,
@@ -296,6 +299,11 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
     }
     const xc__json_t *sch = r.rc == XC_OK ? object(&r, root, "", "schedule", 0) : NULL;
     if (sch) p->sched_call = num(&r, sch, "schedule", "call_us", US);
+    const xc__json_t *cold = r.rc == XC_OK ? object(&r, root, "", "cold_call", 0) : NULL;
+    if (cold) {
+        p->cold_alpha = num(&r, cold, "cold_call", "alpha_us", US);
+        p->cold_beta = num(&r, cold, "cold_call", "beta_ps", PS);
+    }
     const xc__json_t *host = r.rc == XC_OK ? object(&r, root, "", "host", 1) : NULL;
     if (host) {
         p->cache_bytes = num(&r, host, "host", "cache_bytes", 1);
