@@ -44,8 +44,13 @@ double xc__model_predict(const xc__profile_t *p, const xc__model_topo_t *t, int 
 {
     const xc__algo_t *a = find(algo_id);
     double v = a ? cost_of(a, p, t, c) : -1;
-    if (v >= 0 && c->cold) v += p->cold_alpha + p->cold_beta * xc__m_make(p, t, c).ws;
+    if (v >= 0) v += xc__model_cold(p, t, c);
     return v < 0 ? v : v * crowding(t);
+}
+
+double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t, const xc__model_call_t *c)
+{
+    return c->cold ? p->cold_alpha + p->cold_beta * xc__m_make(p, t, c).ws : 0;
 }
 
 int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,

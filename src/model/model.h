@@ -168,6 +168,12 @@ typedef double (*xc__cost_fn)(const xc__profile_t *p, const xc__model_topo_t *t,
 XC__HIDDEN double xc__model_predict(const xc__profile_t *p, const xc__model_topo_t *t,
                                     int algo_id, const xc__model_call_t *c);
 
+/* What a cold call (c->cold) costs beyond the same call back to back: the
+ * profile's cold_alpha + cold_beta x the call's working set; 0 for a call
+ * not marked cold.  Included in xc__model_predict. */
+XC__HIDDEN double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t,
+                                 const xc__model_call_t *c);
+
 /* The algorithm with the least predicted time for `c` (ties: registry
  * order); its id, or XC__ALGO_NONE (0) if no algorithm is valid.  *pred
  * (may be NULL) receives its time; *second / *second_pred (may be NULL) the

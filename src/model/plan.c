@@ -129,8 +129,10 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
                 double w = (double)xc__codec_block_bytes(in->compress) / XC_COMPRESS_BLOCK +
                            (xc__codec_scaled(in->compress) ? 4.0 / XC_COMPRESS_BLOCK : 0);
                 r->sent *= w / in->grad_bytes;
-                r->t_call = xc__model_compressed(p, &t, (size_t)(msg / in->grad_bytes), gdt, XC_AVG,
-                                                 in->compress);
+                size_t count = (size_t)(msg / in->grad_bytes);
+                xc__model_call_t c = {XC_COLL_ALLREDUCE, count, gdt, XC_AVG, !in->hot};
+                r->t_call = xc__model_compressed(p, &t, count, gdt, XC_AVG, in->compress) +
+                            xc__model_cold(p, &t, &c);
                 r->algo = XC__ALGO_NONE;
             } else {
                 r->t_call = price(p, in, XC_COLL_ALLREDUCE, dp, sp_dp, msg, gdt, &r->algo);

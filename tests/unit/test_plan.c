@@ -247,6 +247,16 @@ static void test_cache(const xc__profile_t *p0)
     /* an all-reduce's working set: its input and its output */
     NEAR(c->t_call, h->t_call + 50e-6 + 2e-10 * 2 * h->msg);
     NEAR(cold.comm_s - hot.comm_s, c->calls * (c->t_call - h->t_call));
+    /* the compressed DP all-reduce pays the same term, so that advice
+     * compares like with like */
+    in = base();
+    in.tp = 1, in.pp = 1, in.dp = 16, in.nodes = 4, in.rpn = 4, in.compress = XC_COMPRESS_INT8;
+    if (xc__plan(&p, &in, &cold) != XC_OK) FAIL("int8 cold: %s", xc_last_error());
+    in.hot = 1;
+    if (xc__plan(&p, &in, &hot) != XC_OK) FAIL("int8 hot: %s", xc_last_error());
+    c = row(&cold, "dp gradient all-reduce, compressed");
+    h = row(&hot, "dp gradient all-reduce, compressed");
+    if (c && h) NEAR(c->t_call, h->t_call + 50e-6 + 2e-10 * 2 * h->msg);
 }
 
 int main(void)
