@@ -53,6 +53,7 @@ static void usage(void)
             "  layout:   --dp D --tp T --pp P [--vpp V] [--ep E] [--zero 0|1|2|3] [--seq-parallel]\n"
             "            [--bucket-mb MB]\n"
             "            [--compress none|fp16|bf16|int8|int4]   (ranks: TP fastest, then PP, then DP)\n"
+            "            [--overlap on|off]  (on: DP/ZeRO traffic hides behind the passes)\n"
             "            [--cache cold|hot]  (cold, the default: a collective between compute\n"
             "            phases finds its buffers evicted; hot: as back-to-back benchmarks run)\n"
             "  cluster:  --nodes N --rpn R and one of --cluster NAME (h100-ib400, a100-ib200,\n"
@@ -115,10 +116,10 @@ static void print_json(const xc__plan_in_t *in, const xc__plan_out_t *o)
 {
     printf("{\n  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"ep\": %d, "
            "\"zero\": %d, \"seq_parallel\": %s, \"nodes\": %d, \"rpn\": %d},\n"
-           "  \"cache\": \"%s\",\n"
+           "  \"overlap\": %s, \"cache\": \"%s\",\n"
            "  \"primitives\": [\n", in->dp, in->tp, in->pp, in->vpp > 1 ? in->vpp : 1, in->ep,
            in->zero, in->seq_parallel ? "true" : "false", in->nodes, in->rpn,
-           in->hot ? "hot" : "cold");
+           in->no_overlap ? "false" : "true", in->hot ? "hot" : "cold");
     for (int i = 0; i < o->nrows; i++) {
         const xc__plan_row_t *r = &o->row[i];
         printf("    {\"what\": \"%s\", \"group\": %d, \"nodes\": %d, \"calls\": %.0f, "
@@ -202,6 +203,9 @@ static void advise(const xc__profile_t *p, const xc__plan_in_t *in, const xc__pl
         alt.vpp = 2 * (in->vpp > 1 ? in->vpp : 1),
         "interleave %d virtual stages per rank (the bubble / %d, %d times the pipeline sends)",
         alt.vpp, alt.vpp / (in->vpp > 1 ? in->vpp : 1), alt.vpp / (in->vpp > 1 ? in->vpp : 1));
+    /* communication on the critical path that could hide */
+    TRY(in->no_overlap && (in->dp > 1), alt.no_overlap = 0,
+        "overlap the gradient traffic with backward (bucketing; --overlap on)%s", "");
     /* exposed data-parallel traffic: compression or ZeRO-2's overlap */
     TRY(in->zero == 0 && in->dp > 1 && in->compress == XC_COMPRESS_NONE,
         alt.compress = XC_COMPRESS_INT8, "compress the gradient all-reduce to INT8%s", "");
@@ -270,7 +274,10 @@ static int set_opt(opts_t *o, const char *name, const char *v)
     else if (is(name, "inter")) pair(flag, v, &o->xa, &o->xb);
     else if (is(name, "flops")) o->tflops = num(flag, v);
     else if (is(name, "svg")) o->svg = v;
-    else if (is(name, "cache")) {
+    else if (is(name, "overlap")) {
+        if (!is(v, "on") && !is(v, "off")) return -1;
+        in->no_overlap = is(v, "off");
+    } else if (is(name, "cache")) {
         if (!is(v, "hot") && !is(v, "cold")) return -1;
         in->hot = is(v, "hot");
     }
@@ -380,8 +387,9 @@ static int run(const opts_t *o)
         printf("layout: dp %d x tp %d%s x pp %d", in.dp, in.tp,
                in.seq_parallel ? " (sequence parallel)" : "", in.pp);
         if (in.vpp > 1) printf(" (%d virtual stages)", in.vpp);
-        printf(" (ep %d, zero %d) on %d nodes x %d ranks; buffers %s\n\n", in.ep, in.zero,
-               in.nodes, in.rpn, in.hot ? "in the cache (--cache hot)" : "from memory (--cache cold)");
+        printf(" (ep %d, zero %d) on %d nodes x %d ranks; overlap %s; calls priced %s\n\n",
+               in.ep, in.zero, in.nodes, in.rpn, in.no_overlap ? "off" : "on",
+               in.hot ? "back to back (--cache hot)" : "after compute (--cache cold)");
         print_table(&in, &out);
         if (o->advice) advise(&prof, &in, &out);
     }

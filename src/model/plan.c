@@ -200,6 +200,7 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
     double by[3] = {0, 0, 0};
     for (int i = 0; i < o->nrows; i++) {
         xc__plan_row_t *r = &o->row[i];
+        if (in->no_overlap) r->hidden_by = 0;
         r->t_step = r->calls * r->t_call;
         o->comm_s += r->t_step;
         by[r->hidden_by] += r->t_step;

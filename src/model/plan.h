@@ -30,6 +30,8 @@ typedef struct xc__plan_in {
     double bucket_mb;             /* DP gradient buckets */
     xc_compress_t compress;       /* DP gradients (ZeRO 0) */
     int shm;                      /* shared-memory collectives within a node (CPU clusters) */
+    int no_overlap;               /* communication never overlaps compute (no bucketing or
+                                     prefetch): every row on the critical path */
     int hot;                      /* price collectives with their buffers in the cache (as a
                                      back-to-back benchmark runs them); 0: from memory, as
                                      between a step's compute phases */

@@ -31,6 +31,14 @@ expect_grep "cache: cold by default" '"cache": "cold"' "$TMP/config.json"
 expect_eq "cache hot: exit code" 0 $?
 expect_grep "cache hot" '"cache": "hot"' "$TMP/hot.json"
 
+# overlap off: nothing hidden, and the advice to turn it on
+"$PLAN" --config "$CONFIG" --zero 0 --overlap off >"$TMP/noov" 2>"$TMP/err"
+expect_eq "overlap off: exit code" 0 $?
+expect_grep "overlap off: said" 'overlap off' "$TMP/noov"
+expect_grep "overlap off: advice" '^- overlap the gradient traffic with backward' "$TMP/noov"
+"$PLAN" --config "$CONFIG" --overlap off --json >"$TMP/noov.json" 2>"$TMP/err"
+expect_grep "overlap off: json" '"overlap": false' "$TMP/noov.json"
+
 # the table, the advice and the picture
 "$PLAN" --config "$CONFIG" --svg "$TMP/step.svg" >"$TMP/table" 2>"$TMP/err"
 expect_eq "table: exit code" 0 $?
@@ -59,6 +67,7 @@ bad "bad value" 'not a number' --config "$CONFIG" --dp x
 bad "ranks mismatch" 'ranks, but the cluster' --config "$CONFIG" --dp 4
 bad "vpp without layers" 'virtual stages' --config "$CONFIG" --vpp 5
 bad "cache neither hot nor cold" '^usage: xcoll-plan' --config "$CONFIG" --cache warm
+bad "overlap neither on nor off" '^usage: xcoll-plan' --config "$CONFIG" --overlap maybe
 bad "unknown flag" '^usage: xcoll-plan' --config "$CONFIG" --frobnicate
 
 [ "$FAILS" -eq 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }

@@ -259,6 +259,26 @@ static void test_cache(const xc__profile_t *p0)
     if (c && h) NEAR(c->t_call, h->t_call + 50e-6 + 2e-10 * 2 * h->msg);
 }
 
+/* Overlap off: every row on the critical path, nothing hidden; the step
+ * is compute plus all communication, stretched by the bubble. */
+static void test_overlap(const xc__profile_t *p)
+{
+    xc__plan_in_t in = base();
+    xc__plan_out_t on, off;
+    if (xc__plan(p, &in, &on) != XC_OK) FAIL("overlap on: %s", xc_last_error());
+    in.no_overlap = 1;
+    if (xc__plan(p, &in, &off) != XC_OK) FAIL("overlap off: %s", xc_last_error());
+    NEAR(off.comm_s, on.comm_s);
+    NEAR(off.exposed_s, off.comm_s);
+    NEAR(off.step_s, (off.compute_s + off.comm_s) / (1 - off.bubble));
+    for (int i = 0; i < off.nrows; i++)
+        if (off.row[i].hidden_by) FAIL("overlap off: row %s still hidden", off.row[i].what);
+    const xc__plan_row_t *dp = row(&on, "dp gradient all-reduce");
+    if (dp && !dp->hidden_by) FAIL("overlap on: the DP all-reduce should overlap backward");
+    if (!(off.step_s > on.step_s)) FAIL("overlap off (%g s) should not be faster than on (%g s)",
+                                        off.step_s, on.step_s);
+}
+
 int main(void)
 {
     xc__profile_t p;
@@ -268,6 +288,7 @@ int main(void)
     test_layouts(&p);
     test_advice_and_errors(&p);
     test_cache(&p);
+    test_overlap(&p);
     if (g_fail) {
         fprintf(stderr, "test_plan: %d failure(s)\n", g_fail);
         return 1;
