@@ -48,8 +48,9 @@ static void usage(void)
             "  model:    --layers L --hidden H --seq S [--vocab V] [--ffn F (4 H)]\n"
             "            [--block transformer|mlp] [--params P (else L (4 H^2 + 2 H F) + V H;\n"
             "            an mlp block: L 2 H F + V H)]\n"
-            "            [--experts E --topk K --moe-every N] [--act-bytes 2|4] [--grad-bytes 2|4]\n"
-            "  training: --global-batch B --micro-batch b\n"
+            "            [--heads A (TP must divide them)] [--experts E --topk K --moe-every N]\n"
+            "            [--act-bytes 2|4] [--grad-bytes 2|4] [--param-bytes 2|4 (grad's)]\n"
+            "  training: --micro-batch b and --global-batch B or --grad-accum K (B = b dp K)\n"
             "  layout:   --dp D --tp T --pp P [--vpp V] [--ep E] [--zero 0|1|2|3] [--seq-parallel]\n"
             "            [--bucket-mb MB]\n"
             "            [--compress none|fp16|bf16|int8|int4]   (ranks: TP fastest, then PP, then DP)\n"
@@ -95,14 +96,23 @@ static const char *algo_name(const xc__plan_row_t *r)
     return n ? n : "-";
 }
 
+/* The link class a row's traffic crosses: between nodes, or inside one
+ * (shared memory on CPU clusters, NVLink for the GPU presets). */
+static const char *link_name(const xc__plan_row_t *r)
+{
+    return r->link == XC__LINK_TCP_NET ? "inter" : "intra";
+}
+
 static void print_table(const xc__plan_in_t *in, const xc__plan_out_t *o)
 {
-    printf("%-34s %5s %5s %8s %12s %14s %-22s %10s %10s %s\n", "primitive", "group", "nodes",
-           "calls", "bytes/call", "sent/rank", "algorithm", "ms/call", "ms/step", "overlaps");
+    printf("%-34s %5s %5s %-5s %8s %12s %14s %-22s %10s %10s %s\n", "primitive", "group",
+           "nodes", "link", "calls", "bytes/call", "sent/rank", "algorithm", "ms/call", "ms/step",
+           "overlaps");
     for (int i = 0; i < o->nrows; i++) {
         const xc__plan_row_t *r = &o->row[i];
-        printf("%-34s %5d %5d %8.0f %12.0f %14.0f %-22s %10.3f %10.2f %s\n", r->what, r->group,
-               r->span, r->calls, r->msg, r->sent, algo_name(r), r->t_call * 1e3, r->t_step * 1e3,
+        printf("%-34s %5d %5d %-5s %8.0f %12.0f %14.0f %-22s %10.3f %10.2f %s\n", r->what,
+               r->group, r->span, link_name(r), r->calls, r->msg, r->sent, algo_name(r),
+               r->t_call * 1e3, r->t_step * 1e3,
                r->hidden_by == 2 ? "fwd+bwd" : r->hidden_by == 1 ? "backward" : "-");
     }
     printf("\nper step and rank: compute %.2f ms, communication %.2f ms, exposed %.2f ms; "
@@ -122,10 +132,12 @@ static void print_json(const xc__plan_in_t *in, const xc__plan_out_t *o)
            in->no_overlap ? "false" : "true", in->hot ? "hot" : "cold");
     for (int i = 0; i < o->nrows; i++) {
         const xc__plan_row_t *r = &o->row[i];
-        printf("    {\"what\": \"%s\", \"group\": %d, \"nodes\": %d, \"calls\": %.0f, "
+        printf("    {\"what\": \"%s\", \"group\": %d, \"nodes\": %d, \"link\": \"%s\", "
+               "\"calls\": %.0f, "
                "\"bytes_per_call\": %.0f, \"bytes_sent_per_rank\": %.0f, \"algorithm\": \"%s\", "
                "\"s_per_call\": %.9g, \"s_per_step\": %.9g, \"overlaps\": \"%s\"}%s\n",
-               r->what, r->group, r->span, r->calls, r->msg, r->sent, algo_name(r), r->t_call,
+               r->what, r->group, r->span, link_name(r), r->calls, r->msg, r->sent, algo_name(r),
+               r->t_call,
                r->t_step, r->hidden_by == 2 ? "fwd+bwd" : r->hidden_by == 1 ? "backward" : "none",
                i + 1 < o->nrows ? "," : "");
     }
@@ -253,6 +265,8 @@ static int set_opt(opts_t *o, const char *name, const char *v)
                  F("vocab", vocab, 0), F("params", params, 1), F("experts", experts, 0),
                  F("topk", topk, 0), F("moe-every", moe_every, 0), F("act-bytes", act_bytes, 0),
                  F("grad-bytes", grad_bytes, 0), F("global-batch", global_batch, 0),
+                 F("param-bytes", param_bytes, 0), F("heads", heads, 0),
+                 F("grad-accum", grad_accum, 0),
                  F("micro-batch", micro_batch, 0), F("dp", dp, 0), F("tp", tp, 0), F("pp", pp, 0),
                  F("vpp", vpp, 0), F("ep", ep, 0), F("zero", zero, 0), F("bucket-mb", bucket_mb, 1),
                  F("nodes", nodes, 0), F("rpn", rpn, 0)};

@@ -86,9 +86,23 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
         return xc__err(XC_ERR_INVALID, "plan: dp %d x tp %d x pp %d = %d ranks, but the cluster "
                                        "has %d nodes x %d ranks", dp, tp, pp, ranks, in->nodes,
                        in->rpn);
-    if (in->micro_batch < 1 || in->global_batch % (in->micro_batch * dp))
+    if (in->micro_batch < 1 || in->grad_accum < 0 ||
+        (in->global_batch == 0 && in->grad_accum == 0))
+        return xc__err(XC_ERR_INVALID, "plan: give the global batch or the gradient accumulation "
+                                       "(micro-batch %d)", in->micro_batch);
+    int global = in->global_batch ? in->global_batch : in->micro_batch * dp * in->grad_accum;
+    if (global % (in->micro_batch * dp))
         return xc__err(XC_ERR_INVALID, "plan: the global batch %d is not a multiple of micro-batch "
-                                       "%d x dp %d", in->global_batch, in->micro_batch, dp);
+                                       "%d x dp %d", global, in->micro_batch, dp);
+    if (in->grad_accum && global != in->micro_batch * dp * in->grad_accum)
+        return xc__err(XC_ERR_INVALID, "plan: global batch %d != micro-batch %d x dp %d x "
+                                       "gradient accumulation %d", global, in->micro_batch, dp,
+                       in->grad_accum);
+    if (in->heads < 0 || (in->heads > 0 && (in->heads % tp || in->hidden % in->heads)))
+        return xc__err(XC_ERR_INVALID, "plan: %d heads: tp %d must divide them, and they the "
+                                       "hidden size %d", in->heads, tp, in->hidden);
+    if (in->param_bytes != 0 && in->param_bytes != 2 && in->param_bytes != 4)
+        return xc__err(XC_ERR_INVALID, "plan: parameter bytes %d (2 or 4)", in->param_bytes);
     int v = in->vpp > 1 ? in->vpp : 1;
     if (in->layers < 1 || in->hidden < 1 || in->seq < 1 || in->ffn < 0 || in->layers % (pp * v) ||
         (v > 1 && pp < 2))
@@ -105,14 +119,18 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
     /* a transformer layer: attention 4 h^2 + MLP 2 h ffn; an MLP block: 2 h ffn */
     double per_layer = (in->mlp_only ? 0 : 4 * h * h) + 2 * h * ffn;
     double P = in->params > 0 ? in->params : in->layers * per_layer + (double)in->vocab * h;
-    int m = in->global_batch / (in->micro_batch * dp);
+    int m = global / (in->micro_batch * dp);
     o->micro = m;
     double psi = P / (tp * pp) * in->grad_bytes; /* the gradients one DP group reduces */
+    /* the parameters ZeRO gathers (their own dtype) */
+    double psi_p = P / (tp * pp) * (in->param_bytes ? in->param_bytes : in->grad_bytes);
     double act = b * s * h * in->act_bytes;      /* one micro-batch's activations */
     int lps = in->layers / pp;
     int sp_tp = span(tp, 1, in->rpn), sp_pp = span(pp, tp, in->rpn), sp_dp = span(dp, tp * pp, in->rpn);
     xc_dtype_t gdt = in->grad_bytes == 2 ? XC_BFLOAT16 : XC_FLOAT32;
     xc_dtype_t adt = in->act_bytes == 2 ? XC_BFLOAT16 : XC_FLOAT32;
+    xc_dtype_t pdt = (in->param_bytes ? in->param_bytes : in->grad_bytes) == 2 ? XC_BFLOAT16
+                                                                              : XC_FLOAT32;
 
     /* Data parallel: the gradients. */
     if (dp > 1) {
@@ -145,9 +163,9 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
                                     sp_dp, 1, psi, (double)(dp - 1) / dp * psi, in->zero >= 2 ? 1 : 0);
             r->t_call = price(p, in, XC_COLL_REDUCE_SCATTER, dp, sp_dp, psi, gdt, &r->algo);
             r = add(o, in->zero == 3 ? "zero-3 parameter all-gathers" : "zero parameter all-gather",
-                    XC_COLL_ALLGATHER, dp, sp_dp, in->zero == 3 ? 2 : 1, psi,
-                    (in->zero == 3 ? 2.0 : 1.0) * (dp - 1) / dp * psi, in->zero == 3 ? 2 : 0);
-            r->t_call = price(p, in, XC_COLL_ALLGATHER, dp, sp_dp, psi, gdt, &r->algo);
+                    XC_COLL_ALLGATHER, dp, sp_dp, in->zero == 3 ? 2 : 1, psi_p,
+                    (in->zero == 3 ? 2.0 : 1.0) * (dp - 1) / dp * psi_p, in->zero == 3 ? 2 : 0);
+            r->t_call = price(p, in, XC_COLL_ALLGATHER, dp, sp_dp, psi_p, pdt, &r->algo);
         }
     }
     /* Tensor parallel: Megatron's all-reduce of b s h after attention and
@@ -192,7 +210,7 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
         r->t_call = price(p, in, XC_COLL_ALLTOALL, ep, sp_ep, tok, adt, &r->algo);
     }
     /* Compute: 6 P tokens FLOPs per step over all ranks (forward 2, backward 4). */
-    double tokens = (double)in->global_batch * s;
+    double tokens = (double)global * s;
     o->compute_s = in->flops > 0 ? 6.0 * P * tokens / ranks / in->flops : 0;
     double fwd = o->compute_s / 3, bwd = 2 * o->compute_s / 3;
     /* by[0]: on the critical path (in the pipeline); by[1]: overlaps
@@ -201,6 +219,7 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
     for (int i = 0; i < o->nrows; i++) {
         xc__plan_row_t *r = &o->row[i];
         if (in->no_overlap) r->hidden_by = 0;
+        r->link = r->span > 1 ? XC__LINK_TCP_NET : in->shm ? XC__LINK_SHM : XC__LINK_TCP_LOCAL;
         r->t_step = r->calls * r->t_call;
         o->comm_s += r->t_step;
         by[r->hidden_by] += r->t_step;

@@ -20,7 +20,11 @@ typedef struct xc__plan_in {
     int ffn;                  /* MLP inner width (0: 4 hidden) */
     int experts, topk, moe_every; /* MoE: every moe_every-th layer has experts */
     int act_bytes, grad_bytes;    /* 2 (bf16/fp16) or 4 */
+    int param_bytes;              /* parameters (ZeRO's all-gathers); 0: grad_bytes */
+    int heads;                    /* attention heads (0: not given); TP must divide them */
     int micro_batch, global_batch;
+    int grad_accum;               /* micro-batches per step per pipeline (0: from the global
+                                     batch); with a global batch they must agree */
     int dp, tp, pp, ep, zero;     /* ep divides dp (experts over data-parallel ranks) */
     int vpp;                      /* virtual pipeline stages per rank (interleaved; 0 or 1: none) */
     int seq_parallel;             /* Megatron sequence parallelism: each TP all-reduce becomes
@@ -47,6 +51,7 @@ typedef struct xc__plan_row {
     double msg;           /* bytes per call (the collective's M) */
     double sent;          /* bytes a rank sends per step (the seed's formula) */
     int algo;             /* the selector's choice (XC__ALGO_NONE for p2p) */
+    int link;             /* the link class its heaviest traffic crosses (XC__LINK_*) */
     double t_call, t_step;
     int hidden_by;        /* 0: exposed; 1: overlaps backward; 2: overlaps fwd+bwd */
 } xc__plan_row_t;

@@ -42,7 +42,16 @@ expect_grep "overlap off: json" '"overlap": false' "$TMP/noov.json"
 # the table, the advice and the picture
 "$PLAN" --config "$CONFIG" --svg "$TMP/step.svg" >"$TMP/table" 2>"$TMP/err"
 expect_eq "table: exit code" 0 $?
-expect_grep "table: header" '^primitive +group +nodes' "$TMP/table"
+expect_grep "table: header" '^primitive +group +nodes +link' "$TMP/table"
+expect_grep "table: link of the ZeRO rows" '^zero gradient reduce-scatter +8 +8 +inter' "$TMP/table"
+expect_grep "json: link" '"what": "tp sequence all-gather", "group": 8, "nodes": 1, "link": "intra"' \
+    "$TMP/config.json"
+
+# gradient accumulation for the global batch: the same plan
+"$PLAN" --config "$CONFIG" --global-batch 0 --grad-accum 32 --json >"$TMP/accum.json" 2>"$TMP/err"
+expect_eq "grad accum: exit code" 0 $?
+if cmp -s "$TMP/accum.json" "$TMP/config.json"; then pass "grad accum 32 = global batch 512"
+else fail "grad accum 32 and global batch 512 differ"; show "$TMP/accum.json"; fi
 expect_grep "table: step line" 'bubble [0-9.]+ % \(P-1\)/\(v m\+P-1\); step [0-9.]+ ms' "$TMP/table"
 expect_grep "table: advice" '^advice:' "$TMP/table"
 expect_grep "svg written" '^<svg ' "$TMP/step.svg"
@@ -67,6 +76,10 @@ bad "bad value" 'not a number' --config "$CONFIG" --dp x
 bad "ranks mismatch" 'ranks, but the cluster' --config "$CONFIG" --dp 4
 bad "vpp without layers" 'virtual stages' --config "$CONFIG" --vpp 5
 bad "cache neither hot nor cold" '^usage: xcoll-plan' --config "$CONFIG" --cache warm
+"$PLAN" --config "$CONFIG" --heads 32 --json >"$TMP/heads.json" 2>"$TMP/err"
+expect_eq "32 heads over tp 8: exit code" 0 $?
+bad "heads tp does not divide" 'tp 8 must divide them' --config "$CONFIG" --heads 12
+bad "accumulation against the batch" 'gradient accumulation 3' --config "$CONFIG" --grad-accum 3
 bad "overlap neither on nor off" '^usage: xcoll-plan' --config "$CONFIG" --overlap maybe
 bad "unknown flag" '^usage: xcoll-plan' --config "$CONFIG" --frobnicate
 

@@ -222,6 +222,45 @@ static void test_advice_and_errors(const xc__profile_t *p)
     in = base();
     in.layers = 7;
     if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("layers not a multiple of pp accepted");
+    in = base();
+    in.heads = 12; /* tp 2 divides 12, 12 divides 1024? no */
+    if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("heads not dividing hidden accepted");
+    in.heads = 16, in.tp = 4, in.dp = 2;
+    if (xc__plan(p, &in, &plain) != XC_OK) FAIL("16 heads, tp 4: %s", xc_last_error());
+    in.heads = 2;
+    if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("tp 4 not dividing 2 heads accepted");
+    in = base();
+    in.grad_accum = 3; /* global 64 = 2 x 4 x 8, not 3 */
+    if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("inconsistent accumulation accepted");
+    in.param_bytes = 3, in.grad_accum = 0;
+    if (xc__plan(p, &in, &plain) != XC_ERR_INVALID) FAIL("3-byte parameters accepted");
+}
+
+/* Gradient accumulation stands for the global batch (B = b dp K: the
+ * same plan); parameters in their own dtype set ZeRO's gathers; every
+ * row names the link class it crosses. */
+static void test_inputs(const xc__profile_t *p)
+{
+    xc__plan_in_t in = base();
+    xc__plan_out_t a, b;
+    if (xc__plan(p, &in, &a) != XC_OK) FAIL("%s", xc_last_error());
+    in.global_batch = 0, in.grad_accum = 64 / (in.micro_batch * in.dp);
+    if (xc__plan(p, &in, &b) != XC_OK) FAIL("grad accum: %s", xc_last_error());
+    NEAR(b.step_s, a.step_s);
+    NEAR(b.comm_s, a.comm_s);
+    if (b.micro != a.micro) FAIL("grad accum: %d micro-batches, want %d", b.micro, a.micro);
+    in = base();
+    in.zero = 1, in.grad_bytes = 2, in.param_bytes = 4;
+    if (xc__plan(p, &in, &a) != XC_OK) FAIL("param bytes: %s", xc_last_error());
+    const xc__plan_row_t *rs = row(&a, "zero gradient"), *ag = row(&a, "zero parameter");
+    if (rs && ag) {
+        NEAR(ag->msg, 2 * rs->msg);
+        NEAR(ag->sent, 2 * rs->sent);
+    }
+    for (int i = 0; i < a.nrows; i++) {
+        int want = a.row[i].span > 1 ? XC__LINK_TCP_NET : XC__LINK_TCP_LOCAL; /* no shm here */
+        if (a.row[i].link != want) FAIL("row %s: link %d, want %d", a.row[i].what, a.row[i].link, want);
+    }
 }
 
 /* Cold calls: by default the plan prices each collective as one that
@@ -289,6 +328,7 @@ int main(void)
     test_advice_and_errors(&p);
     test_cache(&p);
     test_overlap(&p);
+    test_inputs(&p);
     if (g_fail) {
         fprintf(stderr, "test_plan: %d failure(s)\n", g_fail);
         return 1;
