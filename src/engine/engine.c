@@ -595,6 +595,16 @@ static int shm_only(const xc_comm_t *comm)
     return comm->coll_head && comm->coll_head->advance && !comm->p2p_ops;
 }
 
+/* Give the core away once, without the communicator's lock (called and
+ * returning with it held): a peer waiting for this core gets it, and
+ * another thread of this process may progress the communicator. */
+static void yield_unlocked(xc_comm_t *comm)
+{
+    pthread_mutex_unlock(&comm->mu);
+    sched_yield();
+    pthread_mutex_lock(&comm->mu);
+}
+
 /*
  * Wait for shared-memory progress past the spin phase: yield until
  * `yield_until` (oversubscribed ranks need the core), then sleep on the
@@ -605,12 +615,11 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
                           uint64_t nearest)
 {
     xc__shm_t *s = comm->shm;
-    pthread_mutex_unlock(&comm->mu);
     if (now < yield_until) {
-        sched_yield();
-        pthread_mutex_lock(&comm->mu);
+        yield_unlocked(comm);
         return; /* the caller polls the sockets every few turns */
     }
+    pthread_mutex_unlock(&comm->mu);
     /* Dekker with xc__shm_publish: announce, then re-check, then sleep. */
     __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
     __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with xc__shm_publish's */
@@ -680,9 +689,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
              * once trapped jobs whose spin budget had shrunk below the
              * round trip: every wait slept, outlasted the budget and shrank
              * it further (8-byte TCP exchanges at 35-90 us instead of 6). */
-            pthread_mutex_unlock(&comm->mu);
-            sched_yield();
-            pthread_mutex_lock(&comm->mu);
+            yield_unlocked(comm);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
         } else if (now >= spin_until) {
             ms = xc__poll_ms_left(nearest);
