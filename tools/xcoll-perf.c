@@ -142,9 +142,10 @@ typedef struct opts {
     char *algo_env;     /* what XCOLL_ALGO was set to (malloc'd) or NULL */
     /* Several algorithms of one collective in --algo: measured side by side
      * (one communicator each, their iterations interleaved); names point
-     * into algo_env. */
+     * into side_buf (malloc'd). */
     const char *side[C_COUNT][MAX_SIDE];
     int nside[C_COUNT];
+    char *side_buf;
     const char *csv_path, *json_path; /* "-" = stdout; NULL = off */
     const char *calibrate_path;         /* --calibrate: write a profile, no sweep */
 } opts_t;
@@ -336,8 +337,10 @@ static void resolve_algo(opts_t *o)
     }
     free(copy);
     o->algo_env = env;
-    /* Split env into the algorithms of each collective (in place: env
-     * keeps the first name of each, which is all XCOLL_ALGO needs). */
+    /* A copy of env split into the algorithms of each collective (the
+     * world communicator, made with all of them in XCOLL_ALGO, would run
+     * the last of each; side by side, each gets a communicator of its
+     * own). */
     char *list = strdup(env);
     if (!list) usage_error("out of memory");
     for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
@@ -352,6 +355,7 @@ static void resolve_algo(opts_t *o)
             o->side[c][o->nside[c]++] = t; /* list is kept for the run */
             break;
         }
+    o->side_buf = list;
 }
 
 static void parse_args(opts_t *o, int argc, char **argv)
@@ -1258,6 +1262,7 @@ int main(int argc, char **argv)
     free(B.send);
     free(B.recv);
     free(o.algo_env);
+    free(o.side_buf);
     XC(xc_comm_destroy(g_comm));
     g_comm = NULL;
     if (total_wrong > 0) {
