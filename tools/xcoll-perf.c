@@ -166,6 +166,19 @@ static int launcher_rank(void)
 
 static int launcher_rank_is_zero(void) { return launcher_rank() <= 0; }
 
+/* Exit with a usage error, which only the first rank prints: the others
+ * wait a moment first, or the launcher, seeing one of them fail, could
+ * stop the first rank before its message is out (xcoll-run stops the
+ * remaining ranks when one exits non-zero). */
+__attribute__((noreturn)) static void usage_exit(void)
+{
+    if (!launcher_rank_is_zero()) {
+        struct timespec ts = {0, 300 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    exit(2);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -209,7 +222,7 @@ static void usage_error(const char *fmt, ...)
         va_end(ap);
         usage(stderr);
     }
-    exit(2);
+    usage_exit();
 }
 
 /* "64M" -> 67108864.  Binary suffixes K, M, G (optionally followed by B). */
@@ -332,7 +345,7 @@ static void resolve_algo(opts_t *o)
                                 "collective(s)\n", t);
                 list_algos(stderr);
             }
-            exit(2);
+            usage_exit();
         }
     }
     free(copy);

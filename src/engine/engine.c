@@ -36,8 +36,9 @@ void xc__comm_kick(xc_comm_t *comm)
     uint64_t one = 1;
     ssize_t w = write(comm->efd, &one, sizeof one);
     (void)w;
-    /* Sleepers of a shared-memory communicator wait on the doorbell. */
-    if (comm->node_shm) xc__shm_ring(comm->node_shm);
+    /* This process's sleepers on a shared-memory communicator wait on
+     * its bell (the kick is for them, not for the node). */
+    if (comm->node_shm) xc__shm_ring_rank(comm->node_shm, comm->node_shm->me);
 }
 
 static void drain_efd(xc_comm_t *comm)
@@ -608,8 +609,9 @@ static void yield_unlocked(xc_comm_t *comm)
 /*
  * Wait for shared-memory progress past the spin phase: yield until
  * `yield_until` (oversubscribed ranks need the core), then sleep on the
- * node's doorbell futex, bounded so sockets (peer death, error frames) are
- * still looked at.  Returns when the engine may have work to do.
+ * rank's bell (a futex word in its control block), bounded so sockets
+ * (peer death, error frames) are still looked at.  Returns when the
+ * engine may have work to do.
  */
 static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
                           uint64_t nearest)
@@ -620,10 +622,8 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
         return; /* the caller polls the sockets every few turns */
     }
     pthread_mutex_unlock(&comm->mu);
-    /* Dekker with xc__shm_publish: announce, then re-check, then sleep. */
-    __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with xc__shm_publish's */
-    uint32_t seen = __atomic_load_n(&s->hdr->doorbell, __ATOMIC_SEQ_CST);
+    /* Dekker with the publishers: announce, then re-check, then sleep. */
+    uint32_t seen = xc__shm_sleep_begin(s);
     pthread_mutex_lock(&comm->mu);
     xc__comm_advance(comm);
     int again = !shm_only(comm);
@@ -632,7 +632,7 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
         int ms = xc__poll_ms_left(nearest);
         xc__shm_sleep(s, seen, ms < 0 || ms > 20 ? 20 : ms);
     }
-    __atomic_sub_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
+    xc__shm_sleep_end(s);
     pthread_mutex_lock(&comm->mu);
     xc__comm_poll(comm, 0); /* sockets: peer death, error frames */
 }
@@ -800,7 +800,7 @@ void *xc__progress_main(void *arg)
         if (shm_only(comm)) {
             xc__comm_advance(comm);
             if (!shm_only(comm) || comm->waiters > 0) continue;
-            /* Nothing to spin for here: sleep on the doorbell at once. */
+            /* Nothing to spin for here: sleep on the bell at once. */
             shm_wait_step(comm, xc__now_ns(), 0, nearest);
             continue;
         }

@@ -1,6 +1,6 @@
 /*
  * shm.c -- the node-local shared-memory segment: creation, mapping,
- * unlinking, the doorbell futex and the poison word (see shm.h).
+ * unlinking, the ranks' bells (futex words) and the poison word (see shm.h).
  */
 #include "shm.h"
 
@@ -178,28 +178,62 @@ static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *
     return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
 }
 
+/* Wake local rank r's sleepers if it has any.  Called after a seq_cst
+ * fence that follows the caller's store (publish) -- Dekker with
+ * xc__shm_sleep_begin: either we see the sleeper's announcement, or it
+ * sees our store when it re-checks before sleeping. */
+static void wake_rank(xc__shm_t *s, int r)
+{
+    xc__shm_ctl_t *c = &s->ctl[r];
+    if (!__atomic_load_n(&c->bell_sleepers, __ATOMIC_SEQ_CST)) return;
+    __atomic_add_fetch(&c->bell, 1, __ATOMIC_SEQ_CST);
+    futex(&c->bell, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+void xc__shm_ring_rank(xc__shm_t *s, int to)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&s->hdr->sleepers, __ATOMIC_SEQ_CST)) wake_rank(s, to);
+}
+
 void xc__shm_ring(xc__shm_t *s)
 {
-    /* seq_cst: orders the bump after the caller's counter store and before
-     * reading `sleepers` in the publisher, against the sleeper's increment
-     * of `sleepers` before reading the doorbell (Dekker-style). */
-    __atomic_add_fetch(&s->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
-    futex(&s->hdr->doorbell, FUTEX_WAKE, INT32_MAX, NULL);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&s->hdr->sleepers, __ATOMIC_SEQ_CST)) return;
+    for (int r = 0; r < s->nranks; r++) wake_rank(s, r);
 }
 
 void xc__shm_publish(xc__shm_t *s, uint64_t *counter, uint64_t v)
 {
     __atomic_store_n(counter, v, __ATOMIC_RELEASE);
-    /* seq_cst fence pairs with the one in xc__shm_sleep: either we see the
-     * sleeper, or it sees our counter before it sleeps. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&s->hdr->sleepers, __ATOMIC_RELAXED)) xc__shm_ring(s);
+    xc__shm_ring(s);
+}
+
+void xc__shm_publish_to(xc__shm_t *s, uint64_t *counter, uint64_t v, int to)
+{
+    __atomic_store_n(counter, v, __ATOMIC_RELEASE);
+    xc__shm_ring_rank(s, to);
+}
+
+uint32_t xc__shm_sleep_begin(xc__shm_t *s)
+{
+    xc__shm_ctl_t *c = &s->ctl[s->me];
+    __atomic_add_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&c->bell_sleepers, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* pairs with the publishers' */
+    return __atomic_load_n(&c->bell, __ATOMIC_SEQ_CST);
 }
 
 void xc__shm_sleep(xc__shm_t *s, uint32_t seen, int timeout_ms)
 {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
-    futex(&s->hdr->doorbell, FUTEX_WAIT, seen, &ts);
+    futex(&s->ctl[s->me].bell, FUTEX_WAIT, seen, &ts);
+}
+
+void xc__shm_sleep_end(xc__shm_t *s)
+{
+    __atomic_sub_fetch(&s->ctl[s->me].bell_sleepers, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&s->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
 void xc__shm_poison(xc__shm_t *s, xc_result_t rc, const char *msg)

@@ -3,9 +3,10 @@
  * on one node, and the signalling primitives of the shared-memory
  * collectives (src/algo/shm_*.c).
  *
- * Layout: a header (poison word and message, doorbell futex, sleepers),
+ * Layout: a header (poison word and message, sleepers),
  * then per local rank a control block of cache lines, each written by that
- * rank only (single writer, many readers), then per rank NSLOT staging
+ * rank only (single writer, many readers; its bell, which others bump to
+ * wake it, is the exception), then per rank NSLOT staging
  * slots, then NSLOT shared result slots.  Counters only grow, over the whole
  * life of the communicator: `in` counts chunks a rank has staged, `mid`
  * chunks it has reduced into the result slots, `out` chunks it has finished
@@ -47,6 +48,8 @@ typedef struct xc__shm_ctl {
     _Alignas(64) uint64_t mid;                /* chunks reduced           */
     _Alignas(64) uint64_t out;                /* chunks consumed          */
     _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by shm op number % RING */
+    _Alignas(64) uint32_t bell;               /* futex word its threads sleep on */
+    uint32_t bell_sleepers;                   /* its threads asleep on it */
     _Alignas(64) uint32_t gone;               /* destroyed its communicator */
     uint32_t pid;                             /* for single-copy reads (CMA) */
     uint64_t probe;                           /* address of a known value, to test CMA */
@@ -68,8 +71,7 @@ typedef struct xc__shm_hdr {
     int32_t poison_claim;          /* 1 once a rank is writing the message */
     int32_t poison_rank;
     char poison_msg[XC__ERRMSG_LEN];
-    _Alignas(64) uint32_t doorbell; /* futex word: bumped on progress     */
-    _Alignas(64) uint32_t sleepers; /* ranks (threads) asleep on it       */
+    _Alignas(64) uint32_t sleepers; /* threads asleep on any rank's bell  */
 } xc__shm_hdr_t;
 
 typedef struct xc__shm {
@@ -109,17 +111,27 @@ static inline uint64_t xc__shm_load(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 /* Publish a counter (release: the slot writes before it are visible first)
- * and ring the doorbell if anybody sleeps. */
+ * and wake the ranks that may wait for it if they sleep: every rank (the
+ * collectives' stages) or local rank `to` alone (a channel's peer).  Each
+ * rank sleeps on a bell of its own, so a rank asleep in a collective is
+ * not woken by its neighbours' point-to-point traffic (on a crowded node
+ * that woke it for every message and slowed the pair's exchanges 20x). */
 XC__HIDDEN void xc__shm_publish(xc__shm_t *s, uint64_t *counter, uint64_t v);
+XC__HIDDEN void xc__shm_publish_to(xc__shm_t *s, uint64_t *counter, uint64_t v, int to);
 /* If a rank has poisoned segment `s`, poison `comm` with its cause (unless
  * already poisoned) and return 1; else 0.  A failing rank poisons the
  * segment before it gives up its buffers, so a read of a peer's buffer
  * that fails after that blames the cause, not the peer (engine.c). */
 XC__HIDDEN int xc__shm_adopt_poison(xc_comm_t *comm, xc__shm_t *s);
-/* Ring the doorbell (wakes every sleeper of the node). */
+/* Wake every sleeping rank of the node / local rank `to`. */
 XC__HIDDEN void xc__shm_ring(xc__shm_t *s);
-/* Sleep until the doorbell moves from `seen` or `timeout_ms` passes. */
+XC__HIDDEN void xc__shm_ring_rank(xc__shm_t *s, int to);
+/* This rank's sleep (Dekker with the publishers): announce (returns the
+ * bell's value to sleep on), re-check for progress, then sleep until the
+ * bell moves from `seen` or `timeout_ms` passes, then withdraw. */
+XC__HIDDEN uint32_t xc__shm_sleep_begin(xc__shm_t *s);
 XC__HIDDEN void xc__shm_sleep(xc__shm_t *s, uint32_t seen, int timeout_ms);
+XC__HIDDEN void xc__shm_sleep_end(xc__shm_t *s);
 
 /* Create (local rank 0) or open the segment `name` for `nranks` ranks,
  * with channels of `chan_bytes` (a power of two, or 0 for none). */

@@ -7,7 +7,7 @@
  * consumer byte ring in the node's segment (shm.h, shm_setup.c): the sender copies frames
  * (stream.c's framing, the same as on a socket) in at `head`, the receiver
  * copies them out at `tail`; each counter has one writer, on its own cache
- * line, published with release (and a doorbell ring if anybody sleeps), read
+ * line, published with release (and the peer woken if it sleeps), read
  * with acquire.  A frame larger than the free room goes in pieces as the
  * receiver makes room.  Costs: a message of n bytes is copied twice (in and
  * out, 2n of memory traffic plus the header), with one cache-line handoff
@@ -54,7 +54,7 @@ static ssize_t chan_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
     }
     if (!total) return 0;
     c->chead += total;
-    xc__shm_publish(comm->node_shm, &c->ctx->head, c->chead);
+    xc__shm_publish_to(comm->node_shm, &c->ctx->head, c->chead, comm->local_of[c->peer]);
     return (ssize_t)total;
 }
 
@@ -66,7 +66,7 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
     if (!len) return 0;
     ring_copy(c->crxd, c->cbytes, c->ctail, iov->iov_base, len, 0);
     c->ctail += len;
-    xc__shm_publish(comm->node_shm, &c->crx->tail, c->ctail);
+    xc__shm_publish_to(comm->node_shm, &c->crx->tail, c->ctail, comm->local_of[c->peer]);
     return (ssize_t)len;
 }
 
