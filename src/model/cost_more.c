@@ -102,7 +102,8 @@ XC__COST(allreduce_dbtree)
      * one pass from memory is the copy below. */
     const xc__m_t *whole = m;
     xc__m_t ms = *m;
-    ms.ws = (n == 2 ? 4 : 8) * seg < m->ws ? (n == 2 ? 4 : 8) * seg : m->ws;
+    double step_ws = (n == 2 ? 4 : 8) * seg;
+    ms.ws = step_ws < m->ws ? step_ws : m->ws;
     m = &ms;
     /* A step's messages per rank and direction: an interior node's two
      * children and parent plus its leaf's parent in the other tree (four
