@@ -2,7 +2,8 @@
 """DDP training with backend "xcoll" beside "gloo" and beside no_sync.
 
     build/xcoll-run -n 2 /usr/bin/python3 bench/torch_ddp.py \
-        [--model comm|compute] [--steps 20] [--rounds 3] [--bucket-mb 25]
+        [--model comm|compute] [--steps 20] [--rounds 3] [--bucket-mb 25] \
+        [--keep-grads] [--bucket-view]
 
 Two models:
   comm     a 25M-parameter fp32 MLP (1024-4096-4096-1024), batch 1: the
@@ -51,10 +52,12 @@ def build(widths):
 
 
 class Job:
-    def __init__(self, name, widths, group, bucket_mb, sync=True):
-        self.name, self.sync = name, sync
+    def __init__(self, name, widths, group, bucket_mb, sync=True,
+                 bucket_view=False, set_to_none=True):
+        self.name, self.sync, self.set_to_none = name, sync, set_to_none
         self.model = DDP(build(widths), process_group=group,
-                         bucket_cap_mb=bucket_mb)
+                         bucket_cap_mb=bucket_mb,
+                         gradient_as_bucket_view=bucket_view)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-3)
         self.gen = torch.Generator().manual_seed(1000 + dist.get_rank())
         self.times, self.losses = [], []
@@ -64,7 +67,7 @@ class Job:
         y = torch.randn(batch, widths[-1], generator=self.gen)
         t0 = time.perf_counter()
         loss = torch.nn.functional.mse_loss(self.model(x), y)
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=self.set_to_none)
         if self.sync:
             loss.backward()
         else:
@@ -84,6 +87,13 @@ def main():
     ap.add_argument("--bucket-mb", type=float, default=25)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--bucket-view", action="store_true",
+                    help="DDP(gradient_as_bucket_view=True) for every job: "
+                         "gradients live in the buckets, no copy in or out")
+    ap.add_argument("--keep-grads", action="store_true",
+                    help="zero_grad(set_to_none=False) (PyTorch 1.13's "
+                         "default): gradients are zeroed, not freed and "
+                         "re-allocated (and re-faulted) every step")
     a = ap.parse_args()
     rank, n = int(os.environ["XCOLL_RANK"]), int(os.environ["XCOLL_SIZE"])
     torch.set_num_threads(a.threads)
@@ -95,9 +105,10 @@ def main():
                             timeout=timedelta(seconds=600))
     xg = dist.new_group(backend="xcoll")
     widths, batch = MODELS[a.model]
-    jobs = [Job("xcoll", widths, xg, a.bucket_mb),
-            Job("gloo", widths, None, a.bucket_mb),
-            Job("no_sync", widths, xg, a.bucket_mb, sync=False)]
+    kw = dict(bucket_view=a.bucket_view, set_to_none=not a.keep_grads)
+    jobs = [Job("xcoll", widths, xg, a.bucket_mb, **kw),
+            Job("gloo", widths, None, a.bucket_mb, **kw),
+            Job("no_sync", widths, xg, a.bucket_mb, sync=False, **kw)]
     for j in jobs:
         for _ in range(a.warmup):
             j.step(widths, batch)

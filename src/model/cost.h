@@ -94,7 +94,7 @@ static inline double xc__m_link(const xc__m_t *m, int lc, int x, double bytes, d
     const xc__link_params_t *lp = &m->p->link[lc];
     const xc__line_t *l = &lp->line[x];
     double ws = m->ws > 2 * bytes ? m->ws : 2 * bytes;
-    if (bytes < lp->big_from) return l->alpha + flows * bytes * l->beta;
+    if (bytes < xc__line_big_from(lp, x)) return l->alpha + flows * bytes * l->beta;
     /* Working sets beyond the ladder's first rung: a link inside the node
      * is memory traffic and slows by the whole tier; across nodes only the
      * host's copies into and out of the socket (two per byte) slow down,
@@ -147,13 +147,23 @@ static inline double xc__m_copy(const xc__m_t *m, double bytes)
 }
 
 /* Reduce k inputs of `bytes` each into one (k-1 two-input passes' worth)
- * within a working set of `ws`. */
-static inline double xc__m_reduce_ws(const xc__m_t *m, double bytes, int k, double ws)
+ * within a working set of `ws`, of whose k+1 streams (inputs and output)
+ * `mem` come from memory when the working set is out of the cache (k+1:
+ * all of them, as gamma's memory figure was measured; fewer when some
+ * inputs were just pulled into a cache-resident scratch). */
+static inline double xc__m_reduce_mix(const xc__m_t *m, double bytes, int k, double ws, int mem)
 {
     if (k < 2 || bytes <= 0) return 0;
     if (ws < (k + 1) * bytes) ws = (k + 1) * bytes;
     const double *g = m->p->gamma[m->c->dtype][xc__gop(m->c->op)];
-    return (k - 1) * bytes * xc__m_blend(m, ws, g[0], g[1] * xc__m_tier(m->p, ws));
+    double slow = g[1] * xc__m_tier(m->p, ws);
+    if (mem < k + 1 && slow > g[0]) slow = g[0] + (slow - g[0]) * mem / (k + 1);
+    return (k - 1) * bytes * xc__m_blend(m, ws, g[0], slow);
+}
+
+static inline double xc__m_reduce_ws(const xc__m_t *m, double bytes, int k, double ws)
+{
+    return xc__m_reduce_mix(m, bytes, k, ws, k + 1);
 }
 
 static inline double xc__m_reduce(const xc__m_t *m, double bytes, int k)

@@ -61,14 +61,15 @@ static int use_cma_reduce(const xc__m_t *m, double bytes)
 }
 
 /* One block of `blk` bytes reduced single-copy (xc__shm_cma_reduce): pulled
- * from the L-1 peers' inputs, reduced piece by piece (cache-resident
- * pieces, the own input from its buffer), finalised. */
-static double cma_reduce_block(const xc__m_t *m, double blk)
+ * from the L-1 peers' inputs, reduced piece by piece, finalised.  The
+ * pulled pieces sit in the cache-resident scratch: beyond the cache only
+ * the own input and, when `out_mem`, the output (the user's buffer, not
+ * the scratch) are memory streams of the reduction. */
+static double cma_reduce_block(const xc__m_t *m, double blk, int out_mem)
 {
     int n = m->t->nranks;
-    double pieces = ceil(blk / XC__SHM_CMA_PIECE);
-    if (pieces < 1) pieces = 1;
-    return (n - 1) * cma(m, blk) + pieces * xc__m_reduce(m, blk / pieces, n) + xc__m_fin(m, blk);
+    return (n - 1) * cma(m, blk) + xc__m_reduce_mix(m, blk, n, m->ws, 1 + out_mem) +
+           xc__m_fin(m, blk);
 }
 
 /* Elements per chunk of a staged layout of `blocks` blocks (xc__shm_ce). */
@@ -143,7 +144,7 @@ XC__COST(shm_allreduce)
         /* Three syncs; block r of every input reduced, then the other
          * blocks pulled from their owners. */
         double blk = xc__m_blk(m, n);
-        return 3 * sync_cost(m) + cma_reduce_block(m, blk) + (n - 1) * cma_x(m, blk, 1);
+        return 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
     }
     if (one_shot_size(m, B)) return one_shot(m, B);
     return chunked_reduce(m);
@@ -156,9 +157,11 @@ XC__COST(shm_reduce)
     double B = xc__m_bytes(m);
     if (use_cma_reduce(m, B)) {
         /* Two syncs; block r of every input reduced, and (off the root)
-         * written into the root's output with process_vm_writev. */
+         * written, piece by piece from the scratch, into the root's output
+         * with process_vm_writev. */
         double blk = xc__m_blk(m, n);
-        return 2 * sync_cost(m) + cma_reduce_block(m, blk) + (n > 1 ? cma_x(m, blk, 0) : 0);
+        return 2 * sync_cost(m) + cma_reduce_block(m, blk, n == 1) +
+               (n > 1 ? cma_x(m, blk, 0) : 0);
     }
     if (one_shot_size(m, B)) return one_shot(m, B);
     return chunked_reduce(m);
@@ -172,7 +175,7 @@ XC__COST(shm_reduce_scatter)
     if (!t_->shm) return -1;
     /* Single copy: two syncs; block r of every input reduced into recvbuf. */
     if (use_cma_reduce(m, xc__m_bytes(m) * n))
-        return 2 * sync_cost(m) + cma_reduce_block(m, xc__m_bytes(m));
+        return 2 * sync_cost(m) + cma_reduce_block(m, xc__m_bytes(m), 1);
     double ce = chunk_elems(m, n), full, last;
     if (xc__m_bytes(m) * n <= XC__SHM_INLINE) ce = c_->count ? (double)c_->count : 1;
     chunks((double)c_->count, ce, &full, &last);

@@ -68,6 +68,7 @@ typedef struct plan {
     int gamma_mem;               /* measure gamma beyond the cache too */
     size_t ladder_max;           /* memcpy ladder up to this size (0: none) */
     int bench_stat;              /* statistic of communication times (stat()) */
+    size_t stream_bytes;         /* a one-way stream between nodes carries this much */
 } plan_t;
 
 static const size_t k_quick_small[] = {8, 4096, 32768, 0};
@@ -80,13 +81,14 @@ static const size_t k_quick_tcp_big[] = {65536, 262144, 1 << 20, 0};
 static const size_t k_full_small[] = {8, 64, 512, 2048, 8192, 16384, 32768, 49152, 0};
 static const size_t k_full_big[] = {65536, 131072, 262144, 1 << 20, 4 << 20, 16 << 20, 0};
 
-static const plan_t k_quick = {k_quick_small, k_quick_big, k_quick_tcp_big, 7, 4, 15, 5, 5, 16384, 0, 0, 0};
+static const plan_t k_quick = {k_quick_small, k_quick_big, k_quick_tcp_big, 7, 4, 15, 5, 5, 16384, 0, 0, 0,
+                               (size_t)2 << 20};
 /* The calibration times short series like xcoll-perf's (5 warm-up, 20-odd
  * timed): the engine's busy-poll budget adapts over long series, and the
  * profile should describe what the benchmark and short bursts of
  * collectives see. */
 static const plan_t k_full = {k_full_small, k_full_big, k_full_big, 21, 9, 21, 31, 15, 16384, 1,
-                              (size_t)64 << 20, 1};
+                              (size_t)64 << 20, 1, (size_t)8 << 20};
 
 static double now_s(void) { return (double)xc__now_ns() * 1e-9; }
 
@@ -233,20 +235,46 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 /* The calibration repeats each series and keeps the fastest statistic:
  * the engine's busy-poll budget makes short series either all fast or all
  * slow (waits ending in yields), and which one a series falls into is
- * luck, not a property of the transfer. */
+ * luck, not a property of the transfer.  The repeats of a link's series
+ * are whole sweeps over its sizes, not back to back: small-message times
+ * here switch between modes ~1.3x apart every few hundred milliseconds
+ * (the VM's neighbours), and three series of one size in a row would all
+ * land in one mode. */
 #define SERIES 3
 
-static xc_result_t time_xfer(xc_comm_t *comm, int x, int a, int b, char *buf, size_t bytes,
-                             int reps, int bench, double *out)
+/* Per-message time of a stream: rank a sends `bytes` back to back, rank b
+ * receives them and answers the last with an empty message.  Enough
+ * messages to carry `stream_bytes` (at least `reps`, at most 4096), so
+ * that what a link lets through at once -- a token bucket's burst, a
+ * switch's buffer -- is a small part of the stream: a ping-pong idles
+ * each direction half the time and finds the bucket refilled; rounds of
+ * collectives called back to back do not.  Fresh: each message written
+ * just before it is sent (inside the stream, where the wire hides it). */
+static xc_result_t time_stream(xc_comm_t *comm, int x, int a, int b, char *buf, size_t bytes,
+                               int reps, size_t stream_bytes, double *out)
 {
-    double best = 0;
-    for (int s = 0; s < (bench ? SERIES : 1); s++) {
-        double v = 0;
-        XC_CHECK(time_series(comm, x, a, b, buf, bytes, reps, bench, &v));
-        if (s == 0 || v < best) best = v;
+    int me = comm->rank == a, peer = me ? b : a;
+    int fresh = x == XC__ONEWAY_FRESH;
+    size_t k = bytes ? stream_bytes / bytes : 4096;
+    if (k < (size_t)reps) k = (size_t)reps;
+    if (k > 4096) k = 4096;
+    char ack = 0;
+    xc_result_t rc = XC_OK;
+    fresh_spin(comm);
+    double t0 = now_s();
+    for (size_t i = 0; i < k && rc == XC_OK; i++) {
+        if (me) {
+            if (fresh) memset(buf, 0x3c + (int)(i & 7), bytes);
+            rc = xc_send(buf, bytes, XC_UINT8, peer, TAG, comm);
+        } else {
+            rc = xc_recv(buf + bytes, bytes, XC_UINT8, peer, TAG, comm);
+        }
     }
-    *out = best;
-    return XC_OK;
+    if (rc == XC_OK)
+        rc = me ? xc_recv(&ack, 0, XC_UINT8, peer, TAG, comm)
+                : xc_send(&ack, 0, XC_UINT8, peer, TAG, comm);
+    if (rc == XC_OK && me) *out = (now_s() - t0) / (double)k;
+    return rc;
 }
 
 static int count_sizes(const size_t *s)
@@ -302,18 +330,16 @@ static double line_at(const xc__line_t *l, double big_from, double cache, double
     return l->mem_alpha + m * l->mem_beta;
 }
 
-/* Sum of squared relative errors of the lines fitted with this split,
- * over every pattern and size. */
-static double split_error(const double *m, double t[][32], int n, double big_from, double cache)
+/* Sum of squared relative errors of one pattern's lines fitted with this
+ * split, over every size. */
+static double split_error(const double *m, const double *t, int n, double big_from, double cache)
 {
     double e = 0;
-    for (int x = 0; x < XC__XFER_COUNT; x++) {
-        xc__line_t l;
-        fit_line(m, t[x], n, big_from, cache, &l);
-        for (int i = 0; i < n; i++) {
-            double r = t[x][i] > 0 ? (line_at(&l, big_from, cache, m[i]) - t[x][i]) / t[x][i] : 0;
-            e += r * r;
-        }
+    xc__line_t l;
+    fit_line(m, t, n, big_from, cache, &l);
+    for (int i = 0; i < n; i++) {
+        double r = t[i] > 0 ? (line_at(&l, big_from, cache, m[i]) - t[i]) / t[i] : 0;
+        e += r * r;
     }
     return e;
 }
@@ -322,22 +348,40 @@ static double split_error(const double *m, double t[][32], int n, double big_fro
  * starts: no protocol switch marks it, and on a shaped link the time
  * bends sharply where messages stop fitting the burst, so the split is
  * the one whose two lines fit best (between two measured sizes, at their
- * geometric mean). */
-static double best_split(const double *m, double t[][32], int n, double cache)
+ * geometric mean) for patterns x0 .. x1-1: per pattern between nodes,
+ * where an exchange's time bends where the burst runs out and a one-way
+ * stream's (measure_link) hardly at all, so one split for both fitted
+ * neither. */
+static double best_split_of(const double *m, double t[][32], int x0, int x1, int n, double cache)
 {
     double best = 0, best_e = DBL_MAX;
     for (int k = 2; k + 2 <= n; k++) {
-        double from = sqrt(m[k - 1] * m[k]);
-        double e = split_error(m, t, n, from, cache);
+        double from = sqrt(m[k - 1] * m[k]), e = 0;
+        for (int x = x0; x < x1; x++) e += split_error(m, t[x], n, from, cache);
         if (e < best_e) best_e = e, best = from;
     }
     return best;
 }
 
+static double best_split(const double *m, double t[][32], int x, int n, double cache)
+{
+    return best_split_of(m, t, x, x + 1, n, cache);
+}
+
+/* One split for every pattern: the least error summed over them. */
+static double best_split_all(const double *m, double t[][32], int n, double cache)
+{
+    return best_split_of(m, t, 0, XC__XFER_COUNT, n, cache);
+}
+
 /* Both patterns of the link between rank 0 and rank q (only they take
- * part).  big_from < 0: a TCP link (its own big sizes, the split fitted). */
-static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, const plan_t *pl,
-                                xc__link_params_t *out)
+ * part).  big_from < 0: a TCP link (its own big sizes, the split fitted).
+ * stream: a link between nodes, whose one-way time is the slower of a
+ * ping-pong's half round trip (latency) and a stream's per message
+ * (sustained rate: on a shaped link, ping-pongs below the burst run at
+ * the veth's speed while back-to-back collectives get the shaped rate). */
+static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int stream,
+                                const plan_t *pl, xc__link_params_t *out)
 {
     if (comm->rank != 0 && comm->rank != q) return XC_OK;
     const size_t *bigs = big_from < 0 ? pl->tcp_big : pl->big;
@@ -345,29 +389,40 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, const p
     size_t max = bigs[nb - 1];
     double copy_from = big_from < 0 ? (double)bigs[0] : big_from;
     char *buf = malloc(2 * max);
-    double m[32], t[XC__XFER_COUNT][32];
+    double m[32], t[XC__XFER_COUNT][32] = {{0}};
     if (!buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
     /* Real pages: untouched memory reads as the shared zero page, which
      * single-copy reads would find in the cache. */
     memset(buf, 0x3c, 2 * max);
     xc_result_t rc = XC_OK;
-    int n = 0;
-    for (int i = 0; i < ns + nb && rc == XC_OK; i++) {
-        size_t sz = i < ns ? pl->small[i] : bigs[i - ns];
-        int reps = i < ns ? pl->reps_small : pl->reps_big;
-        m[n] = (double)sz;
-        for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--) {
-            /* Quick run: below big_from the channels copy through their
-             * rings anyway, so fresh data costs what clean data does (TCP:
-             * below its big sizes, the kernel copies). */
-            if (!pl->bench_stat && x >= XC__ONEWAY_FRESH && (double)sz < copy_from) continue;
-            rc = time_xfer(comm, x, 0, q, buf, sz, reps, pl->bench_stat, &t[x][n]);
+    int n = ns + nb;
+    double ts[XC__XFER_COUNT][32] = {{0}};
+    for (int i = 0; i < n; i++) m[i] = (double)(i < ns ? pl->small[i] : bigs[i - ns]);
+    for (int s = 0; s < (pl->bench_stat ? SERIES : 1) && rc == XC_OK; s++) {
+        for (int i = 0; i < n && rc == XC_OK; i++) {
+            size_t sz = (size_t)m[i];
+            int reps = i < ns ? pl->reps_small : pl->reps_big;
+            for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--) {
+                /* Quick run: below big_from the channels copy through their
+                 * rings anyway, so fresh data costs what clean data does
+                 * (TCP: below its big sizes, the kernel copies). */
+                if (!pl->bench_stat && x >= XC__ONEWAY_FRESH && m[i] < copy_from) continue;
+                double v = 0;
+                rc = time_series(comm, x, 0, q, buf, sz, reps, pl->bench_stat, &v);
+                if (rc == XC_OK && (s == 0 || v < t[x][i])) t[x][i] = v;
+                if (rc != XC_OK || !stream || (x != XC__ONEWAY && x != XC__ONEWAY_FRESH)) continue;
+                rc = time_stream(comm, x, 0, q, buf, sz, reps, pl->stream_bytes, &v);
+                if (rc == XC_OK && (s == 0 || v < ts[x][i])) ts[x][i] = v;
+            }
         }
-        if (!pl->bench_stat && (double)sz < copy_from) {
-            t[XC__ONEWAY_FRESH][n] = t[XC__ONEWAY][n];
-            t[XC__EXCHANGE_FRESH][n] = t[XC__EXCHANGE][n];
+    }
+    for (int i = 0; i < n; i++) {
+        for (int x = 0; x < XC__XFER_COUNT; x++)
+            if (ts[x][i] > t[x][i]) t[x][i] = ts[x][i];
+        if (!pl->bench_stat && m[i] < copy_from) {
+            t[XC__ONEWAY_FRESH][i] = t[XC__ONEWAY][i];
+            t[XC__EXCHANGE_FRESH][i] = t[XC__EXCHANGE][i];
         }
-        n++;
     }
     free(buf);
     if (rc != XC_OK || comm->rank != 0) return rc;
@@ -377,9 +432,19 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, const p
                  t[XC__EXCHANGE][i] * 1e6, t[XC__ONEWAY_FRESH][i] * 1e6,
                  t[XC__EXCHANGE_FRESH][i] * 1e6);
     double cache = cache_size();
-    if (big_from < 0) big_from = best_split(m, t, n, cache);
-    for (int x = 0; x < XC__XFER_COUNT; x++) fit_line(m, t[x], n, big_from, cache, &out->line[x]);
-    out->big_from = big_from;
+    /* TCP: the split fitted, per pattern between nodes (the one-way times
+     * there come from streams, which hardly bend), for all patterns at
+     * once on loopback (ping-pongs and exchanges bend alike; fitted per
+     * pattern, the one-way split landed at 2 MiB and priced
+     * bcast.chain's 256 KiB segments at a third of their time). */
+    if (big_from < 0 && !stream) big_from = best_split_all(m, t, n, cache);
+    for (int x = 0; x < XC__XFER_COUNT; x++) {
+        double from = big_from < 0 ? best_split(m, t, x, n, cache) : big_from;
+        fit_line(m, t[x], n, from, cache, &out->line[x]);
+        out->line[x].big_from = big_from < 0 ? from : 0;
+    }
+    /* The link's own split (lines without one use it): the exchange's. */
+    out->big_from = big_from < 0 ? out->line[XC__EXCHANGE].big_from : big_from;
     return XC_OK;
 }
 
@@ -693,7 +758,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     } else if (what & XC__HAVE_SHM) {
         if (comm->chans) {
             double big_from = comm->cma ? (double)comm->cfg.shm_cma_min_kb * 1024 : 0;
-            XC_CHECK(measure_link(comm, 1, big_from, pl, &out->link[XC__LINK_SHM]));
+            XC_CHECK(measure_link(comm, 1, big_from, 0, pl, &out->link[XC__LINK_SHM]));
         } else {
             /* No channels (frames go over loopback TCP): the class only
              * prices the shm collectives' single-copy reads; take memcpy's. */
@@ -714,12 +779,12 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     if (what & XC__HAVE_TCP_NET) {
         int q = peer_of(comm, 0);
         if (q < 0) return xc__err(XC_ERR_INTERNAL, "cost model: no pair across nodes to measure");
-        XC_CHECK(measure_link(comm, q, -1, pl, &out->link[XC__LINK_TCP_NET]));
+        XC_CHECK(measure_link(comm, q, -1, 1, pl, &out->link[XC__LINK_TCP_NET]));
     }
     if (what & XC__HAVE_TCP_LOCAL) {
         int q = peer_of(comm, 1);
         if (q >= 0)
-            XC_CHECK(measure_link(comm, q, -1, pl, &out->link[XC__LINK_TCP_LOCAL]));
+            XC_CHECK(measure_link(comm, q, -1, 0, pl, &out->link[XC__LINK_TCP_LOCAL]));
         else if (what & XC__HAVE_TCP_NET) /* rank 0 alone on its node: loopback ~ network */
             out->link[XC__LINK_TCP_LOCAL] = out->link[XC__LINK_TCP_NET];
         else
@@ -756,7 +821,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             xc__link_params_t *l = &p->link[XC__LINK_SHM];
             l->big_from = (double)comm->cfg.shm_cma_min_kb * 1024;
             for (int x = 0; x < XC__XFER_COUNT; x++)
-                l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem};
+                l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem, 0};
         }
         derive_mem(p);
         /* After the host's figures: the staged copies and the reduction

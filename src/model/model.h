@@ -54,12 +54,14 @@ enum {
 
 /* One transfer pattern on a link class: m bytes cost alpha + m*beta; from
  * big_from bytes on (the rendezvous protocol of shared-memory channels; for
- * TCP simply where the bandwidth regime starts) big_alpha + m*big_beta, and
- * once the call's buffers no longer fit the cache mem_alpha + m*mem_beta. */
+ * TCP simply where the bandwidth regime starts, fitted per pattern) big_alpha +
+ * m*big_beta, and once the call's buffers no longer fit the cache mem_alpha +
+ * m*mem_beta.  The line's big_from 0: the link's (xc__line_big_from). */
 typedef struct xc__line {
     double alpha, beta;
     double big_alpha, big_beta;
     double mem_alpha, mem_beta;
+    double big_from;
 } xc__line_t;
 
 /* Transfer patterns of a round, as seen by one rank: whether it only sends
@@ -80,6 +82,12 @@ typedef struct xc__link_params {
     double big_from;
     xc__line_t line[XC__XFER_COUNT];
 } xc__link_params_t;
+
+/* Where pattern x's bandwidth regime starts on link lp. */
+static inline double xc__line_big_from(const xc__link_params_t *lp, int x)
+{
+    return lp->line[x].big_from > 0 ? lp->line[x].big_from : lp->big_from;
+}
 
 typedef struct xc__profile {
     uint32_t have;                       /* XC__HAVE_* */

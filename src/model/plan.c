@@ -193,7 +193,7 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
     if (pp > 1) {
         int lc = sp_pp > 1 ? XC__LINK_TCP_NET : (in->shm ? XC__LINK_SHM : XC__LINK_TCP_LOCAL);
         const xc__line_t *l = &p->link[lc].line[XC__ONEWAY];
-        int big = act >= p->link[lc].big_from;
+        int big = act >= xc__line_big_from(&p->link[lc], XC__ONEWAY);
         xc__plan_row_t *r = add(o, "pp send/recv", XC_COLL_SEND, 2, sp_pp > 1 ? 2 : 1, 2.0 * m * v,
                                 act, 2.0 * m * v * act, 0);
         r->algo = XC__ALGO_NONE;
@@ -244,7 +244,7 @@ void xc__plan_profile(xc__profile_t *p, double intra_alpha, double intra_bps, do
     for (int l = 0; l < XC__LINK_COUNT; l++) {
         double a = l == XC__LINK_TCP_NET ? inter_alpha : intra_alpha;
         double beta = 1.0 / (l == XC__LINK_TCP_NET ? inter_bps : intra_bps);
-        xc__line_t line = {a, beta, a, beta, a, beta};
+        xc__line_t line = {a, beta, a, beta, a, beta, 0};
         p->link[l].big_from = 1e18;
         for (int x = 0; x < XC__XFER_COUNT; x++) p->link[l].line[x] = line;
     }

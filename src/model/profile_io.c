@@ -40,9 +40,11 @@ static void write_link(FILE *f, const char *name, const xc__link_params_t *l, in
         const xc__line_t *ln = &l->line[x];
         fprintf(f,
                 "      \"%s\": {\"alpha_us\": %.4f, \"beta_ps\": %.3f, \"big_alpha_us\": %.4f, "
-                "\"big_beta_ps\": %.3f, \"mem_alpha_us\": %.4f, \"mem_beta_ps\": %.3f}%s\n",
+                "\"big_beta_ps\": %.3f, \"mem_alpha_us\": %.4f, \"mem_beta_ps\": %.3f",
                 k_xfers[x], ln->alpha / US, ln->beta / PS, ln->big_alpha / US, ln->big_beta / PS,
-                ln->mem_alpha / US, ln->mem_beta / PS, x + 1 < XC__XFER_COUNT ? "," : "");
+                ln->mem_alpha / US, ln->mem_beta / PS);
+        if (ln->big_from > 0) fprintf(f, ", \"big_from\": %.0f", ln->big_from);
+        fprintf(f, "}%s\n", x + 1 < XC__XFER_COUNT ? "," : "");
     }
     fprintf(f, "    }%s\n", last ? "" : ",");
 }
@@ -285,6 +287,8 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             ln->big_beta = num(&r, o, xpath, "big_beta_ps", PS);
             ln->mem_alpha = num(&r, o, xpath, "mem_alpha_us", US);
             ln->mem_beta = num(&r, o, xpath, "mem_beta_ps", PS);
+            /* Optional: without it, the link's. */
+            if (xc__json_get(o, "big_from")) ln->big_from = num(&r, o, xpath, "big_from", 1);
         }
         p->have |= 1u << i;
     }

@@ -81,7 +81,7 @@ static int g_failures;
  * separate memory line. */
 static xc__link_params_t lk(double a, double b, double ba, double bb, double from)
 {
-    xc__line_t l = {a, b, ba, bb, ba, bb};
+    xc__line_t l = {a, b, ba, bb, ba, bb, 0};
     return (xc__link_params_t){from, {l, l, l, l}};
 }
 
@@ -331,7 +331,7 @@ static void test_link_classes(void)
      * then beat recursive doubling's one exchange for 8 bytes. */
     {
         xc__profile_t q = p;
-        xc__line_t ow = {6e-6, 3e-10, 6e-6, 3e-10, 6e-6, 3e-10};
+        xc__line_t ow = {6e-6, 3e-10, 6e-6, 3e-10, 6e-6, 3e-10, 0};
         q.link[XC__LINK_TCP_LOCAL].line[XC__ONEWAY] = ow;
         q.link[XC__LINK_TCP_LOCAL].line[XC__ONEWAY_FRESH] = ow;
         xc__model_topo_t lo2 = tcp_topo(2);
@@ -354,7 +354,7 @@ static void test_link_classes(void)
      * doubling on 2 ranks the caller's input (clean). */
     {
         xc__profile_t q = p;
-        xc__line_t slow = {1e-6, 1e-9, 1e-6, 1e-9, 1e-6, 1e-9};
+        xc__line_t slow = {1e-6, 1e-9, 1e-6, 1e-9, 1e-6, 1e-9, 0};
         q.link[XC__LINK_SHM].line[XC__EXCHANGE_FRESH] = slow;
         xc__model_topo_t t2 = shm_topo(2);
         xc__model_call_t ag = {XC_COLL_ALLGATHER, 4096, XC_UINT8, XC_SUM, 0};
@@ -442,6 +442,18 @@ static void test_link_classes(void)
         l->big_beta = l->mem_beta = 8e-9;
     }
     p.link[XC__LINK_TCP_NET].big_from = 65536;
+    EXPECT_NEAR(xc__model_predict(&p, &net, XC__ALGO_ALLGATHER_RING, &ag),
+                12e-11 * b + 50e-6 + b * (8e-9 + 2 * 4e-11 * (3 - 1)));
+    /* A pattern's own split overrides the link's: with every line's
+     * bandwidth regime starting beyond the message, the per-message line
+     * prices it; split 0 means the link's again. */
+    for (int x = 0; x < XC__XFER_COUNT; x++) {
+        xc__line_t *l = &p.link[XC__LINK_TCP_NET].line[x];
+        l->alpha = 5e-6, l->beta = 1e-9, l->big_from = 1e12;
+    }
+    EXPECT_NEAR(xc__model_predict(&p, &net, XC__ALGO_ALLGATHER_RING, &ag),
+                12e-11 * b + 5e-6 + b * 1e-9);
+    for (int x = 0; x < XC__XFER_COUNT; x++) p.link[XC__LINK_TCP_NET].line[x].big_from = 0;
     EXPECT_NEAR(xc__model_predict(&p, &net, XC__ALGO_ALLGATHER_RING, &ag),
                 12e-11 * b + 50e-6 + b * (8e-9 + 2 * 4e-11 * (3 - 1)));
     /* A cold call (xcoll-plan: one that follows compute, not another
@@ -641,15 +653,16 @@ static void test_roundtrip(void)
     memset(&p, 0, sizeof p);
     p.have = XC__HAVE_SHM | XC__HAVE_TCP_NET | XC__HAVE_HOST;
     p.link[XC__LINK_SHM] = (xc__link_params_t){
-        65536, {{1.25e-6, 100.5e-12, 3.5e-6, 60.25e-12, 7.75e-6, 90.125e-12},
-                {1.5e-6, 110.5e-12, 4.5e-6, 70.25e-12, 8.75e-6, 95.125e-12},
-                {1.75e-6, 120.5e-12, 5.5e-6, 80.25e-12, 9.75e-6, 99.125e-12},
-                {2.5e-6, 130.5e-12, 6.5e-6, 90.25e-12, 10.75e-6, 199.125e-12}}};
+        65536, {{1.25e-6, 100.5e-12, 3.5e-6, 60.25e-12, 7.75e-6, 90.125e-12, 0},
+                {1.5e-6, 110.5e-12, 4.5e-6, 70.25e-12, 8.75e-6, 95.125e-12, 0},
+                {1.75e-6, 120.5e-12, 5.5e-6, 80.25e-12, 9.75e-6, 99.125e-12, 0},
+                {2.5e-6, 130.5e-12, 6.5e-6, 90.25e-12, 10.75e-6, 199.125e-12, 0}}};
+    /* TCP: a split per pattern (the link's is the default of lines without). */
     p.link[XC__LINK_TCP_NET] = (xc__link_params_t){
-        65536, {{40.125e-6, 800e-12, 55e-6, 750.5e-12, 60e-6, 900.5e-12},
-                {45.125e-6, 850e-12, 65e-6, 780.5e-12, 70e-6, 990.5e-12},
-                {46.125e-6, 860e-12, 66e-6, 790.5e-12, 71e-6, 991.5e-12},
-                {47.125e-6, 870e-12, 67e-6, 791.5e-12, 72e-6, 992.5e-12}}};
+        65536, {{40.125e-6, 800e-12, 55e-6, 750.5e-12, 60e-6, 900.5e-12, 1448},
+                {45.125e-6, 850e-12, 65e-6, 780.5e-12, 70e-6, 990.5e-12, 11585},
+                {46.125e-6, 860e-12, 66e-6, 790.5e-12, 71e-6, 991.5e-12, 0},
+                {47.125e-6, 870e-12, 67e-6, 791.5e-12, 72e-6, 992.5e-12, 2896}}};
     p.sync_alpha = 0.125e-6;
     p.sync_per_rank = 0.375e-6;
     p.sched_call = 0.3125e-6;
@@ -687,8 +700,12 @@ static void test_roundtrip(void)
             EXPECT_NEAR(a->big_beta, b->big_beta);
             EXPECT_NEAR(a->mem_alpha, b->mem_alpha);
             EXPECT_NEAR(a->mem_beta, b->mem_beta);
+            EXPECT_NEAR(a->big_from, b->big_from);
+            EXPECT_NEAR(xc__line_big_from(&q.link[l], x), xc__line_big_from(&p.link[l], x));
         }
     }
+    EXPECT_NEAR(xc__line_big_from(&q.link[XC__LINK_TCP_NET], XC__ONEWAY_FRESH), 65536);
+    EXPECT_NEAR(xc__line_big_from(&q.link[XC__LINK_TCP_NET], XC__ONEWAY), 1448);
     EXPECT_NEAR(q.sync_alpha, p.sync_alpha);
     EXPECT_NEAR(q.sync_per_rank, p.sync_per_rank);
     EXPECT_NEAR(q.sched_call, p.sched_call);
