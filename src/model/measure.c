@@ -232,14 +232,15 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
     return rc;
 }
 
-/* The calibration repeats each series and keeps the fastest statistic:
- * the engine's busy-poll budget makes short series either all fast or all
- * slow (waits ending in yields), and which one a series falls into is
- * luck, not a property of the transfer.  The repeats of a link's series
- * are whole sweeps over its sizes, not back to back: small-message times
- * here switch between modes ~1.3x apart every few hundred milliseconds
- * (the VM's neighbours), and three series of one size in a row would all
- * land in one mode. */
+/* The calibration repeats each series: the engine's busy-poll budget
+ * makes short series either all fast or all slow (waits ending in yields),
+ * and small-message times here switch between modes ~1.3x apart every few
+ * hundred milliseconds (the VM's neighbours).  A barrier and a collective
+ * keep the fastest of SERIES series in a row; a link's series are repeated
+ * as whole sweeps over its sizes -- three of one size in a row all land in
+ * one mode -- and each size keeps the median of its SERIES: the mode the
+ * machine was in most, as the benchmark's median of rounds does (the
+ * fastest described the machine at its best and priced 20-30 % low). */
 #define SERIES 3
 
 /* Per-message time of a stream: rank a sends `bytes` back to back, rank b
@@ -395,10 +396,10 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
      * single-copy reads would find in the cache. */
     memset(buf, 0x3c, 2 * max);
     xc_result_t rc = XC_OK;
-    int n = ns + nb;
-    double ts[XC__XFER_COUNT][32] = {{0}};
+    int n = ns + nb, ser = pl->bench_stat ? SERIES : 1;
+    double tp[SERIES][XC__XFER_COUNT][32] = {{{0}}}, ts[SERIES][XC__XFER_COUNT][32] = {{{0}}};
     for (int i = 0; i < n; i++) m[i] = (double)(i < ns ? pl->small[i] : bigs[i - ns]);
-    for (int s = 0; s < (pl->bench_stat ? SERIES : 1) && rc == XC_OK; s++) {
+    for (int s = 0; s < ser && rc == XC_OK; s++) {
         for (int i = 0; i < n && rc == XC_OK; i++) {
             size_t sz = (size_t)m[i];
             int reps = i < ns ? pl->reps_small : pl->reps_big;
@@ -407,18 +408,19 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                  * rings anyway, so fresh data costs what clean data does
                  * (TCP: below its big sizes, the kernel copies). */
                 if (!pl->bench_stat && x >= XC__ONEWAY_FRESH && m[i] < copy_from) continue;
-                double v = 0;
-                rc = time_series(comm, x, 0, q, buf, sz, reps, pl->bench_stat, &v);
-                if (rc == XC_OK && (s == 0 || v < t[x][i])) t[x][i] = v;
+                rc = time_series(comm, x, 0, q, buf, sz, reps, pl->bench_stat, &tp[s][x][i]);
                 if (rc != XC_OK || !stream || (x != XC__ONEWAY && x != XC__ONEWAY_FRESH)) continue;
-                rc = time_stream(comm, x, 0, q, buf, sz, reps, pl->stream_bytes, &v);
-                if (rc == XC_OK && (s == 0 || v < ts[x][i])) ts[x][i] = v;
+                rc = time_stream(comm, x, 0, q, buf, sz, reps, pl->stream_bytes, &ts[s][x][i]);
             }
         }
     }
     for (int i = 0; i < n; i++) {
-        for (int x = 0; x < XC__XFER_COUNT; x++)
-            if (ts[x][i] > t[x][i]) t[x][i] = ts[x][i];
+        for (int x = 0; x < XC__XFER_COUNT; x++) {
+            double a[SERIES], b[SERIES];
+            for (int s = 0; s < ser; s++) a[s] = tp[s][x][i], b[s] = ts[s][x][i];
+            double p = median(a, ser), st = median(b, ser);
+            t[x][i] = st > p ? st : p;
+        }
         if (!pl->bench_stat && m[i] < copy_from) {
             t[XC__ONEWAY_FRESH][i] = t[XC__ONEWAY][i];
             t[XC__EXCHANGE_FRESH][i] = t[XC__EXCHANGE][i];
