@@ -126,8 +126,9 @@ XC__HIDDEN int xc__dbtree_segments(size_t bytes, int depth);
  * laid out node by node, ppn per node (0 on one node). */
 XC__HIDDEN int xc__dbtree_cross(int n, int ppn);
 
-/* Segment of bcast.chain (bcast_chain.c); its cost function uses it too. */
-#define XC__CHAIN_SEG ((size_t)64 << 10)
+/* Elements per segment of bcast.chain for `count` elements of `es` bytes
+ * on N ranks (bcast_chain.c); its cost function uses it too. */
+XC__HIDDEN size_t xc__chain_seg(size_t count, size_t es, int n);
 
 /* Parse XCOLL_ALGO into comm->forced_algo (XC_ERR_INVALID names an
  * unknown algorithm).  Called once at creation. */

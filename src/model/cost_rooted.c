@@ -38,7 +38,7 @@ XC__COST(bcast_chain)
     XC__COST_SETUP();
     if (n == 1) return 0;
     double B = xc__m_bytes(m);
-    double seg = floor((double)XC__CHAIN_SEG / m->es) * m->es;
+    double seg = (double)xc__chain_seg(c_->count, (size_t)m->es, n) * m->es;
     double k = B > 0 ? ceil(B / seg) : 1, last = B - (k - 1) * seg;
     if (k == 1) seg = last;
     /* Middle ranks receive one segment while they forward the previous;

@@ -285,9 +285,18 @@ static void test_other_collectives(void)
     for (int d = 1; d < 8; d *= 2) sag += a + B * d / 8 * b;
     sag += 7 * (a + B / 8 * b);
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BCAST_SCATTER_AG, &bc), sag);
-    /* The chain: N-2+k rounds of 64 KiB segments, k = 1024. */
-    double chain = (8 - 2 + 1024) * (a + 65536 * b);
+    /* The chain: k = floor(sqrt((N-2) B / 64 KiB)) = 78 segments of
+     * ceil(B/78) bytes (the last shorter), N-2+k rounds; the builder cuts
+     * the same way.  On 2 ranks one segment: the whole message, once. */
+    double k = 78, S = ceil(B / k), last = B - (k - 1) * S;
+    EXPECT_TRUE(xc__chain_seg(bc.count, 1, 8) == (size_t)S);
+    double chain = (8 - 2 + k - 1) * (a + S * b) + (a + last * b);
     EXPECT_NEAR(xc__model_predict(&p, &t8, XC__ALGO_BCAST_CHAIN, &bc), chain);
+    EXPECT_TRUE(xc__chain_seg(bc.count, 1, 2) == bc.count);
+    EXPECT_TRUE(xc__chain_seg(4096, 4, 8) == 4096); /* 16 KiB: one segment */
+    EXPECT_TRUE(xc__chain_seg(0, 4, 8) == 1);
+    xc__model_topo_t t2 = tcp_topo(2);
+    EXPECT_NEAR(xc__model_predict(&p, &t2, XC__ALGO_BCAST_CHAIN, &bc), a + B * b);
     int want = sag < chain ? XC__ALGO_BCAST_SCATTER_AG : XC__ALGO_BCAST_CHAIN;
     EXPECT_ALGO(xc__model_choose(&p, &t8, &bc, NULL, NULL, NULL), want);
 
