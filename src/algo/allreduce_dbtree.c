@@ -53,7 +53,7 @@
  *
  * which tends to Sα + 2Mβ + Mγ for S ≫ D (the ring's bandwidth).  It is
  * smallest at S* = sqrt(2(2D-1)·M·β/α); we take α/β = 64 KiB
- * (XC__DBT_ALPHA_BYTES), floor the root, and clamp S to 1..256 with
+ * (XC__PIPE_ALPHA_BYTES), floor the root, and clamp S to 1..256 with
  * segments of at least 4 KiB (M/2S >= 4096).  S depends only on M and N,
  * so every rank cuts the same way.  Segments are whole elements
  * (xc__block of each half); a zero count still sends one empty segment
@@ -62,7 +62,6 @@
  */
 #include "algos.h"
 
-#define XC__DBT_ALPHA_BYTES ((size_t)64 << 10) /* α/β of the segment rule */
 #define XC__DBT_MIN_SEG ((size_t)4 << 10)      /* bytes per segment, at least */
 #define XC__DBT_MAX_SEGS 256                   /* bounds the schedule's size */
 
@@ -142,12 +141,7 @@ int xc__dbtree_segments(size_t bytes, int depth)
 {
     size_t most = bytes / 2 / XC__DBT_MIN_SEG;
     if (most > XC__DBT_MAX_SEGS) most = XC__DBT_MAX_SEGS;
-    if (most <= 1) return 1;
-    size_t units = bytes / XC__DBT_ALPHA_BYTES, k = 2 * (2 * (size_t)depth - 1);
-    size_t x = units > (SIZE_MAX / k) ? SIZE_MAX : units * k;
-    size_t s = 1;
-    while (s < most && (s + 1) * (s + 1) <= x) s++;
-    return (int)s;
+    return (int)xc__pipe_segments(bytes, 2 * (2 * (size_t)depth - 1), most);
 }
 
 /* Edges of both trees with one end on a node and the other off it, the

@@ -1,10 +1,10 @@
 /*
  * bcast_chain.c -- pipelined chain broadcast: root -> root+1 -> ... ->
  * root+N-1, the message cut into k segments (xc__chain_seg, below).  Each
- * rank forwards segment i-1
- * in the same round as it receives segment i, so after the pipeline fills
- * every link is busy at once and the time approaches n·β, independent of
- * N; for large messages on a linear or ring-like network.
+ * rank forwards segment i-1 in the same round as it receives segment i,
+ * so after the pipeline fills every link is busy at once and the time
+ * approaches n·β, independent of N; for large messages on a linear or
+ * ring-like network.
  *
  * Rounds per rank: the root posts every segment in one round (the
  * connection sends them in order); a middle rank runs nseg+1 rounds, round
@@ -20,27 +20,20 @@
  */
 #include "algos.h"
 
-#include <math.h>
+#define XC__CHAIN_MIN_SEG ((size_t)16 << 10) /* bytes per segment, at least */
 
-#define XC__CHAIN_ALPHA_BYTES ((double)(64 << 10)) /* α/β of the segment rule */
-#define XC__CHAIN_MIN_SEG ((size_t)16 << 10)       /* bytes per segment, at least */
-
-/* The cost above is least at k* = sqrt((N-2)·n·β/α): one segment on two
- * ranks (nothing to pipeline: the root's message goes to the only peer),
- * more as the chain grows.  α/β = 64 KiB, as allreduce.dbtree's rule; the
- * fixed 64 KiB segments this replaces made a 2-rank chain over loopback
- * TCP 2-2.7x slower than one message at 2-32 MiB (bench/RESULTS.md). */
+/* The cost above is least at k* = sqrt((N-2)·n·β/α) (xc__pipe_segments):
+ * one segment on two ranks (nothing to pipeline: the root's message goes
+ * to the only peer), more as the chain grows.  The fixed 64 KiB segments
+ * this replaces made a 2-rank chain over loopback TCP 2-2.7x slower than
+ * one message at 2-32 MiB (bench/RESULTS.md). */
 size_t xc__chain_seg(size_t count, size_t es, int n)
 {
     size_t bytes = count * es;
-    double k = n > 2 ? floor(sqrt((double)(n - 2) * (double)bytes / XC__CHAIN_ALPHA_BYTES)) : 1;
-    double most = floor((double)bytes / (double)XC__CHAIN_MIN_SEG);
-    if (k > most) k = most;
-    if (k < 1) k = 1;
-    size_t seg = (size_t)ceil((double)count / k);
+    size_t k = n > 2 ? xc__pipe_segments(bytes, (size_t)(n - 2), bytes / XC__CHAIN_MIN_SEG) : 1;
+    size_t seg = (count + k - 1) / k;
     return seg ? seg : 1;
 }
-
 
 xc_result_t xc__build_bcast_chain(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

@@ -160,3 +160,12 @@ int xc__sched_advance(xc_comm_t *comm, xc__op_t *op)
     }
     return 1;
 }
+
+size_t xc__pipe_segments(size_t bytes, size_t c, size_t most)
+{
+    if (most <= 1 || c == 0) return 1;
+    size_t units = bytes / XC__PIPE_ALPHA_BYTES;
+    size_t x = units > SIZE_MAX / c ? SIZE_MAX : units * c, s = 1;
+    while (s < most && (s + 1) * (s + 1) <= x) s++;
+    return s;
+}

@@ -50,6 +50,13 @@ typedef struct xc__sched {
     int nomem;          /* a builder allocation failed     */
 } xc__sched_t;
 
+/* Segments of a pipelined schedule whose time is (c + S)·(α + (M/S)·β):
+ * the least at S* = sqrt(c·M·β/α), with α/β taken as XC__PIPE_ALPHA_BYTES
+ * -- floor(sqrt(c·floor(M / (α/β)))), clamped to 1..most.  One rule for
+ * allreduce.dbtree and bcast.chain (their cost functions use it too). */
+#define XC__PIPE_ALPHA_BYTES ((size_t)64 << 10)
+XC__HIDDEN size_t xc__pipe_segments(size_t bytes, size_t c, size_t most);
+
 XC__HIDDEN void xc__sched_init(xc__sched_t *s);
 XC__HIDDEN void xc__sched_free(xc__sched_t *s);
 /* Scratch of `bytes` (64-byte aligned), valid until xc__sched_free.  May be

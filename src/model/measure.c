@@ -390,7 +390,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
     size_t max = bigs[nb - 1];
     double copy_from = big_from < 0 ? (double)bigs[0] : big_from;
     char *buf = malloc(2 * max);
-    double m[32], t[XC__XFER_COUNT][32] = {{0}};
+    double m[32], t[XC__XFER_COUNT][32];
     if (!buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
     /* Real pages: untouched memory reads as the shared zero page, which
      * single-copy reads would find in the cache. */
