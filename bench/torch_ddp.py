@@ -3,7 +3,7 @@
 
     build/xcoll-run -n 2 /usr/bin/python3 bench/torch_ddp.py \
         [--model comm|compute] [--steps 20] [--rounds 3] [--bucket-mb 25] \
-        [--keep-grads] [--bucket-view]
+        [--keep-grads] [--bucket-view] [--widths W0,W1,... --batch B]
 
 Two models:
   comm     a 25M-parameter fp32 MLP (1024-4096-4096-1024), batch 1: the
@@ -16,7 +16,9 @@ the same data: DDP over xcoll, DDP over gloo, and DDP over xcoll inside
 no_sync() (no gradient communication at all).  Their steps alternate in
 rounds so that load from elsewhere on the machine hits all three alike.
 
-Reported (rank 0): median step time of each, xcoll/gloo, xcoll/no_sync,
+Reported (rank 0): median step time of each, the gradients' all-reduce
+alone over xcoll (one flat tensor, blocking: what the step would add if
+nothing were hidden), xcoll/gloo, xcoll/no_sync,
 and the largest relative difference between the xcoll and gloo loss
 curves (identical data and seeds; only the order of floating-point sums
 differs).  Exit status 1 if that difference exceeds --tol.
@@ -81,6 +83,9 @@ class Job:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=list(MODELS), default="comm")
+    ap.add_argument("--widths", help="layer widths instead of the model's, "
+                    "comma separated (e.g. 256,1024,1024,1024,256)")
+    ap.add_argument("--batch", type=int, help="batch per rank instead of the model's")
     ap.add_argument("--steps", type=int, default=10, help="per round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=2)
@@ -105,6 +110,10 @@ def main():
                             timeout=timedelta(seconds=600))
     xg = dist.new_group(backend="xcoll")
     widths, batch = MODELS[a.model]
+    if a.widths:
+        widths = [int(w) for w in a.widths.split(",")]
+    if a.batch:
+        batch = a.batch
     kw = dict(bucket_view=a.bucket_view, set_to_none=not a.keep_grads)
     jobs = [Job("xcoll", widths, xg, a.bucket_mb, **kw),
             Job("gloo", widths, None, a.bucket_mb, **kw),
@@ -119,13 +128,28 @@ def main():
             for _ in range(a.steps):
                 j.step(widths, batch)
     med = {j.name: statistics.median(j.times) * 1e3 for j in jobs}
+    # The gradients' all-reduce on its own (one flat fp32 tensor of every
+    # parameter, over xcoll, blocking, median of 5): what a step would add
+    # if none of it were hidden behind backward.
+    flat = torch.zeros(sum(p.numel() for p in jobs[0].model.parameters()))
+    alone = []
+    for i in range(6):
+        dist.barrier(group=xg)
+        t0 = time.perf_counter()
+        dist.all_reduce(flat, group=xg)
+        if i:
+            alone.append(time.perf_counter() - t0)
+    t_alone = torch.tensor([statistics.median(alone) * 1e3])
+    dist.all_reduce(t_alone, op=dist.ReduceOp.MAX, group=xg)
     lx, lg = jobs[0].losses, jobs[1].losses
     diff = max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(lx, lg))
     nparams = sum(p.numel() for p in jobs[0].model.parameters())
     if rank == 0:
-        print(f"| {a.model} ({nparams / 1e6:.1f}M params, batch {batch}) | "
+        name = a.model if not a.widths else "-".join(map(str, widths))
+        print(f"| {name} ({nparams / 1e6:.1f}M params, batch {batch}) | "
               f"{n} | {med['xcoll']:.1f} | {med['gloo']:.1f} | "
-              f"{med['no_sync']:.1f} | {med['xcoll'] / med['gloo']:.2f} | "
+              f"{med['no_sync']:.1f} | {t_alone.item():.1f} | "
+              f"{med['xcoll'] / med['gloo']:.2f} | "
               f"{med['xcoll'] / med['no_sync']:.2f} | {diff:.1e} |",
               flush=True)
     dist.destroy_process_group()

@@ -327,6 +327,10 @@ XC_API void xc_request_free(xc_request_t *req);
 /* Wait for every request of an array (NULL entries skipped); returns the
  * first error, XC_OK if all succeeded.  Does not free them. */
 XC_API xc_result_t xc_request_waitall(xc_request_t **reqs, size_t n);
+/* The rank a completed receive came from (what an XC_ANY_SOURCE receive
+ * matched; the posted peer otherwise).  -1 for a send, a collective, a
+ * receive still pending or failed, or NULL. */
+XC_API int xc_request_source(const xc_request_t *req);
 
 /* ------------------------------------------------------------------ */
 /* Collectives.  Counts are in elements.  Every x_* blocks; every xc_i*   */
@@ -487,13 +491,19 @@ XC_API xc_result_t xc_compress_predict(xc_comm_t *comm, size_t count, xc_dtype_t
 
 /*
  * Tagged send/receive, matched by (peer, tag) in posting order; tags are
- * >= 0.  The receiver's count and dtype must equal the sender's
- * (XC_ERR_MISMATCH otherwise).  Sending to oneself is allowed.  A send
+ * >= 0.  A receive from XC_ANY_SOURCE takes the first message on its tag
+ * from any rank (the earliest arrived among those already there); a
+ * message goes to the matching receive posted first, whether that names
+ * its sender or any source; xc_request_source tells who sent it.  An
+ * any-source receive fails with XC_ERR_PEER_LOST once every other rank has
+ * destroyed its communicator.  The receiver's count and dtype must equal
+ * the sender's (XC_ERR_MISMATCH otherwise).  Sending to oneself is allowed.  A send
  * completes when its buffer may be reused (not when it was received).
  * Inside xc_group_start/xc_group_end, the blocking forms only post the
  * operation; xc_group_end waits for all of them, so exchanges in both
  * directions cannot deadlock.
  */
+#define XC_ANY_SOURCE (-1)
 XC_API xc_result_t xc_send(const void *buf, size_t count, xc_dtype_t dtype,
                            int peer, int tag, xc_comm_t *comm);
 XC_API xc_result_t xc_recv(void *buf, size_t count, xc_dtype_t dtype, int peer,

@@ -37,6 +37,7 @@ SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = (
 (INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64, FLOAT16, BFLOAT16,
  FLOAT32, FLOAT64) = tuple(DType)
 COLOR_NONE = -1
+ANY_SOURCE = -1     # recv/irecv from whichever rank sends first
 
 
 if "torch.distributed" in _sys.modules:
@@ -56,6 +57,7 @@ __all__ = [
     "Aborted", "Mismatch", "ProtocolError", "Unsupported", "InternalError",
     "NotFound", "Corrupt", "Revoked",
     "SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "COLOR_NONE",
+    "ANY_SOURCE",
     "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64",
     "FLOAT16", "BFLOAT16", "FLOAT32", "FLOAT64",
 ]

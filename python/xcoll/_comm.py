@@ -49,7 +49,7 @@ class Request:
     the operation's output object (the receive buffer) once complete."""
 
     __slots__ = ("_h", "_comm", "_bufs", "_out", "_finish", "_exc", "_lock",
-                 "_done", "_keep", "__weakref__")
+                 "_done", "_keep", "_source", "__weakref__")
 
     def __init__(self, handle, comm, bufs, out, finish=None, keep=None):
         self._h = handle
@@ -60,6 +60,7 @@ class Request:
         self._finish = finish
         self._exc = None
         self._done = False
+        self._source = -1
         self._lock = threading.Lock()
 
     def _complete(self, rc):
@@ -67,6 +68,7 @@ class Request:
         if rc != 0:
             self._exc = _errors._make(rc, _lib.last_error().decode(
                 errors="replace"))
+        self._source = _lib.request_source(self._h)
         _lib.request_free(self._h)
         self._h = None
         for b in self._bufs:
@@ -117,6 +119,13 @@ class Request:
     @property
     def result(self):
         return self._out
+
+    @property
+    def source(self):
+        """The rank a completed receive came from (who sent what an
+        ``ANY_SOURCE`` receive took); -1 for other requests and before
+        completion."""
+        return self._source
 
     @property
     def exception(self):
@@ -696,7 +705,9 @@ class Comm:
         return self._p2p(True, True, buf, peer, tag, dtype)
 
     def recv(self, buf, peer, tag=0, dtype=None):
-        """Tagged receive into buf (same count and dtype as the send)."""
+        """Tagged receive into buf (same count and dtype as the send).
+        ``peer=ANY_SOURCE`` takes the first message on the tag from any
+        rank; ``irecv(...).wait()`` then ``.source`` tells which."""
         return self._p2p(True, False, buf, peer, tag, dtype)
 
     def isend(self, buf, peer, tag=0, dtype=None):

@@ -138,6 +138,7 @@ _PROTOS = {
     "xc_request_test": (R, [req_p, P(c_int)]),
     "xc_request_free": (None, [req_p]),
     "xc_request_waitall": (R, [P(req_p), c_size_t]),
+    "xc_request_source": (c_int, [req_p]),
     "xc_allreduce": (R, [c_void_p, c_void_p, c_size_t, c_int, c_int, comm_p]),
     "xc_iallreduce": (R, [c_void_p, c_void_p, c_size_t, c_int, c_int, comm_p,
                           P(req_p)]),

@@ -376,10 +376,13 @@ class _XcollWork(_Work):
         return self._outputs
 
     def source_rank(self):
+        if self._source is None:    # an any-source receive: its sender
+            self.wait()
+            return self._req.source
         return self._source
 
     def _source_rank(self):
-        return self._source
+        return self.source_rank()
 
     def synchronize(self):
         pass
@@ -846,9 +849,16 @@ class ProcessGroupXcoll(_ProcessGroup):
                            fin, source=src)
 
     def recv_anysource(self, tensors, tag=0):
-        raise RuntimeError(
-            "xcoll: receiving from any source is not supported (libxcoll "
-            "matches receives by (peer, tag)); pass src=")
+        # Always issued non-blocking: the sender is known only from the
+        # completed request (the work's _source_rank()).
+        t = _single(tensors, "recv")
+        c, fin = _staged(t, True)
+        with self._issue_lock:
+            req = self._comm._iraw(_lib.irecv, (c.data_ptr(), _count(c),
+                                                _xdtype(c), -1, _tag(tag)),
+                                   keep=(t, c), finish=fin)
+        self._pending[id(req)] = req
+        return _XcollWork(self, req, tensors, source=None)
 
     # batch_isend_irecv brackets its operations with these: xcoll's
     # non-blocking send/recv need no batching to avoid deadlock.

@@ -56,6 +56,7 @@ struct xc_request {
     xc_result_t rc;          /* valid once done */
     int refs;                /* atomic: caller + engine */
     int coll;                /* xc_coll_t, for messages */
+    int source;              /* a completed receive's sender, else -1 */
     char *msg;               /* cause of a failure (owned), or NULL */
     uint8_t on_stack;        /* a blocking caller's frame owns it: no refs */
 };
@@ -92,6 +93,8 @@ struct xc_comm {
     xc__conn_t **conns;      /* [size]; NULL for self */
     xc__conn_t **chans;      /* [size] shared-memory channels, or NULL (transport.h) */
     xc__peerq_t *pq;         /* [size] matching queues */
+    xc__rx_t *any_head, *any_tail; /* p2p receives from XC_ANY_SOURCE */
+    uint64_t p2p_order;      /* orders p2p receives posted and frames arrived */
     xc__op_t *coll_head, *coll_tail;
     uint64_t next_seq;       /* seq of the next collective issued */
     uint64_t done_seq;       /* seq of the last collective completed */

@@ -66,6 +66,7 @@ static void op_setup(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t
     req->comm = comm;
     req->refs = 2;
     req->coll = coll;
+    req->source = -1;
     req->rc = XC_OK;
     op->req = req;
     op->desc.coll = (uint8_t)coll;
@@ -399,6 +400,10 @@ void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
 /* Which rank an unfinished operation waits for, for timeout messages. */
 static void waiting_for(const xc__op_t *op, char *buf, size_t cap)
 {
+    if (op->is_p2p && op->peer == XC_ANY_SOURCE) {
+        snprintf(buf, cap, "receiving from any rank (tag %d)", op->prx.tag);
+        return;
+    }
     if (op->is_p2p) {
         snprintf(buf, cap, "%s rank %d (tag %d)",
                  op->desc.coll == XC_COLL_SEND ? "sending to" : "receiving from",
@@ -745,6 +750,12 @@ xc_result_t xc_request_test(xc_request_t *req, int *done)
     if (*done && req->rc != XC_OK)
         return xc__err(req->rc, "%s", req->msg ? req->msg : xc_strerror(req->rc));
     return XC_OK;
+}
+
+int xc_request_source(const xc_request_t *req)
+{
+    if (!req || !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) || req->rc != XC_OK) return -1;
+    return req->source;
 }
 
 void xc_request_free(xc_request_t *req)

@@ -10,7 +10,10 @@
  * communicator with XC_ERR_MISMATCH before a byte of payload is written.
  * A frame for a collective this rank already completed can only mean the
  * ranks disagree too.  Point-to-point frames match the first posted receive
- * with the same tag, in posting order.
+ * with the same tag, in posting order: the peer's own receives and the
+ * any-source ones (comm->any_head) are ordered by one counter
+ * (comm->p2p_order), which also numbers unexpected frames as they arrive,
+ * so an any-source receive takes the earliest of them from any peer.
  */
 #include "../core/comm.h"
 #include "../transport/shm.h"
@@ -127,6 +130,48 @@ static void unexp_free(xc__unexp_t *u)
         if ((tail) == (x)) (tail) = (prev);                                    \
         (x)->next = NULL;                                                      \
     } while (0)
+
+/* The posted receive a point-to-point frame from `peer` on `tag` goes to:
+ * that peer's first receive on the tag or the first any-source receive on
+ * it, whichever was posted first; unlinked, its peer set.  NULL: none. */
+static xc__rx_t *p2p_take(xc_comm_t *comm, int peer, int32_t tag)
+{
+    xc__peerq_t *q = &comm->pq[peer];
+    xc__rx_t *pp = NULL, *p = q->p2p_head, *ap = NULL, *a = comm->any_head;
+    while (p && p->tag != tag) pp = p, p = p->next;
+    while (a && a->tag != tag) ap = a, a = a->next;
+    if (a && (!p || a->order < p->order)) {
+        Q_UNLINK(comm->any_head, comm->any_tail, ap, a);
+        a->peer = peer;
+        return a;
+    }
+    if (p) Q_UNLINK(q->p2p_head, q->p2p_tail, pp, p);
+    return p;
+}
+
+/* Keep a point-to-point frame no receive waits for yet. */
+static xc__unexp_t *p2p_early(xc_comm_t *comm, int peer, const xc__hdr_t *h)
+{
+    xc__unexp_t *u = unexp_new(comm, h);
+    if (!u) return NULL;
+    u->order = ++comm->p2p_order;
+    xc__peerq_t *q = &comm->pq[peer];
+    Q_APPEND(q->up2p_head, q->up2p_tail, u);
+    return u;
+}
+
+/* Would an any-source receive still pending wait forever?  Yes once no
+ * peer but this rank can send any more (every other one has said goodbye
+ * or is gone). */
+static int any_source_orphaned(const xc_comm_t *comm)
+{
+    if (!comm->any_head) return 0;
+    for (int p = 0; p < comm->size; p++) {
+        const xc__conn_t *c = comm->conns[p];
+        if (p != comm->rank && c && c->state == XC__CONN_OPEN && !c->left) return 0;
+    }
+    return 1;
+}
 
 /* The connection data frames to `peer` take (see transport.h). */
 static xc__conn_t *data_conn(xc_comm_t *comm, int peer)
@@ -269,7 +314,8 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         xc__chan_drain(comm, c->peer);
         int acks = 0;
         for (xc__tx_t *tx = comm->rndv_wait; tx; tx = tx->next) acks |= tx->peer == c->peer;
-        if (xc__comm_status(comm) == XC_OK && (q->coll_head || q->p2p_head || acks))
+        if (xc__comm_status(comm) == XC_OK &&
+            (q->coll_head || q->p2p_head || acks || any_source_orphaned(comm)))
             xc__comm_peer_lost(comm, c->peer, "destroyed its communicator");
         return;
     }
@@ -328,17 +374,14 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         return;
     }
     if (h->kind == XC__F_P2P) {
-        xc__rx_t *prev = NULL, *rx = q->p2p_head;
-        while (rx && rx->tag != h->tag) prev = rx, rx = rx->next;
+        xc__rx_t *rx = p2p_take(comm, c->peer, h->tag);
         if (rx) {
             if (!check_frame(comm, c->peer, rx, h)) return;
-            Q_UNLINK(q->p2p_head, q->p2p_tail, prev, rx);
             take_rx(comm, c, rx);
             return;
         }
-        xc__unexp_t *u = unexp_new(comm, h);
+        xc__unexp_t *u = p2p_early(comm, c->peer, h);
         if (!u) return;
-        Q_APPEND(q->up2p_head, q->up2p_tail, u);
         c->rux = u;
         c->rdst = u->data;
         return;
@@ -411,6 +454,7 @@ void xc__rx_done(xc_comm_t *comm, xc__rx_t *rx)
 {
     rx->done = 1;
     xc__op_t *op = rx->op;
+    if (op->is_p2p) op->req->source = rx->peer;
     op->pending--;
     if (op->is_p2p && op->pending == 0) xc__op_complete(comm, op, XC_OK);
 }
@@ -465,21 +509,17 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
     tx->peer = peer;
     op->pending++;
     if (peer == comm->rank) { /* point-to-point to self */
-        xc__peerq_t *q = &comm->pq[peer];
-        xc__rx_t *prev = NULL, *rx = q->p2p_head;
-        while (rx && rx->tag != tag) prev = rx, rx = rx->next;
+        xc__rx_t *rx = p2p_take(comm, peer, tag);
         if (rx) {
             if (!check_frame(comm, peer, rx, &tx->hdr)) return;
-            Q_UNLINK(q->p2p_head, q->p2p_tail, prev, rx);
             if (len) memcpy(rx->buf, buf, len);
             comm->stats.bytes_sent[XC_TRANSPORT_SELF] += len;
             xc__rx_done(comm, rx);
         } else {
-            xc__unexp_t *u = unexp_new(comm, &tx->hdr);
+            xc__unexp_t *u = p2p_early(comm, peer, &tx->hdr);
             if (!u) return;
             if (len) memcpy(u->data, buf, len);
             u->complete = 1;
-            Q_APPEND(q->up2p_head, q->up2p_tail, u);
             comm->stats.bytes_sent[XC_TRANSPORT_SELF] += len;
         }
         comm->stats.msgs_sent[XC_TRANSPORT_SELF]++;
@@ -501,10 +541,36 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
     c->tp->post_send(comm, c, tx);
 }
 
+/* An any-source receive: the earliest-arrived frame on its tag from any
+ * peer, or wait on the communicator's any-source queue. */
+static void post_any(xc_comm_t *comm, xc__rx_t *rx)
+{
+    xc__unexp_t *best = NULL, *best_prev = NULL;
+    int from = -1;
+    for (int p = 0; p < comm->size; p++) {
+        xc__unexp_t *prev = NULL, *u = comm->pq[p].up2p_head;
+        while (u && u->hdr.tag != rx->tag) prev = u, u = u->next;
+        if (u && (!best || u->order < best->order)) best = u, best_prev = prev, from = p;
+    }
+    if (!best) {
+        if (any_source_orphaned(comm)) {
+            xc__comm_poison(comm, XC_ERR_PEER_LOST, 0,
+                            "cannot receive from any source: every other rank has destroyed "
+                            "its communicator or closed its connection");
+            return;
+        }
+        Q_APPEND(comm->any_head, comm->any_tail, rx);
+        return;
+    }
+    rx->peer = from;
+    if (!check_frame(comm, from, rx, &best->hdr)) return;
+    Q_UNLINK(comm->pq[from].up2p_head, comm->pq[from].up2p_tail, best_prev, best);
+    deliver_unexp(comm, best, rx);
+}
+
 void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx, int peer, void *buf,
                    size_t len)
 {
-    xc__peerq_t *q = &comm->pq[peer];
     rx->next = NULL;
     rx->buf = buf;
     rx->len = len;
@@ -516,6 +582,12 @@ void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx, int peer, void *
     rx->op = op;
     rx->done = 0;
     op->pending++;
+    if (rx->kind == XC__F_P2P) rx->order = ++comm->p2p_order;
+    if (peer == XC_ANY_SOURCE) {
+        post_any(comm, rx);
+        return;
+    }
+    xc__peerq_t *q = &comm->pq[peer];
     if (rx->kind == XC__F_COLL) {
         xc__unexp_t *u = q->ucoll_head;
         if (u) {
@@ -557,6 +629,7 @@ static void detach_reads(xc__conn_t **conns, int n)
 void xc__match_clear(xc_comm_t *comm)
 {
     comm->rndv_wait = NULL; /* their operations are being failed */
+    comm->any_head = comm->any_tail = NULL;
     detach_reads(comm->conns, comm->size);
     if (comm->chans) detach_reads(comm->chans, comm->size);
     for (int p = 0; p < comm->size; p++) {

@@ -5,7 +5,10 @@
  * when its last byte has been handed to the transport.  A receive
  * (xc__rx_t) is posted on its peer's queue: collective receives match
  * frames in FIFO order per peer, point-to-point receives match by tag in
- * posting order.  A frame that arrives before its receive is posted is kept
+ * posting order (an any-source receive waits on the communicator's own
+ * queue and takes the earliest-arrived match from any peer; a frame goes
+ * to whichever matching receive, its peer's or an any-source one, was
+ * posted first).  A frame that arrives before its receive is posted is kept
  * as an unexpected message (xc__unexp_t) with its own copy of the payload.
  * Both descriptors live inside the operation (or its schedule) that owns
  * them, except control frames (error, bye), which own themselves.
@@ -44,9 +47,10 @@ typedef struct xc__rx {
     struct xc__rx *next;  /* in the peer's posted queue */
     void *buf;
     size_t len;           /* exact payload length expected */
-    int peer;
+    int peer;             /* XC_ANY_SOURCE until an any-source receive matches */
     uint8_t kind;         /* XC__F_COLL or XC__F_P2P */
     int32_t tag;          /* p2p */
+    uint64_t order;       /* p2p: posting order in the communicator */
     uint64_t seq;         /* collective */
     xc__desc_t desc;
     struct xc__op *op;
@@ -58,6 +62,7 @@ typedef struct xc__unexp {
     xc__hdr_t hdr;
     void *data;           /* hdr.len bytes (NULL if 0) */
     uint8_t complete;     /* payload fully arrived */
+    uint64_t order;       /* p2p: arrival order in the communicator */
     xc__rx_t *rx;         /* receive matched while the payload was arriving */
 } xc__unexp_t;
 

@@ -18,14 +18,15 @@ static _Thread_local xc_request_t **tls_group_reqs;
 static _Thread_local size_t tls_group_n, tls_group_cap;
 static _Thread_local xc_result_t tls_group_rc;
 
-static xc_result_t p2p_check(const void *buf, size_t count, xc_dtype_t dtype, int peer,
-                             int tag, const xc_comm_t *comm, const char *fn)
+static xc_result_t p2p_check(int is_send, const void *buf, size_t count, xc_dtype_t dtype,
+                             int peer, int tag, const xc_comm_t *comm, const char *fn)
 {
     if (!comm) return xc__err(XC_ERR_INVALID, "%s: comm is NULL", fn);
     if (xc_dtype_size(dtype) == 0) return xc__err(XC_ERR_INVALID, "%s: invalid dtype %d", fn, (int)dtype);
     if (!buf && count) return xc__err(XC_ERR_INVALID, "%s: buf is NULL with count %zu", fn, count);
-    if (peer < 0 || peer >= comm->size)
-        return xc__err(XC_ERR_INVALID, "%s: peer %d out of range [0, %d)", fn, peer, comm->size);
+    if ((peer < 0 || peer >= comm->size) && (is_send || peer != XC_ANY_SOURCE))
+        return xc__err(XC_ERR_INVALID, "%s: peer %d out of range [0, %d)%s", fn, peer,
+                       comm->size, is_send ? "" : " and not XC_ANY_SOURCE");
     if (tag < 0) return xc__err(XC_ERR_INVALID, "%s: tag must be >= 0 (got %d)", fn, tag);
     if (count > SIZE_MAX / 16) return xc__err(XC_ERR_INVALID, "%s: count %zu too large", fn, count);
     return XC_OK;
@@ -39,7 +40,7 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
                              xc_request_t *sreq)
 {
     const char *fn = is_send ? "xc_send" : "xc_recv";
-    XC_CHECK(p2p_check(buf, count, dtype, peer, tag, comm, fn));
+    XC_CHECK(p2p_check(is_send, buf, count, dtype, peer, tag, comm, fn));
     xc__op_t *op = sop;
     xc_coll_t coll = is_send ? XC_COLL_SEND : XC_COLL_RECV;
     if (sop) xc__op_init_stack(comm, coll, sop, sreq);

@@ -17,7 +17,9 @@
  *            (after at most the deadline), every request can still be waited
  *            -- the completed one with XC_OK, the others with an error --
  *            tested and freed.  Rank 1 (deadline 20 s) then finds its peer
- *            gone: its next barrier fails with XC_ERR_PEER_LOST promptly.
+ *            gone: a receive from XC_ANY_SOURCE it posted before (rank 0
+ *            was its only possible sender) and its next barrier fail with
+ *            XC_ERR_PEER_LOST promptly.
  *
  * Observed with the first engine (Nov 2026): the peers of an aborting rank
  * get XC_ERR_ABORTED ("rank 0 reported: rank 0 called xc_comm_abort")
@@ -157,10 +159,21 @@ static int destroy_rank(int rank, int size)
         xt_sync(0, size, 30);
     } else {
         xc_request_free(done_req);
+        xc_request_t *any = NULL;
+        XT_REQUIRE_OK(xc_irecv(c, 16, XC_INT32, XC_ANY_SOURCE, 99, comm, &any));
         xt_sync(0, size, 30); /* rank 0 has destroyed its comm */
         double t = xt_now();
-        xc_result_t rc = xc_barrier(comm);
+        xc_result_t rc = xc_request_wait(any);
         double dt = xt_now() - t;
+        xt_log("any-source receive after the peer's destroy: %s after %.3fs: \"%s\"",
+               xc_err_name(rc), dt, xc_comm_last_error(comm));
+        XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
+        XT_CHECK_DBL(dt, <, 5.0);
+        XT_CHECK_INT(xc_request_source(any), ==, -1);
+        xc_request_free(any);
+        t = xt_now();
+        rc = xc_barrier(comm);
+        dt = xt_now() - t;
         xt_log("barrier after the peer's destroy: %s after %.3fs: \"%s\"",
                xc_err_name(rc), dt, xc_comm_last_error(comm));
         XT_CHECK_RC(rc, XC_ERR_PEER_LOST);

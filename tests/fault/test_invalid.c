@@ -110,7 +110,8 @@ static void bad_calls(xc_comm_t *comm, int rank, int size)
 
     /* peer out of range, negative tag. */
     BAD(xc_send(f, N, XC_FLOAT32, size, 0, comm), "peer", comm);
-    BAD(xc_recv(f, N, XC_FLOAT32, -1, 0, comm), "peer", comm);
+    BAD(xc_recv(f, N, XC_FLOAT32, -2, 0, comm), "peer", comm);
+    BAD(xc_send(f, N, XC_FLOAT32, XC_ANY_SOURCE, 0, comm), "peer", comm);
     BAD(xc_isend(f, N, XC_FLOAT32, size + 100, 0, comm, &req), "peer", comm);
     BAD(xc_irecv(f, N, XC_FLOAT32, -7, 0, comm, &req), "peer", comm);
     BAD(xc_send(f, N, XC_FLOAT32, 1 - rank, -1, comm), "tag", comm);

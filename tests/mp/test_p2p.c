@@ -12,6 +12,10 @@
  *   early/late a receive posted long before the send, and a send issued
  *              long before the receive is posted (unexpected message);
  *   many       hundreds of small messages (some empty) on interleaved tags;
+ *   any        receives from XC_ANY_SOURCE: one message from every rank
+ *              (xc_request_source names each sender once), the posting
+ *              order between an any-source and a named receive on one tag
+ *              (both ways), to oneself, and blocking;
  *   pairs      a group exchanging 64 MiB each way at once between pairs;
  *   1f1b       a pipeline-parallel one-forward-one-backward schedule.
  * Every received byte is checked against the sender's regenerated data;
@@ -195,6 +199,112 @@ static void many_case(int nmsg)
         xc_request_free(req[i]);
         xc_request_free(req[nmsg + i]);
     }
+    free(req);
+    h_free(out);
+    h_free(in);
+}
+
+/* Receives from any source.  Rank 0 gathers one message per rank (itself
+ * included) on tag 20 through any-source receives, some posted before the
+ * messages arrive and some after; each message says who sent it, and so
+ * must xc_request_source.  Then, with rank 1 (rank 0 itself on one rank):
+ * an any-source receive posted before a named one on the same tag takes
+ * the first message, and after it the second; a blocking any-source
+ * receive. */
+static void any_case(void)
+{
+    const size_t n = 1000;
+    h_case_t c = h_case("p2p any source", XC_INT32, H_COPY, n, -1, -1);
+    int32_t *out = h_alloc(n * 4), *in = h_alloc((size_t)H.size * n * 4);
+    xc_request_t **req = calloc((size_t)H.size, sizeof *req), *sreq = NULL;
+    if (!req) abort();
+    h_fill(&c, out, n, H.rank, 0);
+    int early = H.size / 2; /* receives posted before the barrier */
+    if (H.rank == 0)
+        for (int i = 0; i < early; i++)
+            H_CHECK(H.comm, xc_irecv(in + (size_t)i * n, n, XC_INT32, XC_ANY_SOURCE, 20,
+                                     H.comm, &req[i]));
+    H_CHECK(H.comm, xc_isend(out, n, XC_INT32, 0, 20, H.comm, &sreq));
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    if (H.rank == 0) {
+        for (int i = early; i < H.size; i++)
+            H_CHECK(H.comm, xc_irecv(in + (size_t)i * n, n, XC_INT32, XC_ANY_SOURCE, 20,
+                                     H.comm, &req[i]));
+        H_CHECK(H.comm, xc_request_waitall(req, (size_t)H.size));
+        char *seen = calloc((size_t)H.size, 1);
+        if (!seen) abort();
+        for (int i = 0; i < H.size; i++) {
+            int src = xc_request_source(req[i]);
+            char what[96];
+            snprintf(what, sizeof what, "any-source receive %d: a valid sender", i);
+            H_EQ_INT(what, src >= 0 && src < H.size, 1);
+            if (src < 0 || src >= H.size) continue;
+            snprintf(what, sizeof what, "any-source receive %d: rank %d seen once", i, src);
+            H_EQ_INT(what, seen[src]++, 0);
+            snprintf(what, sizeof what, "any-source receive %d (from rank %d)", i, src);
+            h_check_copy(&c, in + (size_t)i * n, n, src, 0, what);
+            xc_request_free(req[i]);
+        }
+        free(seen);
+        count_p2p(0, (uint64_t)H.size);
+    }
+    H_CHECK(H.comm, xc_request_wait(sreq));
+    H_EQ_INT("xc_request_source of a send", xc_request_source(sreq), -1);
+    xc_request_free(sreq);
+    count_p2p(1, 0);
+
+    /* Posting order decides between an any-source and a named receive. */
+    int peer = H.size > 1 ? 1 : 0;
+    int32_t a[8], b[8], ra[8], rb[8];
+    h_fill(&c, a, 8, peer, 70000);
+    h_fill(&c, b, 8, peer, 80000);
+    for (int order = 0; order < 2; order++) {
+        xc_request_t *q[4] = {NULL, NULL, NULL, NULL};
+        int tag = 21 + order;
+        if (H.rank == 0) {
+            /* order 0: any-source first; order 1: named first. */
+            int ia = order, in_ = 1 - order;
+            xc_request_t *r2[2];
+            for (int k = 0; k < 2; k++) {
+                if (k == ia)
+                    H_CHECK(H.comm, xc_irecv(ra, 8, XC_INT32, XC_ANY_SOURCE, tag, H.comm,
+                                             &r2[k]));
+                else
+                    H_CHECK(H.comm, xc_irecv(rb, 8, XC_INT32, peer, tag, H.comm, &r2[k]));
+            }
+            q[0] = r2[ia], q[1] = r2[in_];
+        }
+        H_CHECK(H.comm, xc_barrier(H.comm));
+        if (H.rank == peer) {
+            H_CHECK(H.comm, xc_isend(a, 8, XC_INT32, 0, tag, H.comm, &q[2]));
+            H_CHECK(H.comm, xc_isend(b, 8, XC_INT32, 0, tag, H.comm, &q[3]));
+            count_p2p(2, 0);
+        }
+        H_CHECK(H.comm, xc_request_waitall(q, 4));
+        if (H.rank == 0) {
+            count_p2p(0, 2);
+            H_EQ_INT("any-source receive's sender", xc_request_source(q[0]), peer);
+            H_EQ_INT("named receive's sender", xc_request_source(q[1]), peer);
+            /* The receive posted first takes the first message. */
+            h_check_copy(&c, order == 0 ? ra : rb, 8, peer, 70000,
+                         order == 0 ? "any-source receive posted first: first message"
+                                    : "named receive posted first: first message");
+            h_check_copy(&c, order == 0 ? rb : ra, 8, peer, 80000,
+                         order == 0 ? "named receive posted second: second message"
+                                    : "any-source receive posted second: second message");
+        }
+        for (int i = 0; i < 4; i++) xc_request_free(q[i]);
+    }
+
+    /* Blocking any-source receive: rank r sends to rank (r + 1) mod N. */
+    H_CHECK(H.comm, xc_isend(out, n, XC_INT32, right_of(H.rank), 23, H.comm, &sreq));
+    h_poison(in, n * 4);
+    H_CHECK(H.comm, xc_recv(in, n, XC_INT32, XC_ANY_SOURCE, 23, H.comm));
+    H_CHECK(H.comm, xc_request_wait(sreq));
+    xc_request_free(sreq);
+    count_p2p(1, 1);
+    h_check_copy(&c, in, n, left_of(H.rank), 0, "blocking any-source receive");
+    H.issued[XC_COLL_BARRIER] += 3;
     free(req);
     h_free(out);
     h_free(in);
@@ -385,6 +495,7 @@ int main(int argc, char **argv)
     self_case();
     early_late_case();
     many_case(H.full ? 2000 : 300);
+    any_case();
     pairs_case((size_t)64 << 20);
     pipeline_1f1b(H.full ? ((size_t)1 << 18) + 3 : 4099, 2 * H.size + 1);
     h_check_stats(H.comm, H.base_ops, H.issued, "world");

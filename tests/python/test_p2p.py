@@ -67,6 +67,32 @@ def test_posting_order(comm):
         h.eq(g, np.array([i, left], np.int32), f"message #{i}")
 
 
+def test_any_source(comm):
+    """Rank 0 receives one message from every rank (itself included) with
+    ANY_SOURCE; each request's .source names its sender, each sender once."""
+    r, n = comm.rank, comm.size
+    sq = comm.isend(np.array([r, 10 * r], np.int64), 0, tag=13)
+    if r == 0:
+        got = [np.zeros(2, np.int64) for _ in range(n)]
+        reqs = [comm.irecv(g, xcoll.ANY_SOURCE, tag=13) for g in got]
+        h.check(all(q.source == -1 for q in reqs if not q.done),
+                "source is -1 before completion")
+        xcoll.wait_all(reqs)
+        srcs = [q.source for q in reqs]
+        h.check(sorted(srcs) == list(range(n)), f"every sender once: {srcs}")
+        for q, g in zip(reqs, got):
+            h.eq(g, np.array([q.source, 10 * q.source], np.int64),
+                 f"payload from {q.source}")
+    sq.wait()
+    h.check(sq.source == -1, "a send has no source")
+    # blocking, around the ring
+    inb = np.zeros(3, np.int32)
+    sq = comm.isend(np.full(3, r, np.int32), (r + 1) % n, tag=14)
+    comm.recv(inb, xcoll.ANY_SOURCE, tag=14)
+    sq.wait()
+    h.eq(inb, np.full(3, (r - 1) % n, np.int32), "blocking any-source recv")
+
+
 def test_self(comm):
     out = np.arange(50, dtype=np.uint8)
     inb = np.zeros(50, np.uint8)

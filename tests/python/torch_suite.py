@@ -13,9 +13,7 @@ spawned rank (which re-imports this module):
 
 1. ``import xcoll.torch`` registers the backend in every rank;
 2. "xcoll" is added to DistTestCases.backend_feature "plugin", "ddp" and
-   "subgroup" before the suite is imported (its decorators read them), and
-   to skip_collective["sendrecv anysource"] beside nccl and ucc: libxcoll
-   matches receives by (peer, tag) and has no any-source receive;
+   "subgroup" before the suite is imported (its decorators read them);
 3. a stand-in for the ``expecttest`` module (not packaged in Debian 12);
 4. Debian's torch 1.13 on Python 3.11 cannot import
    torch.distributed._shard (dataclasses reject an unhashable default
@@ -164,7 +162,6 @@ from torch.testing._internal import common_distributed as _cd  # noqa: E402
 
 for _feature in ("plugin", "ddp", "subgroup"):
     _cd.DistTestCases.backend_feature[_feature].add("xcoll")
-_cd.DistTestCases.skip_collective["sendrecv anysource"].add("xcoll")
 
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest, TestDistBackend)
