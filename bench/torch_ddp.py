@@ -3,7 +3,8 @@
 
     build/xcoll-run -n 2 /usr/bin/python3 bench/torch_ddp.py \
         [--model comm|compute] [--steps 20] [--rounds 3] [--bucket-mb 25] \
-        [--keep-grads] [--bucket-view] [--widths W0,W1,... --batch B]
+        [--keep-grads] [--bucket-view] [--keep-memory] \
+        [--widths W0,W1,... --batch B]
 
 Two models:
   comm     a 25M-parameter fp32 MLP (1024-4096-4096-1024), batch 1: the
@@ -24,6 +25,7 @@ curves (identical data and seeds; only the order of floating-point sums
 differs).  Exit status 1 if that difference exceeds --tol.
 """
 import argparse
+import ctypes
 import os
 import statistics
 import sys
@@ -99,7 +101,19 @@ def main():
                     help="zero_grad(set_to_none=False) (PyTorch 1.13's "
                          "default): gradients are zeroed, not freed and "
                          "re-allocated (and re-faulted) every step")
+    ap.add_argument("--keep-memory", action="store_true",
+                    help="glibc malloc keeps freed memory for reuse "
+                         "(mallopt M_MMAP_THRESHOLD and M_TRIM_THRESHOLD "
+                         "1 GiB, what jemalloc and tcmalloc do by default): "
+                         "the gradients set_to_none frees are not "
+                         "re-faulted page by page every step")
     a = ap.parse_args()
+    if a.keep_memory:
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        if not (libc.mallopt(M_MMAP_THRESHOLD, 1 << 30) and
+                libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)):
+            sys.exit("torch_ddp.py: mallopt failed")
     rank, n = int(os.environ["XCOLL_RANK"]), int(os.environ["XCOLL_SIZE"])
     torch.set_num_threads(a.threads)
     # a file store named after this job's xcoll-run store port (unique
