@@ -494,10 +494,14 @@ XC_API xc_result_t xc_compress_predict(xc_comm_t *comm, size_t count, xc_dtype_t
  * >= 0.  A receive from XC_ANY_SOURCE takes the first message on its tag
  * from any rank (the earliest arrived among those already there); a
  * message goes to the matching receive posted first, whether that names
- * its sender or any source; xc_request_source tells who sent it.  An
- * any-source receive fails with XC_ERR_PEER_LOST once every other rank has
- * destroyed its communicator.  The receiver's count and dtype must equal
- * the sender's (XC_ERR_MISMATCH otherwise).  Sending to oneself is allowed.  A send
+ * its sender or any source.  Messages from one sender on one tag are never
+ * reordered.  xc_irecv's request tells the sender (xc_request_source); a
+ * blocking xc_recv from XC_ANY_SOURCE does not.  On more than one rank, an
+ * any-source receive fails with XC_ERR_PEER_LOST when it is posted, or as
+ * soon as it is pending, once every other rank has destroyed its
+ * communicator (or left it with xc_comm_shrink: then XC_ERR_ABORTED), even
+ * if a message to oneself could still come.  The receiver's count and
+ * dtype must equal the sender's (XC_ERR_MISMATCH otherwise).  Sending to oneself is allowed.  A send
  * completes when its buffer may be reused (not when it was received).
  * Inside xc_group_start/xc_group_end, the blocking forms only post the
  * operation; xc_group_end waits for all of them, so exchanges in both

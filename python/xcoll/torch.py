@@ -857,6 +857,8 @@ class ProcessGroupXcoll(_ProcessGroup):
             req = self._comm._iraw(_lib.irecv, (c.data_ptr(), _count(c),
                                                 _xdtype(c), -1, _tag(tag)),
                                    keep=(t, c), finish=fin)
+        if len(self._pending) >= 4096:
+            self._prune()
         self._pending[id(req)] = req
         return _XcollWork(self, req, tensors, source=None)
 

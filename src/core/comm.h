@@ -227,6 +227,10 @@ XC__HIDDEN void xc__send_control(xc_comm_t *comm, int peer, int kind, uint64_t s
 /* Forget posted receives and free unexpected messages; frames being read
  * into memory that goes away are discarded (when poisoning). */
 XC__HIDDEN void xc__match_clear(xc_comm_t *comm);
+/* 1 when no other rank can send any more (every one has said goodbye, left
+ * to shrink, or is gone): a receive from XC_ANY_SOURCE would wait forever.
+ * Always 0 on one rank (a message to oneself can still come). */
+XC__HIDDEN int xc__no_remote_sender(const xc_comm_t *comm);
 /* Completion of one send/receive of an operation. */
 XC__HIDDEN void xc__tx_done(xc_comm_t *comm, xc__tx_t *tx);
 XC__HIDDEN void xc__rx_done(xc_comm_t *comm, xc__rx_t *rx);

@@ -89,7 +89,8 @@ void xc__shrink_header(xc_comm_t *comm, xc__conn_t *c)
                             "rank %d left the communicator to shrink it (xc_comm_shrink) after "
                             "it failed with %s",
                             c->peer, xc_err_name((xc_result_t)h->root));
-        else if (q->coll_head || q->p2p_head || acks) /* quiet: the peers hear from it */
+        else if (q->coll_head || q->p2p_head || acks ||
+                 (comm->any_head && xc__no_remote_sender(comm))) /* quiet: the peers hear from it */
             xc__comm_poison(comm, XC_ERR_ABORTED, 1,
                             "rank %d left the communicator to shrink it (xc_comm_shrink) while "
                             "this rank waits for it",

@@ -160,12 +160,9 @@ static xc__unexp_t *p2p_early(xc_comm_t *comm, int peer, const xc__hdr_t *h)
     return u;
 }
 
-/* Would an any-source receive still pending wait forever?  Yes once no
- * peer but this rank can send any more (every other one has said goodbye
- * or is gone). */
-static int any_source_orphaned(const xc_comm_t *comm)
+int xc__no_remote_sender(const xc_comm_t *comm)
 {
-    if (!comm->any_head) return 0;
+    if (comm->size < 2) return 0;
     for (int p = 0; p < comm->size; p++) {
         const xc__conn_t *c = comm->conns[p];
         if (p != comm->rank && c && c->state == XC__CONN_OPEN && !c->left) return 0;
@@ -315,7 +312,8 @@ void xc__match_header(xc_comm_t *comm, xc__conn_t *c)
         int acks = 0;
         for (xc__tx_t *tx = comm->rndv_wait; tx; tx = tx->next) acks |= tx->peer == c->peer;
         if (xc__comm_status(comm) == XC_OK &&
-            (q->coll_head || q->p2p_head || acks || any_source_orphaned(comm)))
+            (q->coll_head || q->p2p_head || acks ||
+             (comm->any_head && xc__no_remote_sender(comm))))
             xc__comm_peer_lost(comm, c->peer, "destroyed its communicator");
         return;
     }
@@ -553,10 +551,11 @@ static void post_any(xc_comm_t *comm, xc__rx_t *rx)
         if (u && (!best || u->order < best->order)) best = u, best_prev = prev, from = p;
     }
     if (!best) {
-        if (any_source_orphaned(comm)) {
+        if (xc__no_remote_sender(comm)) {
             xc__comm_poison(comm, XC_ERR_PEER_LOST, 0,
                             "cannot receive from any source: every other rank has destroyed "
-                            "its communicator or closed its connection");
+                            "its communicator, left it (xc_comm_shrink) or closed its "
+                            "connection");
             return;
         }
         Q_APPEND(comm->any_head, comm->any_tail, rx);

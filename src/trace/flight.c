@@ -181,6 +181,7 @@ void xc__flight_done(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
     if (r->id != op->flight_id) return; /* overwritten: too many in flight */
     r->t_done = stamp();
     r->rc = rc;
+    if (rc == XC_OK && op->desc.coll == XC_COLL_RECV) r->peer = op->req->source; /* any source */
     r->state = rc == XC_OK ? XC__FL_DONE : XC__FL_FAILED;
 }
 

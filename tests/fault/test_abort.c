@@ -20,6 +20,12 @@
  *            gone: a receive from XC_ANY_SOURCE it posted before (rank 0
  *            was its only possible sender) and its next barrier fail with
  *            XC_ERR_PEER_LOST promptly.
+ *   anylate  2 ranks.  Rank 0 destroys its communicator; rank 1 (deadline
+ *            20 s) then posts a receive from XC_ANY_SOURCE (nobody is left
+ *            who could send): XC_ERR_PEER_LOST within 5 s, not the
+ *            deadline.  Before it, two any-source receives that rank 1
+ *            posts on tag 5 are matched by two messages to itself (never
+ *            taken for orphans while rank 0 is there).
  *
  * Observed with the first engine (Nov 2026): the peers of an aborting rank
  * get XC_ERR_ABORTED ("rank 0 reported: rank 0 called xc_comm_abort")
@@ -185,20 +191,62 @@ static int destroy_rank(int rank, int size)
     return xt_result();
 }
 
+static int anylate_rank(int rank, int size)
+{
+    xc_comm_t *comm = xt_comm_world(rank == 0 ? 1500 : LONG_MS);
+    if (!comm) return 1;
+    XT_REQUIRE_OK(xc_barrier(comm));
+    if (rank == 0) {
+        xt_sync(0, size, 30); /* rank 1's messages to itself are done */
+        XT_CHECK_RC(xc_comm_destroy(comm), XC_OK);
+        xt_sync(1, size, 30);
+        return xt_result();
+    }
+    int32_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, ra[4], rb[4];
+    xc_request_t *q[2];
+    XT_REQUIRE_OK(xc_irecv(ra, 4, XC_INT32, XC_ANY_SOURCE, 5, comm, &q[0]));
+    XT_REQUIRE_OK(xc_irecv(rb, 4, XC_INT32, XC_ANY_SOURCE, 5, comm, &q[1]));
+    XT_CHECK_RC(xc_send(a, 4, XC_INT32, rank, 5, comm), XC_OK);
+    XT_CHECK_RC(xc_send(b, 4, XC_INT32, rank, 5, comm), XC_OK);
+    XT_CHECK_RC(xc_request_waitall(q, 2), XC_OK);
+    XT_CHECK_INT(xc_request_source(q[0]), ==, rank);
+    XT_CHECK_INT(ra[3], ==, 4);
+    XT_CHECK_INT(rb[0], ==, 5);
+    xc_request_free(q[0]);
+    xc_request_free(q[1]);
+    xt_sync(0, size, 30);
+    xt_sync(1, size, 30); /* rank 0 has destroyed its comm */
+    usleep(300 * 1000);   /* its goodbye is most likely read by now */
+    double t = xt_now();
+    xc_request_t *any = NULL;
+    xc_result_t rc = xc_irecv(ra, 4, XC_INT32, XC_ANY_SOURCE, 6, comm, &any);
+    if (rc == XC_OK) rc = xc_request_wait(any);
+    double dt = xt_now() - t;
+    xt_log("any-source receive posted after the peer's destroy: %s after %.3fs: \"%s\"",
+           xc_err_name(rc), dt, xc_comm_last_error(comm));
+    XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
+    XT_CHECK_DBL(dt, <, 5.0);
+    XT_CHECK_READABLE(xc_comm_last_error(comm));
+    xc_request_free(any);
+    xc_comm_destroy(comm);
+    return xt_result();
+}
+
 static int rank_main(int rank, int size, void *arg)
 {
     (void)arg;
     if (strcmp(scenario, "destroy") == 0) return destroy_rank(rank, size);
+    if (strcmp(scenario, "anylate") == 0) return anylate_rank(rank, size);
     return abort_rank(rank, size);
 }
 
 int main(int argc, char **argv)
 {
-    static const char *const known[] = {"recv", "coll", "destroy"};
-    for (size_t k = 0; argc == 2 && k < 3; k++)
+    static const char *const known[] = {"recv", "coll", "destroy", "anylate"};
+    for (size_t k = 0; argc == 2 && k < 4; k++)
         if (strcmp(argv[1], known[k]) == 0) scenario = known[k];
     if (!scenario) {
-        fprintf(stderr, "usage: %s recv|coll|destroy\n", argv[0]);
+        fprintf(stderr, "usage: %s recv|coll|destroy|anylate\n", argv[0]);
         return 2;
     }
     xt_init(argv[0], scenario);
@@ -207,7 +255,8 @@ int main(int argc, char **argv)
     if (xt_job_start(&job, size, rank_main, NULL, -1, 40) != 0) return 1;
     xt_job_wait(&job, 45);
     xt_expect_all_ok(&job);
-    for (int r = 1; r < size && strcmp(scenario, "destroy") != 0; r++)
+    for (int r = 1; r < size && strcmp(scenario, "destroy") != 0 &&
+                    strcmp(scenario, "anylate") != 0; r++)
         xt_log("rank %d observed %s after rank 0's abort", r,
                atomic_load(&xt_shm->flag[r]) == 1 ? "XC_ERR_ABORTED"
                : atomic_load(&xt_shm->flag[r]) == 2 ? "XC_ERR_PEER_LOST"

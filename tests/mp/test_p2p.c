@@ -296,6 +296,25 @@ static void any_case(void)
         for (int i = 0; i < 4; i++) xc_request_free(q[i]);
     }
 
+    /* Two any-source receives pending, then two messages to oneself (on
+     * one rank too: nothing is taken for an orphan there). */
+    {
+        xc_request_t *s2[2];
+        H_CHECK(H.comm, xc_irecv(ra, 8, XC_INT32, XC_ANY_SOURCE, 24, H.comm, &s2[0]));
+        H_CHECK(H.comm, xc_irecv(rb, 8, XC_INT32, XC_ANY_SOURCE, 24, H.comm, &s2[1]));
+        h_fill(&c, a, 8, H.rank, 90000);
+        h_fill(&c, b, 8, H.rank, 91000);
+        H_CHECK(H.comm, xc_send(a, 8, XC_INT32, H.rank, 24, H.comm));
+        H_CHECK(H.comm, xc_send(b, 8, XC_INT32, H.rank, 24, H.comm));
+        H_CHECK(H.comm, xc_request_waitall(s2, 2));
+        count_p2p(2, 2);
+        H_EQ_INT("self message's sender", xc_request_source(s2[1]), H.rank);
+        h_check_copy(&c, ra, 8, H.rank, 90000, "first message to oneself, any source");
+        h_check_copy(&c, rb, 8, H.rank, 91000, "second message to oneself, any source");
+        xc_request_free(s2[0]);
+        xc_request_free(s2[1]);
+    }
+
     /* Blocking any-source receive: rank r sends to rank (r + 1) mod N. */
     H_CHECK(H.comm, xc_isend(out, n, XC_INT32, right_of(H.rank), 23, H.comm, &sreq));
     h_poison(in, n * 4);
