@@ -493,11 +493,12 @@ class ProcessGroupXcoll(_ProcessGroup):
     def _issue(self, fn, args, keep, outputs, finish=None, source=-1,
                staged=()):
         """Issue fn(*args) (an xc_i* function), blocking when the torch
-        caller is synchronous.  On success `finish` runs, then the
-        `staged` buffers go back to the pool."""
+        caller is synchronous -- unless `source` is None (an any-source
+        receive: its sender is known only from the request).  On success
+        `finish` runs, then the `staged` buffers go back to the pool."""
         if staged:
             finish = _chain(finish, lambda: self._unstage(*staged))
-        if _caller_waits():
+        if source is not None and _caller_waits():
             with self._issue_lock:
                 rc = _BLOCKING[id(fn)](*args, self._comm.handle)
             if rc:
@@ -849,18 +850,11 @@ class ProcessGroupXcoll(_ProcessGroup):
                            fin, source=src)
 
     def recv_anysource(self, tensors, tag=0):
-        # Always issued non-blocking: the sender is known only from the
-        # completed request (the work's _source_rank()).
         t = _single(tensors, "recv")
         c, fin = _staged(t, True)
-        with self._issue_lock:
-            req = self._comm._iraw(_lib.irecv, (c.data_ptr(), _count(c),
-                                                _xdtype(c), -1, _tag(tag)),
-                                   keep=(t, c), finish=fin)
-        if len(self._pending) >= 4096:
-            self._prune()
-        self._pending[id(req)] = req
-        return _XcollWork(self, req, tensors, source=None)
+        return self._issue(_lib.irecv, (c.data_ptr(), _count(c), _xdtype(c),
+                                        -1, _tag(tag)), (t, c), tensors,
+                           fin, source=None)
 
     # batch_isend_irecv brackets its operations with these: xcoll's
     # non-blocking send/recv need no batching to avoid deadlock.
