@@ -142,10 +142,11 @@ def main():
             for _ in range(a.steps):
                 j.step(widths, batch)
     med = {j.name: statistics.median(j.times) * 1e3 for j in jobs}
+    nparams = sum(p.numel() for p in jobs[0].model.parameters())
     # The gradients' all-reduce on its own (one flat fp32 tensor of every
     # parameter, over xcoll, blocking, median of 5): what a step would add
     # if none of it were hidden behind backward.
-    flat = torch.zeros(sum(p.numel() for p in jobs[0].model.parameters()))
+    flat = torch.zeros(nparams)
     alone = []
     for i in range(6):
         dist.barrier(group=xg)
@@ -157,7 +158,6 @@ def main():
     dist.all_reduce(t_alone, op=dist.ReduceOp.MAX, group=xg)
     lx, lg = jobs[0].losses, jobs[1].losses
     diff = max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(lx, lg))
-    nparams = sum(p.numel() for p in jobs[0].model.parameters())
     if rank == 0:
         name = a.model if not a.widths else "-".join(map(str, widths))
         print(f"| {name} ({nparams / 1e6:.1f}M params, batch {batch}) | "

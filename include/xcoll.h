@@ -501,8 +501,9 @@ XC_API xc_result_t xc_compress_predict(xc_comm_t *comm, size_t count, xc_dtype_t
  * soon as it is pending, once every other rank has destroyed its
  * communicator (or left it with xc_comm_shrink: then XC_ERR_ABORTED), even
  * if a message to oneself could still come.  The receiver's count and
- * dtype must equal the sender's (XC_ERR_MISMATCH otherwise).  Sending to oneself is allowed.  A send
- * completes when its buffer may be reused (not when it was received).
+ * dtype must equal the sender's (XC_ERR_MISMATCH otherwise).  Sending to
+ * oneself is allowed.  A send completes when its buffer may be reused (not
+ * when it was received).
  * Inside xc_group_start/xc_group_end, the blocking forms only post the
  * operation; xc_group_end waits for all of them, so exchanges in both
  * directions cannot deadlock.
