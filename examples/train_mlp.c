@@ -62,6 +62,7 @@ typedef struct opts {
     int run_none, run_bucketed, run_forward;
     double bucket_mb, first_mb; /* < 0: XCOLL_BUCKET_MB / XCOLL_FIRST_BUCKET_MB */
     int views, sweep, tune, verify;
+    int split; /* -1: forward mode splits large gradients, the others not */
     int eval_every;       /* --eval-every K: held-out loss every K steps (rank 0; slows it) */
     double tol;
     int verify_steps;
@@ -226,6 +227,9 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
         bo.first_bucket_mb = o->first_mb;
         bo.views = r->views;
         bo.forward_tail = mode == MODE_FORWARD; /* the tail goes first layer first */
+        /* forward: a large gradient in pieces, so that what is left of it
+         * when backward ends can go after the first layers' buckets */
+        bo.split = o->split >= 0 ? o->split : mode == MODE_FORWARD;
         CHECK(xc_bucketer_create(g_comm, &bo, &r->b));
         for (int p = 0; p < mlp_nparams(&r->m); p++) {
             char name[48];
@@ -640,6 +644,8 @@ static void usage(void)
             "            layer's bucket waited for just before it is needed)\n"
             "  --bucket-mb MB (default: XCOLL_BUCKET_MB if set, else the tuner's choice)\n"
             "  --first-bucket-mb MB (XCOLL_FIRST_BUCKET_MB, 1)   --views 0|1 (1)\n"
+            "  --split 0|1 (forward: 1, else 0): gradients larger than a bucket in\n"
+            "            bucket-sized pieces (opts.split)\n"
             "  --sweep   none + bucket sizes 0.25..25 MiB + the tuner's choice\n"
             "  --tune    with --bucket-mb: also report the tuner's choice\n"
             "  --verify  compare the loss curve with serial training (rank 0)\n"
@@ -664,7 +670,7 @@ static void parse(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.steps = 30, .warmup = 3, .batch = 96, .hidden = 512, .layers = 8,
                   .input = 256, .classes = 10, .tokens = 1, .tok_width = 128, .lr = 0.02f, .momentum = 0.9f, .seed = 1,
-                  .run_none = 1, .run_bucketed = 1, .bucket_mb = -1, .first_mb = -1, .views = 1,
+                  .run_none = 1, .run_bucketed = 1, .bucket_mb = -1, .first_mb = -1, .views = 1, .split = -1,
                   .tol = 1e-4, .verify_steps = 12, .crash_at = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -677,6 +683,7 @@ static void parse(int argc, char **argv, opts_t *o)
             if (!o->run_none && !o->run_bucketed && !o->run_forward) usage();
         } else if (OPT("--bucket-mb")) o->bucket_mb = atof(v);
         else if (OPT("--first-bucket-mb")) o->first_mb = atof(v);
+        else if (OPT("--split")) o->split = atoi(v);
         else if (OPT("--views")) o->views = atoi(v);
         else if (OPT("--steps")) o->steps = atoi(v);
         else if (OPT("--eval-every")) o->eval_every = atoi(v);

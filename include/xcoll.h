@@ -633,7 +633,9 @@ XC_API xc_result_t xc_profile_calibrate(xc_comm_t *comm, const char *path);
  * Layout.  Buckets hold up to XCOLL_BUCKET_MB (default 25 MiB), the first
  * bucket of each dtype up to XCOLL_FIRST_BUCKET_MB (default 1 MiB) so that
  * communication starts early; a gradient larger than a bucket gets one of
- * its own.  Step 1 uses the reverse registration order (backward usually
+ * its own -- or, with opts.split, is split into bucket-sized pieces, each
+ * a bucket of its own (so that its all-reduce starts on the same schedule
+ * as the others' and forward_tail can order what is left of it).  Step 1 uses the reverse registration order (backward usually
  * produces the last layer's gradients first); at the end of step 1 (of the
  * first step in which rank 0 marked every gradient) the buckets are rebuilt
  * from the order in which rank 0's gradients actually arrived (broadcast,
@@ -681,9 +683,14 @@ typedef struct xc_bucketer_opts {
                              * complete them with xc_bucketer_wait in the next
                              * forward (docs/training.md); -1 or 0: arrival order.
                              * Rank 0's choice and timing decide for every rank. */
+    int split;              /* -1: XCOLL_BUCKET_SPLIT, else 0; 1: a gradient larger
+                             * than a bucket is split into pieces of the bucket
+                             * size (a multiple of 64 bytes), one bucket each, its
+                             * memory still contiguous (views); 0: one bucket of
+                             * its own.  Must agree across ranks. */
 } xc_bucketer_opts_t;
 
-#define XC_BUCKETER_OPTS_INIT { sizeof(xc_bucketer_opts_t), -1.0, -1.0, -1, -1, -1, -1, -1 }
+#define XC_BUCKETER_OPTS_INIT { sizeof(xc_bucketer_opts_t), -1.0, -1.0, -1, -1, -1, -1, -1, -1 }
 
 /* One bucket as the communication hook sees it (and xc_bucketer_bucket). */
 typedef struct xc_bucket {
@@ -699,6 +706,9 @@ typedef struct xc_bucket {
     int ngrads;
     const int *grads;      /* indices of its gradients, in memory order      */
     const size_t *offsets; /* element offset of each gradient in data        */
+    size_t first_elem;     /* a piece of a split gradient (opts.split; then
+                            * ngrads is 1): the element of grads[0] at which
+                            * data begins; 0 otherwise                        */
 } xc_bucket_t;
 
 /*
@@ -770,9 +780,10 @@ XC_API xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index);
  * results are unspecified and finish returns XC_ERR_INVALID naming them. */
 XC_API xc_result_t xc_bucketer_finish(xc_bucketer_t *b);
 
-/* Complete, before finish, the bucket holding gradient `index`: wait for
- * its reduction and hand its results back (copy mode: into the caller's
- * arrays; a hook's done is called), so its gradients can be used while
+/* Complete, before finish, the bucket holding gradient `index` (every
+ * piece of it, if split): wait for its reduction and hand its results back
+ * (copy mode: into the caller's arrays; a hook's done is called), so its
+ * gradients can be used while
  * later buckets are still on the wire -- e.g. the optimizer applied to each
  * layer just before the next forward pass needs it ("forward overlap",
  * docs/training.md), which lets communication hide behind the next
@@ -834,6 +845,7 @@ typedef struct xc_bucketer_info {
     int tail_from;             /* buckets issue in layout order up to this
                                 * one, then from the last back to it
                                 * (opts.forward_tail); nbuckets: no tail */
+    int split;                 /* 1: large gradients in pieces (opts.split) */
 } xc_bucketer_info_t;
 
 XC_API xc_result_t xc_bucketer_info(const xc_bucketer_t *b,
@@ -842,7 +854,8 @@ XC_API xc_result_t xc_bucketer_info(const xc_bucketer_t *b,
  * stay valid until the layout changes. */
 XC_API xc_result_t xc_bucketer_bucket(const xc_bucketer_t *b, int k,
                                       xc_bucket_t *out);
-/* The bucket and element offset of gradient `index` in the current layout. */
+/* The bucket and element offset of gradient `index` in the current layout
+ * (split: its first piece's bucket; the pieces follow it). */
 XC_API xc_result_t xc_bucketer_locate(const xc_bucketer_t *b, int index,
                                       int *bucket, size_t *offset);
 /* The detail of the bucketer's last error; never NULL, "" if none. */

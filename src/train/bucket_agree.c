@@ -24,7 +24,7 @@
 #define MAGIC 0x78634275636b6574ull /* "xcBucket" */
 #define NAME_LEN 40
 
-enum { H_MAGIC, H_N, H_CAP, H_FIRST, H_AVG, H_REBUILD, H_FTAIL, H_WORDS = 8 };
+enum { H_MAGIC, H_N, H_CAP, H_FIRST, H_AVG, H_REBUILD, H_FTAIL, H_SPLIT, H_WORDS = 8 };
 
 typedef struct entry { /* 64 bytes on the wire, same layout on every rank */
     uint64_t count;
@@ -84,6 +84,11 @@ static int compare(const xc_bucketer_t *b, const uint64_t *h0, const entry_t *t0
                  (int)h0[H_REBUILD], (int)h0[H_FTAIL], r, b->rebuild, b->forward_tail);
         return 1;
     }
+    if (h0[H_SPLIT] != (uint64_t)b->split) {
+        snprintf(msg, cap, "options differ: rank 0 has split %d, rank %d has split %d (the "
+                           "buckets would differ)", (int)h0[H_SPLIT], r, b->split);
+        return 1;
+    }
     uint64_t n0 = h0[H_N], n = (uint64_t)b->ngrads;
     for (uint64_t i = 0; i < n0 && i < n; i++) {
         entry_t e;
@@ -128,6 +133,7 @@ xc_result_t xc__bk_agree_registration(xc_bucketer_t *b)
         h[H_AVG] = (uint64_t)b->average;
         h[H_REBUILD] = (uint64_t)b->rebuild;
         h[H_FTAIL] = (uint64_t)b->forward_tail;
+        h[H_SPLIT] = (uint64_t)b->split;
     }
     rc = xc_bcast(h, H_WORDS, XC_UINT64, 0, b->comm);
     if (rc != XC_OK) goto comm_fail;

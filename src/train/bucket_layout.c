@@ -4,7 +4,9 @@
  * feeds it the same agreed input gets the same layout, which is how the
  * ranks agree on buckets without sending the layout itself.
  *
- * Invariants of the result: every gradient is in exactly one bucket; a
+ * Invariants of the result: every gradient is in exactly one bucket, or,
+ * split (a gradient larger than the capacity, when asked), in consecutive
+ * buckets that each hold one cap-sized piece of it and nothing else; a
  * bucket holds one dtype; inside a bucket gradients follow the arrival
  * order at XC__BUCKET_ALIGN-byte aligned offsets; buckets are numbered by
  * the arrival position of their last gradient, i.e. in the order they are
@@ -26,6 +28,7 @@ void xc__layout_free(xc__layout_t *lay)
     free(lay->offsets);
     free(lay->bucket_of);
     free(lay->offset_of);
+    free(lay->npieces_of);
     memset(lay, 0, sizeof *lay);
 }
 
@@ -36,34 +39,42 @@ typedef struct open_bucket {
     int last_pos;
 } open_bucket_t;
 
+/* By completion; the pieces of a split gradient (same last arrival) in
+ * construction order, which is their order in the gradient. */
 static int by_last_pos(const void *x, const void *y)
 {
     const xc__bucket_t *p = x, *q = y;
-    return (p->last_pos > q->last_pos) - (p->last_pos < q->last_pos);
+    if (p->last_pos != q->last_pos) return (p->last_pos > q->last_pos) - (p->last_pos < q->last_pos);
+    return (p->first > q->first) - (p->first < q->first);
+}
+
+/* Bytes of one piece when gradients larger than `cap` are split (0: none). */
+static size_t piece_bytes(int split, size_t cap)
+{
+    size_t piece = cap / XC__BUCKET_ALIGN * XC__BUCKET_ALIGN;
+    return split ? piece : 0;
 }
 
 xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtypes,
-                             const int *order, size_t first_cap, size_t cap,
+                             const int *order, size_t first_cap, size_t cap, int split,
                              xc__layout_t *out)
 {
     memset(out, 0, sizeof *out);
     if (n < 0) return xc__err(XC_ERR_INVALID, "bucket layout: %d gradients", n);
     xc_result_t rc = XC_OK;
-    size_t nn = (size_t)(n ? n : 1);
+    size_t nn = (size_t)(n ? n : 1), piece = piece_bytes(split, cap);
     int *tmp_bucket = malloc(nn * sizeof *tmp_bucket);  /* per gradient */
     int *seen = calloc(nn, sizeof *seen);
-    int *renum = malloc(nn * sizeof *renum); /* construction id -> index */
-    open_bucket_t *ob = malloc(nn * sizeof *ob);
-    out->buckets = calloc(nn, sizeof *out->buckets);
-    out->grads = malloc(nn * sizeof *out->grads);
-    out->offsets = malloc(nn * sizeof *out->offsets);
+    int *renum = NULL;
+    open_bucket_t *ob = NULL;
     out->bucket_of = malloc(nn * sizeof *out->bucket_of);
     out->offset_of = malloc(nn * sizeof *out->offset_of);
-    if (!tmp_bucket || !seen || !renum || !ob || !out->buckets || !out->grads || !out->offsets ||
-        !out->bucket_of || !out->offset_of) {
+    out->npieces_of = malloc(nn * sizeof *out->npieces_of);
+    if (!tmp_bucket || !seen || !out->bucket_of || !out->offset_of || !out->npieces_of) {
         rc = xc__err(XC_ERR_NOMEM, "bucket layout: out of memory for %d gradients", n);
         goto out;
     }
+    size_t maxb = 0; /* buckets at most: one per gradient or piece */
     for (int p = 0; p < n; p++) {
         int g = order[p];
         if (g < 0 || g >= n || seen[g]++) {
@@ -76,6 +87,19 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
                          (int)dtypes[g]);
             goto out;
         }
+        size_t bytes = counts[g] * xc_dtype_size(dtypes[g]);
+        out->npieces_of[g] = piece && bytes > cap ? (int)((bytes + piece - 1) / piece) : 1;
+        maxb += (size_t)out->npieces_of[g];
+    }
+    maxb = maxb ? maxb : 1;
+    renum = malloc(maxb * sizeof *renum); /* construction id -> index */
+    ob = malloc(maxb * sizeof *ob);
+    out->buckets = calloc(maxb, sizeof *out->buckets);
+    out->grads = malloc(maxb * sizeof *out->grads);
+    out->offsets = malloc(maxb * sizeof *out->offsets);
+    if (!renum || !ob || !out->buckets || !out->grads || !out->offsets) {
+        rc = xc__err(XC_ERR_NOMEM, "bucket layout: out of memory for %zu buckets", maxb);
+        goto out;
     }
 
     /* Walk the order: one open bucket per dtype. */
@@ -87,6 +111,17 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
         xc_dtype_t d = dtypes[g];
         size_t es = xc_dtype_size(d), bytes = counts[g] * es;
         int k = open[d];
+        if (out->npieces_of[g] > 1) { /* split: cap-sized pieces, each a bucket */
+            open[d] = -1;
+            tmp_bucket[g] = nb;
+            out->offset_of[g] = 0;
+            for (size_t at = 0; at < bytes; at += piece) {
+                size_t pb = bytes - at < piece ? bytes - at : piece;
+                ob[nb++] = (open_bucket_t){.dtype = d, .cap = cap, .bytes = pb, .last_pos = p};
+                created[d]++;
+            }
+            continue;
+        }
         if (k >= 0 && ob[k].bytes > 0 && align_up(ob[k].bytes, XC__BUCKET_ALIGN) + bytes > ob[k].cap)
             k = open[d] = -1; /* would overflow: close it first */
         if (k < 0) {
@@ -101,7 +136,10 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
         if (ob[k].bytes >= ob[k].cap) open[d] = -1;
     }
 
-    /* Number buckets by completion (their last arrival), then lay them out. */
+    /* Number buckets by completion (their last arrival), then lay them out:
+     * a split gradient's pieces end up adjacent and in order, and as every
+     * piece but the last is a multiple of XC__BUCKET_ALIGN, the gradient is
+     * contiguous in the arena. */
     for (int k = 0; k < nb; k++) {
         xc__bucket_t *bk = &out->buckets[k];
         bk->dtype = ob[k].dtype;
@@ -112,7 +150,8 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     qsort(out->buckets, (size_t)nb, sizeof *out->buckets, by_last_pos);
     for (int k = 0; k < nb; k++) renum[out->buckets[k].first] = k;
     for (int k = 0; k < nb; k++) out->buckets[k].ngrads = 0;
-    for (int g = 0; g < n; g++) out->buckets[renum[tmp_bucket[g]]].ngrads++;
+    for (int g = 0; g < n; g++)
+        for (int i = 0; i < out->npieces_of[g]; i++) out->buckets[renum[tmp_bucket[g]] + i].ngrads++;
     size_t arena = 0;
     int j = 0;
     for (int k = 0; k < nb; k++) {
@@ -124,12 +163,15 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
         bk->ngrads = 0;
     }
     for (int p = 0; p < n; p++) { /* arrival order inside each bucket */
-        int g = order[p], k = renum[tmp_bucket[g]];
-        xc__bucket_t *bk = &out->buckets[k];
-        int at = bk->first + bk->ngrads++;
-        out->grads[at] = g;
-        out->offsets[at] = out->offset_of[g];
-        out->bucket_of[g] = k;
+        int g = order[p], k0 = renum[tmp_bucket[g]];
+        out->bucket_of[g] = k0;
+        for (int i = 0; i < out->npieces_of[g]; i++) {
+            xc__bucket_t *bk = &out->buckets[k0 + i];
+            int at = bk->first + bk->ngrads++;
+            out->grads[at] = g;
+            out->offsets[at] = i ? 0 : out->offset_of[g];
+            bk->elem0 = (size_t)i * (piece / xc_dtype_size(bk->dtype));
+        }
     }
     out->nbuckets = nb;
     out->ngrads = n;

@@ -21,14 +21,26 @@
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-/* "bucket 3 (fp32, 4.00 MiB: 'fc2.weight' .. 'fc1.bias', step 7)" */
+/* Gradient g is (a piece of it is) in bucket k. */
+static int in_bucket(const xc__layout_t *lay, int g, int k)
+{
+    return k >= lay->bucket_of[g] && k < lay->bucket_of[g] + lay->npieces_of[g];
+}
+
+/* "bucket 3 (fp32, 4.00 MiB: 'fc2.weight' .. 'fc1.bias', step 7)";
+ * a piece: "bucket 5 (fp32, 1.00 MiB: 'fc3.weight' piece 2 of 8, step 7)" */
 static void bucket_str(const xc_bucketer_t *b, int k, char *out, size_t cap)
 {
     const xc__bucket_t *bk = &b->lay.buckets[k];
-    const char *first = b->grads[b->lay.grads[bk->first]].name;
+    int g0 = b->lay.grads[bk->first];
+    const char *first = b->grads[g0].name;
     const char *last = b->grads[b->lay.grads[bk->first + bk->ngrads - 1]].name;
-    snprintf(out, cap, "bucket %d (%s, %.2f MiB: '%.40s'%s%.40s%s, step %llu)", k,
-             xc_dtype_name(bk->dtype), mib(bk->count * xc_dtype_size(bk->dtype)), first,
+    char piece[48] = "";
+    if (b->lay.npieces_of[g0] > 1)
+        snprintf(piece, sizeof piece, " piece %d of %d", k - b->lay.bucket_of[g0] + 1,
+                 b->lay.npieces_of[g0]);
+    snprintf(out, cap, "bucket %d (%s, %.2f MiB: '%.40s'%s%s%.40s%s, step %llu)", k,
+             xc_dtype_name(bk->dtype), mib(bk->count * xc_dtype_size(bk->dtype)), first, piece,
              bk->ngrads > 1 ? " .. '" : "", bk->ngrads > 1 ? last : "",
              bk->ngrads > 1 ? "'" : "", (unsigned long long)b->step);
 }
@@ -127,7 +139,7 @@ xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index)
     size_t bytes = g->count * xc_dtype_size(g->dtype);
     if (!b->views && bytes) memcpy(slot(b, index), g->user, bytes);
     b->arrival[b->narrived++] = index;
-    b->bst[b->lay.bucket_of[index]].pending--;
+    for (int i = 0; i < b->lay.npieces_of[index]; i++) b->bst[b->lay.bucket_of[index] + i].pending--;
     return launch_ready(b);
 }
 
@@ -139,7 +151,7 @@ static int unmarked(const xc_bucketer_t *b, int k, char *msg, size_t cap)
     size_t used = 0;
     msg[0] = 0;
     for (int g = 0; g < b->ngrads; g++) {
-        if (b->grads[g].marked == b->step || (k >= 0 && b->lay.bucket_of[g] != k)) continue;
+        if (b->grads[g].marked == b->step || (k >= 0 && !in_bucket(&b->lay, g, k))) continue;
         if (used + 1 < cap) {
             int w = snprintf(msg + used, cap - used, "%s'%s'", n ? ", " : "", b->grads[g].name);
             used += w > 0 ? (size_t)w : 0;
@@ -184,12 +196,15 @@ static xc_result_t complete(xc_bucketer_t *b, int k, const char *who)
                         xc_last_error());
         }
     }
-    if (r == XC_OK && !b->views) { /* hand the results back */
+    if (r == XC_OK && !b->views) { /* hand the results back (a piece: its part) */
         const xc__bucket_t *bk = &b->lay.buckets[k];
+        size_t es = xc_dtype_size(bk->dtype);
         for (int j = bk->first; j < bk->first + bk->ngrads; j++) {
             const xc__grad_t *g = &b->grads[b->lay.grads[j]];
-            size_t bytes = g->count * xc_dtype_size(g->dtype);
-            if (bytes && g->marked == b->step) memcpy(g->user, slot(b, b->lay.grads[j]), bytes);
+            size_t n = XC__MIN(g->count - bk->elem0, bk->count - b->lay.offsets[j]);
+            if (n && g->marked == b->step)
+                memcpy((unsigned char *)g->user + bk->elem0 * es,
+                       b->arena + bk->byte_off + b->lay.offsets[j] * es, n * es);
         }
     }
     s->done = 1;
@@ -200,7 +215,10 @@ static xc_result_t complete(xc_bucketer_t *b, int k, const char *who)
 xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index)
 {
     XC_CHECK(check_grad_call(b, "xc_bucketer_wait", index));
-    int k = b->lay.bucket_of[index];
+    int k0 = b->lay.bucket_of[index], np = b->lay.npieces_of[index];
+    int k = k0; /* of its buckets (pieces), the one issued last */
+    for (int i = 1; i < np; i++)
+        if (b->pos_of[k0 + i] > b->pos_of[k]) k = k0 + i;
     if (b->pos_of[k] >= b->next_launch) { /* not started: waiting could never end */
         int p = 0; /* the first bucket of the sequence still waiting for gradients */
         while (p < b->pos_of[k] && b->bst[b->seq[p]].pending == 0) p++;
@@ -218,11 +236,16 @@ xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index)
     /* Every posted bucket, not only k's: the caller may issue collectives
      * of its own next, and they must follow the buckets on every rank. */
     if (b->thread) xc__bk_thread_drain(b, b->next_launch);
-    if (b->bst[k].failed) { /* its launch failed: there is no result */
-        b->wait_ns += xc__now_ns() - t0;
-        return xc__bk_fail(b, b->step_rc, "xc_bucketer_wait: %s", b->launch_err);
+    for (int i = 0; i < np; i++)
+        if (b->bst[k0 + i].failed) { /* its launch failed: there is no result */
+            b->wait_ns += xc__now_ns() - t0;
+            return xc__bk_fail(b, b->step_rc, "xc_bucketer_wait: %s", b->launch_err);
+        }
+    xc_result_t r = XC_OK;
+    for (int i = 0; i < np; i++) {
+        xc_result_t ri = complete(b, k0 + i, r == XC_OK ? "xc_bucketer_wait" : NULL);
+        if (r == XC_OK) r = ri;
     }
-    xc_result_t r = complete(b, k, "xc_bucketer_wait");
     b->wait_ns += xc__now_ns() - t0;
     if (r != XC_OK) xc__err(r, "%s", b->err); /* this thread's detail = the bucketer's */
     return r;
@@ -250,7 +273,7 @@ static xc_result_t rebuild(xc_bucketer_t *b)
         dtypes[g] = b->grads[g].dtype;
     }
     xc__layout_t lay;
-    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, &lay);
+    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, b->split, &lay);
     if (rc != XC_OK) {
         xc__bk_fail(b, rc, "xc_bucketer_finish: rebuilding the buckets: %s", xc__tls_error());
         goto out;
@@ -292,7 +315,8 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
         memcpy(b->last_order, b->arrival, (size_t)b->ngrads * sizeof *b->last_order);
     }
     for (int g = 0; missing && g < b->ngrads; g++)
-        if (b->grads[g].marked != b->step) b->bst[b->lay.bucket_of[g]].pending--;
+        for (int i = 0; b->grads[g].marked != b->step && i < b->lay.npieces_of[g]; i++)
+            b->bst[b->lay.bucket_of[g] + i].pending--;
     launch_ready(b);
     if (b->thread) xc__bk_thread_drain(b, b->next_launch);
     xc_result_t rc = b->step_rc, r;

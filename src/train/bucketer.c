@@ -87,6 +87,19 @@ static xc_result_t compress_from_env(xc_bucketer_t *b)
     return XC_OK;
 }
 
+/* An option left at -1: the variable `var` ("0" or "1") if set, else dflt. */
+static xc_result_t flag_from_env(int *opt, const char *var, int dflt)
+{
+    if (*opt >= 0) return XC_OK;
+    *opt = dflt;
+    const char *s = getenv(var);
+    if (!s || !*s) return XC_OK;
+    if (strcmp(s, "0") && strcmp(s, "1"))
+        return xc__err(XC_ERR_INVALID, "%s=\"%s\": expected 0 or 1", var, s);
+    *opt = *s == '1';
+    return XC_OK;
+}
+
 xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
                                xc_bucketer_t **out)
 {
@@ -108,24 +121,15 @@ xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
                   fail);
     if (o.average < -1 || o.average > 1 || o.views < -1 || o.views > 1 || o.rebuild < -1 ||
         o.rebuild > 1 || o.launch_thread < -1 || o.launch_thread > 1 || o.forward_tail < -1 ||
-        o.forward_tail > 1) {
+        o.forward_tail > 1 || o.split < -1 || o.split > 1) {
         rc = xc__err(XC_ERR_INVALID, "xc_bucketer_create: average %d, views %d, rebuild %d, "
-                                     "launch_thread %d, forward_tail %d: each must be -1 "
-                                     "(default), 0 or 1",
-                     o.average, o.views, o.rebuild, o.launch_thread, o.forward_tail);
+                                     "launch_thread %d, forward_tail %d, split %d: each must be "
+                                     "-1 (default), 0 or 1",
+                     o.average, o.views, o.rebuild, o.launch_thread, o.forward_tail, o.split);
         goto fail;
     }
-    if (o.launch_thread < 0) {
-        o.launch_thread = 1;
-        const char *s = getenv("XCOLL_BUCKET_THREAD");
-        if (s && *s) {
-            if (strcmp(s, "0") && strcmp(s, "1")) {
-                rc = xc__err(XC_ERR_INVALID, "XCOLL_BUCKET_THREAD=\"%s\": expected 0 or 1", s);
-                goto fail;
-            }
-            o.launch_thread = *s == '1';
-        }
-    }
+    XC_CHECK_GOTO(flag_from_env(&o.launch_thread, "XCOLL_BUCKET_THREAD", 1), rc, fail);
+    XC_CHECK_GOTO(flag_from_env(&o.split, "XCOLL_BUCKET_SPLIT", 0), rc, fail);
     XC_CHECK_GOTO(compress_from_env(b), rc, fail);
     b->comm = comm;
     b->rank = xc_comm_rank(comm);
@@ -134,6 +138,7 @@ xc_result_t xc_bucketer_create(xc_comm_t *comm, const xc_bucketer_opts_t *opts,
     b->views = o.views == 1;
     b->rebuild = o.rebuild != 0;
     b->forward_tail = o.forward_tail == 1;
+    b->split = o.split == 1;
     b->use_thread = o.launch_thread == 1 && b->size > 1; /* alone: nothing to wait for */
     b->op = b->average ? XC_AVG : XC_SUM;
     b->step = 1;
@@ -258,7 +263,7 @@ xc_result_t xc_bucketer_commit(xc_bucketer_t *b)
         order[g] = n - 1 - g; /* backward meets the last layers first */
     }
     xc__layout_t lay;
-    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, &lay);
+    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, b->split, &lay);
     if (rc != XC_OK) {
         xc__bk_fail(b, rc, "xc_bucketer_commit: %s", xc__tls_error());
         goto out;
@@ -287,7 +292,8 @@ void xc__bk_view(const xc_bucketer_t *b, int k, xc_bucket_t *out)
                          .op = b->op,
                          .ngrads = bk->ngrads,
                          .grads = b->lay.grads + bk->first,
-                         .offsets = b->lay.offsets + bk->first};
+                         .offsets = b->lay.offsets + bk->first,
+                         .first_elem = bk->elem0};
 }
 
 void *xc_bucketer_grad(const xc_bucketer_t *b, int index)
@@ -338,6 +344,7 @@ xc_result_t xc_bucketer_info(const xc_bucketer_t *b, xc_bucketer_info_t *out)
     i.rebuild = b->rebuild;
     i.launch_thread = b->thread != NULL;
     i.tail_from = b->tail_from;
+    i.split = b->split;
     size_t n = XC__MIN(out->size, sizeof i);
     memcpy(out, &i, n);
     out->size = n;

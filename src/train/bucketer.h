@@ -37,6 +37,8 @@ typedef struct xc__bucket {
     size_t byte_off;    /* of its memory in the arena                      */
     int first, ngrads;  /* its gradients: lay.grads[first .. first+ngrads) */
     int last_pos;       /* arrival position of its last gradient            */
+    size_t elem0;       /* a piece of a split gradient: the gradient's element
+                         * at which this bucket begins (0 otherwise)         */
 } xc__bucket_t;
 
 /* A layout: buckets in all-reduce order and where every gradient lives. */
@@ -45,8 +47,10 @@ typedef struct xc__layout {
     xc__bucket_t *buckets;
     int *grads;         /* gradient indices, bucket after bucket            */
     size_t *offsets;    /* element offset of grads[j] in its bucket          */
-    int *bucket_of;     /* per gradient index                                */
+    int *bucket_of;     /* per gradient index (a split one: its first piece) */
     size_t *offset_of;  /* per gradient index                                */
+    int *npieces_of;    /* per gradient index: buckets it spans, from
+                         * bucket_of (1 unless split)                        */
     size_t arena_bytes; /* sum of the aligned buckets                        */
 } xc__layout_t;
 
@@ -56,14 +60,17 @@ typedef struct xc__layout {
  * open bucket; a bucket closes when the next gradient would overflow it or
  * when it reaches its capacity -- first_cap for the first bucket of a
  * dtype, cap after.  A gradient larger than the capacity gets a bucket of
- * its own.  Buckets are numbered by the arrival position of their last
- * gradient (the order in which they complete).  Pure; XC_ERR_INVALID if
- * `order` is not a permutation or a dtype is invalid.
+ * its own -- or, with `split` (and cap >= XC__BUCKET_ALIGN), one bucket per
+ * piece of cap bytes (rounded down to XC__BUCKET_ALIGN), adjacent and in
+ * order, so that the gradient stays contiguous in the arena.  Buckets are
+ * numbered by the arrival position of their last gradient (the order in
+ * which they complete; a split gradient's pieces in their order).  Pure;
+ * XC_ERR_INVALID if `order` is not a permutation or a dtype is invalid.
  */
 XC__HIDDEN xc_result_t xc__layout_build(int n, const size_t *counts,
                                         const xc_dtype_t *dtypes,
                                         const int *order, size_t first_cap,
-                                        size_t cap, xc__layout_t *out);
+                                        size_t cap, int split, xc__layout_t *out);
 XC__HIDDEN void xc__layout_free(xc__layout_t *lay);
 
 /* A registered gradient. */
@@ -107,6 +114,7 @@ struct xc_bucketer {
     int next_launch;      /* buckets seq[0 .. next_launch) have been launched */
     int *seq, *pos_of;    /* launch sequence (bucket indices) and inverse    */
     int forward_tail;     /* opts.forward_tail (rank 0's counts)             */
+    int split;            /* opts.split: large gradients in bucket-sized pieces */
     int tail_from;        /* seq reverses from here (= nbuckets: not at all)  */
     uint64_t tail_at;     /* forward_tail: decide at the finish of this step
                            * (3 steps on the final layout; 0: decided)       */
@@ -187,6 +195,7 @@ XC__HIDDEN xc_result_t xc__bk_agree_tail(xc_bucketer_t *b);
 typedef struct xc__bk_model {
     double alpha_ns, ns_per_byte, slowdown;
     uint64_t backward_ns;
+    int split;          /* the layouts split large gradients (opts.split)   */
 } xc__bk_model_t;
 /* Rank 0, with forward_tail: the number of leading buckets of the layout
  * whose all-reduces, issued in layout (arrival) order, are predicted to

@@ -54,7 +54,8 @@ static const spec_t k_specs[] = {
 };
 #define NG ((int)(sizeof k_specs / sizeof k_specs[0]))
 
-static int g_det; /* XCOLL_DETERMINISTIC=1 */
+static int g_det;   /* XCOLL_DETERMINISTIC=1 */
+static int g_split; /* the bucketers `make` creates split large gradients */
 
 /* ------------------------------------------------------------ data */
 
@@ -129,6 +130,7 @@ static xc_bucketer_t *make(double mb, double first_mb, int views, int rebuild, i
     o.views = views;
     o.rebuild = rebuild;
     o.average = average;
+    o.split = g_split;
     xc_bucketer_t *b;
     H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
     for (int g = 0; g < NG; g++) {
@@ -193,6 +195,17 @@ static void check_layout(xc_bucketer_t *b, const int *order, const char *what)
         size_t es = xc_dtype_size(bk.dtype), cap = seen_first[bk.dtype]++ ? in.bucket_bytes
                                                                            : in.first_bucket_bytes;
         int nonempty = 0;
+        if (bk.ngrads == 1 && k_specs[bk.grads[0]].count > bk.count) { /* a piece */
+            int g = bk.grads[0];
+            snprintf(w, sizeof w, "%s: bucket %d, a piece of '%s' (element %zu of %zu)", what, k,
+                     k_specs[g].name, bk.first_elem, k_specs[g].count);
+            H_TRUE(w, g_split && bk.offsets[0] == 0 && bk.first_elem + bk.count <= k_specs[g].count &&
+                          bk.count * es <= cap);
+            if (in.views)
+                H_TRUE(w, (char *)xc_bucketer_grad(b, g) + bk.first_elem * es == bk.data);
+            continue;
+        }
+        H_EQ_U64("first element of a whole-gradient bucket", bk.first_elem, 0);
         for (int j = 0; j < bk.ngrads; j++) {
             int g = bk.grads[j];
             nonempty += k_specs[g].count > 0;
@@ -278,8 +291,8 @@ static void check_against_per_tensor(xc_bucketer_t *b, void **user, int step, xc
 static void test_equality(double mb, double first_mb, int views, int rebuild, int steps)
 {
     char what[120];
-    snprintf(what, sizeof what, "equality (%g/%g MiB, %s, rebuild %d)", mb, first_mb,
-             views ? "views" : "copies", rebuild);
+    snprintf(what, sizeof what, "equality (%g/%g MiB, %s, rebuild %d%s)", mb, first_mb,
+             views ? "views" : "copies", rebuild, g_split ? ", split" : "");
     void **user = views ? NULL : alloc_user();
     xc_bucketer_t *b = make(mb, first_mb, views, rebuild, 1, user);
     int perm[NG], rev[NG], perm0[NG];
@@ -400,13 +413,14 @@ static int starts_reach(const hook_log_t *l, int want, int thread)
 }
 
 /* n fp32 gradients of c values in u[g] (copy mode), named names[g], one
- * bucket each (capacity 0: buckets in reverse registration order), with
- * the logging hook installed: the set-up of the hook tests. */
+ * bucket each unless o sets capacities (capacity 0: buckets in reverse
+ * registration order), with the logging hook installed: the set-up of the
+ * hook tests. */
 static xc_bucketer_t *hooked(xc_bucketer_opts_t o, int n, int c, const char *const *names,
                              float **u, hook_log_t *log)
 {
-    o.bucket_mb = 0;
-    o.first_bucket_mb = 0;
+    if (o.bucket_mb < 0) o.bucket_mb = 0;
+    if (o.first_bucket_mb < 0) o.first_bucket_mb = 0;
     xc_bucketer_t *b;
     H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
     for (int g = 0; g < n; g++) {
@@ -522,7 +536,8 @@ static void test_launch_and_hook(int thread)
 static void test_wait(int views)
 {
     char what[80];
-    snprintf(what, sizeof what, "wait (%s)", views ? "views" : "copies");
+    snprintf(what, sizeof what, "wait (%s%s)", views ? "views" : "copies",
+             g_split ? ", split" : "");
     void **user = views ? NULL : alloc_user();
     xc_bucketer_t *b = make(0.25, 0.0625, views, 1, 1, user);
     for (int step = 1; step <= 3; step++) {
@@ -628,6 +643,52 @@ static void test_forward_tail(int thread)
     for (int g = 0; g < N; g++) h_free(u[g]);
 }
 
+/* split + forward_tail: three gradients of 12000 bytes with 4096-byte
+ * buckets are nine pieces, [w2 a b c] [w1 a b c] [w0 a b c]; a tail forced
+ * from bucket 4 issues 0 1 2 3 8 7 6 5 4, which puts w1's later pieces
+ * behind w0's: waiting for w1 before w0 is marked is refused, naming w0;
+ * every value still arrives (the hook sums and doubles each piece). */
+static void test_split_tail(void)
+{
+    enum { N = 3, C = 3000, NB = 9 };
+    float *u[N];
+    xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
+    o.forward_tail = 1;
+    o.split = 1;
+    o.bucket_mb = o.first_bucket_mb = 4096.0 / (1024.0 * 1024.0);
+    setenv("XCOLL_BUCKET_TAIL_FROM", "4", 1);
+    const char *const names[N] = {"w0", "w1", "w2"};
+    hook_log_t log;
+    xc_bucketer_t *b = hooked(o, N, C, names, u, &log);
+    H_EQ_INT("buckets: three pieces per gradient", info_of(b).nbuckets, NB);
+    xc_bucket_t bk;
+    H_CHECK(H.comm, xc_bucketer_bucket(b, 5, &bk));
+    H_TRUE("bucket 5 is w1's last piece, from element 2048", bk.ngrads == 1 && bk.grads[0] == 1 &&
+                                                               bk.first_elem == 2048 &&
+                                                               bk.count == C - 2048);
+    for (int step = 1; step <= 6; step++) {
+        fill_hooked(u, N, C, 5);
+        H_CHECK(H.comm, xc_bucketer_mark_ready(b, 2));
+        H_CHECK(H.comm, xc_bucketer_mark_ready(b, 1));
+        if (step == 6) {
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_wait(b, 1));
+            expect_msg(b, "'w0' of bucket 8 is marked ready", "wait for a piece issued after w0");
+        }
+        H_CHECK(H.comm, xc_bucketer_mark_ready(b, 0));
+        if (step > 1)
+            for (int g = 0; g < N; g++) H_CHECK(H.comm, xc_bucketer_wait(b, g));
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        static const int tail[NB] = {0, 1, 2, 3, 8, 7, 6, 5, 4};
+        for (int k = 0; k < NB; k++)
+            H_EQ_INT("launch sequence of the pieces", log.order[(step - 1) * NB + k],
+                     step > 4 ? tail[k] : k);
+        check_hooked(u, N, C, 5, names, "split with a forward tail", step);
+    }
+    unsetenv("XCOLL_BUCKET_TAIL_FROM");
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    for (int g = 0; g < N; g++) h_free(u[g]);
+}
+
 static void test_misuse_steps(int views)
 {
     void **user = views ? NULL : alloc_user();
@@ -721,11 +782,12 @@ static void test_mismatch(void)
     int last = H.rank == H.size - 1;
     char rk[32];
     snprintf(rk, sizeof rk, "rank %d", H.size - 1);
-    for (int variant = 0; variant < 6; variant++) {
+    for (int variant = 0; variant < 7; variant++) {
         xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
         o.views = 1;
         o.rebuild = last && variant == 4 ? 0 : 1;
         o.forward_tail = last && variant == 5 ? 1 : 0;
+        o.split = last && variant == 6 ? 1 : 0;
         o.bucket_mb = last && variant == 2 ? 8 : 4;
         o.average = last && variant == 3 ? 0 : 1;
         xc_bucketer_t *b;
@@ -746,6 +808,7 @@ static void test_mismatch(void)
         if (variant == 3) expect_msg(b, "averag", "mismatch names averaging");
         if (variant == 4) expect_msg(b, "rebuild", "mismatch names rebuild");
         if (variant == 5) expect_msg(b, "forward_tail", "mismatch names forward_tail");
+        if (variant == 6) expect_msg(b, "split", "mismatch names split");
         H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready(b, 0));
         H_CHECK(H.comm, xc_bucketer_destroy(b));
     }
@@ -782,7 +845,24 @@ static void test_local_misuse(void)
     H_EQ_INT("default average", in.average, 1);
     H_EQ_INT("default views", in.views, 0);
     H_EQ_INT("default rebuild", in.rebuild, 1);
+    H_EQ_INT("default split", in.split, 0);
     H_CHECK(H.comm, xc_bucketer_destroy(b));
+    setenv("XCOLL_BUCKET_SPLIT", "yes", 1);
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_create(H.comm, NULL, &b));
+    H_TRUE("bad XCOLL_BUCKET_SPLIT named", contains(xc_last_error(), "XCOLL_BUCKET_SPLIT=\"yes\""));
+    setenv("XCOLL_BUCKET_SPLIT", "1", 1);
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, NULL, &b));
+    H_EQ_INT("XCOLL_BUCKET_SPLIT=1", info_of(b).split, 1);
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    o = (xc_bucketer_opts_t)XC_BUCKETER_OPTS_INIT;
+    o.split = 0;
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    H_EQ_INT("opts.split over XCOLL_BUCKET_SPLIT", info_of(b).split, 0);
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    unsetenv("XCOLL_BUCKET_SPLIT");
+    o.split = 2;
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_create(H.comm, &o, &b));
+    H_TRUE("split 2 refused, named", contains(xc_last_error(), "split 2"));
     o = (xc_bucketer_opts_t)XC_BUCKETER_OPTS_INIT;
     o.bucket_mb = 2;
     H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
@@ -862,6 +942,13 @@ int main(int argc, char **argv)
     test_wait_hook(1);
     test_forward_tail(0);
     test_forward_tail(1);
+    g_split = 1; /* large gradients in bucket-sized pieces */
+    test_equality(0.5, 0.125, 0, 1, 3);
+    test_equality(0.25, 0.0625, 1, 1, 3);
+    test_wait(0);
+    test_wait(1);
+    test_split_tail();
+    g_split = 0;
     test_misuse_steps(0);
     test_misuse_steps(1);
     test_mismatch();

@@ -4,8 +4,9 @@
  * normal one, a gradient larger than a bucket alone), one dtype per bucket
  * with interleaved dtypes, buckets numbered by the arrival of their last
  * gradient, arrival order inside a bucket, 64-byte aligned offsets, the
- * arena, a rebuild from another order, empty gradients, zero capacity, and
- * the rejection of orders that are not permutations.  Plus a randomised
+ * arena, a rebuild from another order, empty gradients, zero capacity,
+ * splitting large gradients into pieces, and the rejection of orders that
+ * are not permutations.  Plus a randomised
  * check of every invariant on 300 random inputs.  Standalone: exit 0 on
  * success, 1 on any failure, each failure printed with both values.
  */
@@ -27,16 +28,23 @@ static int g_failures;
 
 #define KIB 1024u
 
-/* Every invariant of a layout of n gradients built from `order`. */
+/* Every invariant of a layout of n gradients built from `order` (split:
+ * gradients larger than cap were to be cut into cap-sized pieces). */
 static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, const int *order,
-                             size_t first_cap, size_t cap, const xc__layout_t *l)
+                             size_t first_cap, size_t cap, int split, const xc__layout_t *l)
 {
     CHECK_I64(l->ngrads, n);
     int *pos = malloc(sizeof(int) * (size_t)(n + 1)), *seen = calloc((size_t)n + 1, sizeof(int));
     for (int p = 0; p < n; p++) pos[order[p]] = p;
-    int j = 0, first_of[XC_DTYPE_COUNT];
+    int j = 0, entries = 0, first_of[XC_DTYPE_COUNT];
     for (int d = 0; d < XC_DTYPE_COUNT; d++) first_of[d] = -1;
-    size_t arena = 0;
+    size_t arena = 0, piece = cap / 64 * 64;
+    for (int g = 0; g < n; g++) {
+        size_t bytes = counts[g] * xc_dtype_size(dt[g]);
+        int want = split && piece && bytes > cap ? (int)((bytes + piece - 1) / piece) : 1;
+        CHECK_I64(l->npieces_of[g], want);
+        entries += l->npieces_of[g];
+    }
     for (int k = 0; k < l->nbuckets; k++) {
         const xc__bucket_t *b = &l->buckets[k];
         size_t es = xc_dtype_size(b->dtype);
@@ -45,7 +53,25 @@ static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, 
         CHECK_I64(b->byte_off, arena);
         arena += (b->count * es + 63) / 64 * 64;
         if (b->ngrads < 1) CHECK_I64(b->ngrads, 1);
-        if (k > 0) CHECK_I64(l->buckets[k - 1].last_pos < b->last_pos, 1);
+        int g0 = l->grads[b->first], is_piece = l->npieces_of[g0] > 1;
+        if (k > 0 && !(is_piece && k > l->bucket_of[g0])) /* pieces share their arrival */
+            CHECK_I64(l->buckets[k - 1].last_pos < b->last_pos, 1);
+        if (is_piece) { /* one piece of one gradient, where it belongs */
+            int i = k - l->bucket_of[g0];
+            CHECK_I64(b->ngrads, 1);
+            CHECK_I64(i >= 0 && i < l->npieces_of[g0], 1);
+            CHECK_I64(b->elem0, (size_t)i * (piece / es));
+            CHECK_I64(b->count, XC__MIN(piece / es, counts[g0] - b->elem0));
+            CHECK_I64(b->byte_off, l->buckets[l->bucket_of[g0]].byte_off + b->elem0 * es);
+            CHECK_I64(b->last_pos, pos[g0]);
+            CHECK_I64(l->offsets[j], 0);
+            CHECK_I64(l->offset_of[g0], 0);
+            seen[g0]++;
+            j++;
+            first_of[b->dtype] = k;
+            continue;
+        }
+        CHECK_I64(b->elem0, 0);
         size_t end = 0;
         int lastp = -1, nonempty = 0;
         for (int i = 0; i < b->ngrads; i++, j++) {
@@ -53,6 +79,7 @@ static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, 
             seen[g]++;
             CHECK_I64(dt[g], b->dtype);
             CHECK_I64(l->bucket_of[g], k);
+            CHECK_I64(l->npieces_of[g], 1);
             CHECK_I64(l->offsets[j], l->offset_of[g]);
             CHECK_I64(l->offsets[j] * es % 64, 0);
             CHECK_I64(l->offsets[j] >= end, 1); /* no overlap, memory order */
@@ -71,11 +98,52 @@ static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, 
         }
         first_of[b->dtype] = k; /* a dtype's buckets complete in creation order */
     }
-    CHECK_I64(j, n);
+    CHECK_I64(j, entries);
     CHECK_I64(l->arena_bytes, arena);
-    for (int g = 0; g < n; g++) CHECK_I64(seen[g], 1);
+    for (int g = 0; g < n; g++) CHECK_I64(seen[g], l->npieces_of[g]);
     free(pos);
     free(seen);
+}
+
+/* Split: a 2.5 MiB gradient with 1 MiB buckets becomes pieces of 1, 1 and
+ * 0.5 MiB, adjacent and in order (so contiguous), between the buckets of
+ * the gradients that arrive around it; without split it is one bucket. */
+static void test_split(void)
+{
+    enum { N = 4 };
+    size_t counts[N] = {1000, 640 * KIB, 100, 10}; /* fp32: g1 = 2.5 MiB */
+    xc_dtype_t dt[N] = {XC_FLOAT32, XC_FLOAT32, XC_FLOAT32, XC_FLOAT32};
+    int order[N] = {3, 2, 1, 0};
+    xc__layout_t l;
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 1024 * KIB, 1024 * KIB, 1, &l), XC_OK);
+    check_invariants(N, counts, dt, order, 1024 * KIB, 1024 * KIB, 1, &l);
+    /* [3 2] [1a] [1b] [1c] [0] */
+    CHECK_I64(l.nbuckets, 5);
+    CHECK_I64(l.bucket_of[3], 0);
+    CHECK_I64(l.bucket_of[2], 0);
+    CHECK_I64(l.bucket_of[1], 1);
+    CHECK_I64(l.npieces_of[1], 3);
+    CHECK_I64(l.buckets[1].count, 256 * KIB);
+    CHECK_I64(l.buckets[2].count, 256 * KIB);
+    CHECK_I64(l.buckets[3].count, 128 * KIB);
+    CHECK_I64(l.buckets[3].elem0, 512 * KIB);
+    CHECK_I64(l.buckets[2].byte_off, l.buckets[1].byte_off + 1024 * KIB);
+    CHECK_I64(l.bucket_of[0], 4);
+    xc__layout_free(&l);
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 1024 * KIB, 1024 * KIB, 0, &l), XC_OK);
+    CHECK_I64(l.nbuckets, 3);
+    CHECK_I64(l.npieces_of[1], 1);
+    xc__layout_free(&l);
+    /* A capacity below 64 bytes cannot be cut to: no split. */
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 0, 48, 1, &l), XC_OK);
+    check_invariants(N, counts, dt, order, 0, 48, 1, &l);
+    CHECK_I64(l.nbuckets, 4);
+    xc__layout_free(&l);
+    /* A piece size that is not a multiple of 64 bytes rounds down. */
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 0, 1000, 1, &l), XC_OK);
+    check_invariants(N, counts, dt, order, 0, 1000, 1, &l);
+    CHECK_I64(l.buckets[l.bucket_of[1]].count, 960 / 4);
+    xc__layout_free(&l);
 }
 
 static void test_capacities(void)
@@ -88,8 +156,8 @@ static void test_capacities(void)
     int order[N];
     for (int g = 0; g < N; g++) counts[g] = 25 * KIB, dt[g] = XC_FLOAT32, order[g] = N - 1 - g;
     xc__layout_t l;
-    CHECK_I64(xc__layout_build(N, counts, dt, order, 150 * KIB, 300 * KIB, &l), XC_OK);
-    check_invariants(N, counts, dt, order, 150 * KIB, 300 * KIB, &l);
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 150 * KIB, 300 * KIB, 0, &l), XC_OK);
+    check_invariants(N, counts, dt, order, 150 * KIB, 300 * KIB, 0, &l);
     CHECK_I64(l.nbuckets, 4);
     int expect_bucket[N] = {3, 2, 2, 2, 1, 1, 1, 0};
     for (int g = 0; g < N; g++) CHECK_I64(l.bucket_of[g], expect_bucket[g]);
@@ -104,8 +172,8 @@ static void test_capacities(void)
     size_t c2[4] = {1000, 1000, 256 * KIB, 1000};
     xc_dtype_t d2[4] = {XC_FLOAT32, XC_FLOAT32, XC_FLOAT32, XC_FLOAT32};
     int o2[4] = {0, 1, 2, 3};
-    CHECK_I64(xc__layout_build(4, c2, d2, o2, 100 * KIB, 100 * KIB, &l), XC_OK);
-    check_invariants(4, c2, d2, o2, 100 * KIB, 100 * KIB, &l);
+    CHECK_I64(xc__layout_build(4, c2, d2, o2, 100 * KIB, 100 * KIB, 0, &l), XC_OK);
+    check_invariants(4, c2, d2, o2, 100 * KIB, 100 * KIB, 0, &l);
     CHECK_I64(l.nbuckets, 3);
     CHECK_I64(l.bucket_of[0], 0);
     CHECK_I64(l.bucket_of[1], 0);
@@ -115,7 +183,7 @@ static void test_capacities(void)
     xc__layout_free(&l);
 
     /* Capacity 0: one gradient per bucket. */
-    CHECK_I64(xc__layout_build(4, c2, d2, o2, 0, 0, &l), XC_OK);
+    CHECK_I64(xc__layout_build(4, c2, d2, o2, 0, 0, 0, &l), XC_OK);
     CHECK_I64(l.nbuckets, 4);
     xc__layout_free(&l);
 }
@@ -130,8 +198,8 @@ static void test_dtypes(void)
     xc_dtype_t dt[6] = {XC_FLOAT32, XC_BFLOAT16, XC_FLOAT32, XC_BFLOAT16, XC_FLOAT32, XC_FLOAT64};
     int order[6] = {0, 1, 2, 3, 4, 5};
     xc__layout_t l;
-    CHECK_I64(xc__layout_build(6, counts, dt, order, 16 * KIB, 24 * KIB, &l), XC_OK);
-    check_invariants(6, counts, dt, order, 16 * KIB, 24 * KIB, &l);
+    CHECK_I64(xc__layout_build(6, counts, dt, order, 16 * KIB, 24 * KIB, 0, &l), XC_OK);
+    check_invariants(6, counts, dt, order, 16 * KIB, 24 * KIB, 0, &l);
     CHECK_I64(l.nbuckets, 4);
     int expect[6] = {0, 1, 2, 1, 2, 3};
     for (int g = 0; g < 6; g++) CHECK_I64(l.bucket_of[g], expect[g]);
@@ -149,10 +217,10 @@ static void test_rebuild_order(void)
     for (int g = 0; g < N; g++) dt[g] = XC_FLOAT32;
     int o1[N] = {5, 4, 3, 2, 1, 0}, o2[N] = {2, 0, 5, 1, 4, 3};
     xc__layout_t a, b;
-    CHECK_I64(xc__layout_build(N, counts, dt, o1, 0, 1 << 20, &a), XC_OK);
-    CHECK_I64(xc__layout_build(N, counts, dt, o2, 0, 1 << 20, &b), XC_OK);
-    check_invariants(N, counts, dt, o1, 0, 1 << 20, &a);
-    check_invariants(N, counts, dt, o2, 0, 1 << 20, &b);
+    CHECK_I64(xc__layout_build(N, counts, dt, o1, 0, 1 << 20, 0, &a), XC_OK);
+    CHECK_I64(xc__layout_build(N, counts, dt, o2, 0, 1 << 20, 0, &b), XC_OK);
+    check_invariants(N, counts, dt, o1, 0, 1 << 20, 0, &a);
+    check_invariants(N, counts, dt, o2, 0, 1 << 20, 0, &b);
     /* first bucket (capacity 0) holds the first arrival alone, the rest
      * share one bucket in arrival order */
     CHECK_I64(a.nbuckets, 2);
@@ -170,20 +238,20 @@ static void test_edges(void)
     size_t counts[3] = {0, 5, 0};
     xc_dtype_t dt[3] = {XC_FLOAT32, XC_FLOAT32, XC_INT8};
     int order[3] = {0, 1, 2};
-    CHECK_I64(xc__layout_build(3, counts, dt, order, 64, 1024, &l), XC_OK);
-    check_invariants(3, counts, dt, order, 64, 1024, &l);
+    CHECK_I64(xc__layout_build(3, counts, dt, order, 64, 1024, 0, &l), XC_OK);
+    check_invariants(3, counts, dt, order, 64, 1024, 0, &l);
     CHECK_I64(l.nbuckets, 2);
     xc__layout_free(&l);
-    CHECK_I64(xc__layout_build(0, counts, dt, order, 64, 1024, &l), XC_OK);
+    CHECK_I64(xc__layout_build(0, counts, dt, order, 64, 1024, 0, &l), XC_OK);
     CHECK_I64(l.nbuckets, 0);
     CHECK_I64(l.arena_bytes, 0);
     xc__layout_free(&l);
     int dup[3] = {0, 1, 1}, out_of_range[3] = {0, 1, 3};
-    CHECK_I64(xc__layout_build(3, counts, dt, dup, 64, 1024, &l), XC_ERR_INVALID);
+    CHECK_I64(xc__layout_build(3, counts, dt, dup, 64, 1024, 0, &l), XC_ERR_INVALID);
     CHECK_I64(strstr(xc_last_error(), "not a permutation") != NULL, 1);
-    CHECK_I64(xc__layout_build(3, counts, dt, out_of_range, 64, 1024, &l), XC_ERR_INVALID);
+    CHECK_I64(xc__layout_build(3, counts, dt, out_of_range, 64, 1024, 0, &l), XC_ERR_INVALID);
     xc_dtype_t bad[3] = {XC_FLOAT32, XC_DTYPE_COUNT, XC_FLOAT32};
-    CHECK_I64(xc__layout_build(3, counts, bad, order, 64, 1024, &l), XC_ERR_INVALID);
+    CHECK_I64(xc__layout_build(3, counts, bad, order, 64, 1024, 0, &l), XC_ERR_INVALID);
 }
 
 static void test_random(void)
@@ -207,8 +275,9 @@ static void test_random(void)
         }
         size_t first = (size_t)(rand() % 40000), cap = (size_t)(rand() % 100000);
         xc__layout_t l;
-        CHECK_I64(xc__layout_build(n, counts, dt, order, first, cap, &l), XC_OK);
-        check_invariants(n, counts, dt, order, first, cap, &l);
+        int split = it % 3 == 0;
+        CHECK_I64(xc__layout_build(n, counts, dt, order, first, cap, split, &l), XC_OK);
+        check_invariants(n, counts, dt, order, first, cap, split, &l);
         xc__layout_free(&l);
         free(counts);
         free(dt);
@@ -222,6 +291,7 @@ int main(void)
     test_dtypes();
     test_rebuild_order();
     test_edges();
+    test_split();
     test_random();
     if (g_failures) {
         fprintf(stderr, "test_bucket_layout: %d failure(s)\n", g_failures);

@@ -41,7 +41,7 @@ int main(void)
     int nb = 0;
 #define END(first, cap, alpha, nspb, s, nbp) \
     xc__bk_comm_end(N, counts, dt, order, ready, \
-                    &(xc__bk_model_t){(alpha), (nspb), (s), 40000000}, (first), (cap), (nbp))
+                    &(xc__bk_model_t){(alpha), (nspb), (s), 40000000, 0}, (first), (cap), (nbp))
 #define STEP(first, cap, alpha, nspb, nbp) \
     (END(first, cap, alpha, nspb, 1, nbp) > 40e6 ? END(first, cap, alpha, nspb, 1, nbp) : 40e6)
 
@@ -76,12 +76,23 @@ int main(void)
     int one[1] = {0};
     size_t c1[1] = {0};
     uint64_t r1[1] = {0};
-    xc__bk_model_t s2 = {10e6, 0, 2, 20000000}, s4 = {10e6, 0, 4, 20000000},
-                   late = {10e6, 0, 4, 20000000};
+    xc__bk_model_t s2 = {10e6, 0, 2, 20000000, 0}, s4 = {10e6, 0, 4, 20000000, 0},
+                   late = {10e6, 0, 4, 20000000, 0};
     check_ms("slowdown 2", xc__bk_comm_end(1, c1, dt, one, r1, &s2, MiB, MiB, NULL), 20.0);
     check_ms("slowdown 4", xc__bk_comm_end(1, c1, dt, one, r1, &s4, MiB, MiB, NULL), 25.0);
     uint64_t r2[1] = {30000000}; /* ready after backward: full speed */
     check_ms("after backward", xc__bk_comm_end(1, c1, dt, one, r2, &late, MiB, MiB, NULL), 40.0);
+    /* Split: one 2 MiB gradient ready at 0 with 1 MiB buckets is two
+     * all-reduces (alpha twice), without split one. */
+    size_t c2[1] = {MiB / 2};
+    xc__bk_model_t whole = {1e6, 1.0, 1, 0, 0}, cut = {1e6, 1.0, 1, 0, 1};
+    int nb2 = 0;
+    check_ms("one 2 MiB gradient", xc__bk_comm_end(1, c2, dt, one, r1, &whole, MiB, MiB, &nb2),
+             1.0 + 2 * m / 1e6);
+    if (nb2 != 1) g_failures++, fprintf(stderr, "FAIL: %d buckets, expected 1\n", nb2);
+    check_ms("split in two", xc__bk_comm_end(1, c2, dt, one, r1, &cut, MiB, MiB, &nb2),
+             2.0 + 2 * m / 1e6);
+    if (nb2 != 2) g_failures++, fprintf(stderr, "FAIL: %d buckets, expected 2\n", nb2);
     if (g_failures) {
         fprintf(stderr, "test_bucket_predict: %d failure(s)\n", g_failures);
         return 1;
