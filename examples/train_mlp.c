@@ -171,6 +171,21 @@ static int on_ready_bucketed(void *ctx, int p)
     return 0;
 }
 
+/* A block of rows of a weight gradient (a whole number of the bucketer's
+ * pieces, see run_init) is final. */
+static int on_part_bucketed(void *ctx, int p, size_t first, size_t count)
+{
+    double t0 = now_ms();
+    xc_result_t rc = xc_bucketer_mark_ready_range(ctx, p, first, count);
+    g_issue_ms += now_ms() - t0;
+    if (rc != XC_OK) {
+        fprintf(stderr, "rank %d: xc_bucketer_mark_ready_range(%d, %zu, %zu): %s: %s\n", g_rank,
+                p, first, count, xc_err_name(rc), xc_bucketer_last_error(ctx));
+        return 1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ one run */
 
 /* One training run (a model, its gradients, maybe a bucketer) advanced one
@@ -238,6 +253,18 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
                                        XC_FLOAT32, name, NULL));
         }
         CHECK(xc_bucketer_commit(r->b));
+        /* A split weight gradient: backward computes and marks it piece by
+         * piece, when a piece is a whole number of rows (the piece size
+         * does not change when the layout is rebuilt). */
+        for (int p = 0; p < mlp_nparams(&r->m); p += 2) {
+            int k;
+            size_t off;
+            xc_bucket_t bk;
+            CHECK(xc_bucketer_locate(r->b, p, &k, &off));
+            CHECK(xc_bucketer_bucket(r->b, k, &bk));
+            if (bk.ngrads == 1 && bk.count < r->m.count[p] && bk.count % r->m.out[p / 2] == 0)
+                r->m.block[p] = bk.count;
+        }
     }
     res->traced = xc_trace_enabled();
 }
@@ -325,7 +352,7 @@ static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
     double t1b = now_ms();
     g_issue_ms = 0;
     xc_trace_begin("backward");
-    int brc = r->b ? mlp_backward(m, r->bl, on_ready_bucketed, r->b)
+    int brc = r->b ? mlp_backward_parts(m, r->bl, on_ready_bucketed, on_part_bucketed, r->b)
                    : mlp_backward(m, r->bl, on_ready_none, NULL);
     xc_trace_end();
     if (brc) die("backward failed");

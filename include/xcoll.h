@@ -772,6 +772,20 @@ XC_API void *xc_bucketer_grad(const xc_bucketer_t *b, int index);
  * blocking. */
 XC_API xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index);
 
+/* Elements [first, first + count) of gradient `index` hold their final
+ * value -- for a large gradient computed in blocks (e.g. a weight
+ * gradient row block by row block), so that its pieces (opts.split) go
+ * out as they are computed instead of when the whole gradient is.  The
+ * range must consist of whole pieces: `first` is where a piece begins
+ * (xc_bucket_t.first_elem; pieces hold the bucket size in bytes, a
+ * multiple of 64) and first + count where one ends or the gradient does;
+ * a gradient that is not split has one piece, itself.  The gradient is
+ * marked once its pieces are; a piece marked twice, a range outside the
+ * gradient or not on piece boundaries is XC_ERR_INVALID (nothing changes
+ * then).  Otherwise as xc_bucketer_mark_ready, which marks every piece. */
+XC_API xc_result_t xc_bucketer_mark_ready_range(xc_bucketer_t *b, int index, size_t first,
+                                                size_t count);
+
 /* End the step: wait for every bucket's reduction (then each gradient holds
  * the average -- or sum -- over the ranks) and start the next step.
  * Blocking; collective in effect (it completes the step's all-reduces, and

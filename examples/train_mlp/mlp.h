@@ -43,6 +43,10 @@ typedef struct mlp {
     float *mom[2 * MLP_MAX_LAYERS];   /* momentum                          */
     float *grad[2 * MLP_MAX_LAYERS];  /* set by the caller                 */
     size_t count[2 * MLP_MAX_LAYERS]; /* elements of each parameter        */
+    size_t block[2 * MLP_MAX_LAYERS]; /* backward computes weight gradient p
+                                       * in blocks of this many elements, each
+                                       * reported by `part` (0: whole; must be
+                                       * a multiple of the layer's width)    */
     int batch_cap;
     float *act[MLP_MAX_LAYERS + 1];   /* act[0] input, act[l+1] = out of l */
     float *dz, *dx, *xt;              /* backward scratch                  */
@@ -176,21 +180,33 @@ static double mlp_loss(mlp_t *m, const dataset_t *d, int row0, int B, float scal
 }
 
 /* Backward from m->dz (the loss gradient); ready(ctx, p) is called as soon
- * as grad[p] holds its value.  Returns 0, or the first non-zero value of
- * ready (backward stops there), or -1 (allocation). */
+ * as grad[p] holds its value -- or, for a weight with m->block[p] set and
+ * a `part` callback, part(ctx, p, first, count) as each block of rows of
+ * its gradient does (the same arithmetic per element either way).  Returns
+ * 0, or the first non-zero value of a callback (backward stops there), or
+ * -1 (allocation). */
 typedef int (*mlp_ready_fn)(void *ctx, int param);
+typedef int (*mlp_part_fn)(void *ctx, int param, size_t first, size_t count);
 
-static int mlp_backward(mlp_t *m, int B, mlp_ready_fn ready, void *ctx)
+static int mlp_backward_parts(mlp_t *m, int B, mlp_ready_fn ready, mlp_part_fn part, void *ctx)
 {
     for (int l = m->nlayers - 1; l >= 0; l--) {
         int in = m->in[l], out = m->out[l], R = B * m->mult[l], rc;
         /* dW = X^T dZ: (in x R) (R x out), summed over the rows in order
          * (a token layer's R = B x T rows: the sum over the tokens too) */
         transpose((size_t)R, (size_t)in, m->act[l], m->xt);
-        if (gemm((size_t)in, (size_t)out, (size_t)R, m->xt, (size_t)R, m->dz, (size_t)out, 0,
-                 m->grad[2 * l], (size_t)out))
-            return -1;
-        if ((rc = ready(ctx, 2 * l))) return rc;
+        size_t blk = m->block[2 * l], rows = (size_t)in;
+        if (part && blk && blk % (size_t)out == 0) rows = blk / (size_t)out;
+        for (size_t r0 = 0; r0 < (size_t)in; r0 += rows) {
+            size_t nr = (size_t)in - r0 < rows ? (size_t)in - r0 : rows;
+            if (gemm(nr, (size_t)out, (size_t)R, m->xt + r0 * (size_t)R, (size_t)R, m->dz,
+                     (size_t)out, 0, m->grad[2 * l] + r0 * (size_t)out, (size_t)out))
+                return -1;
+            if (rows < (size_t)in &&
+                (rc = part(ctx, 2 * l, r0 * (size_t)out, nr * (size_t)out)))
+                return rc;
+        }
+        if (rows == (size_t)in && (rc = ready(ctx, 2 * l))) return rc;
         float *db = m->grad[2 * l + 1];
         for (int j = 0; j < out; j++) db[j] = 0;
         for (int i = 0; i < R; i++)
@@ -206,6 +222,11 @@ static int mlp_backward(mlp_t *m, int B, mlp_ready_fn ready, void *ctx)
         for (size_t i = 0; i < (size_t)R * (size_t)in; i++) m->dz[i] = a[i] > 0 ? m->dx[i] : 0;
     }
     return 0;
+}
+
+static int mlp_backward(mlp_t *m, int B, mlp_ready_fn ready, void *ctx)
+{
+    return mlp_backward_parts(m, B, ready, NULL, ctx);
 }
 
 /* SGD with momentum on parameter p: v = mu v + g; w -= lr v. */

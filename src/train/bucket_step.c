@@ -120,27 +120,99 @@ static xc_result_t check_grad_call(xc_bucketer_t *b, const char *fn, int index)
     return XC_OK;
 }
 
-xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index)
+/* Piece i of gradient g (i = 0 and the whole gradient unless split): its
+ * elements [*at, *at + *n). */
+static void piece_span(const xc_bucketer_t *b, int g, int i, size_t *at, size_t *n)
 {
-    XC_CHECK(check_grad_call(b, "xc_bucketer_mark_ready", index));
+    const xc__bucket_t *bk = &b->lay.buckets[b->lay.bucket_of[g] + i];
+    *at = bk->elem0;
+    *n = b->lay.npieces_of[g] > 1 ? bk->count : b->grads[g].count;
+}
+
+/* Mark pieces of gradient `index` ready: all of them (whole), or those
+ * that make up elements [first, first + count).  fn: the caller's name. */
+static xc_result_t mark(xc_bucketer_t *b, const char *fn, int index, int whole, size_t first,
+                        size_t count)
+{
+    XC_CHECK(check_grad_call(b, fn, index));
     xc__grad_t *g = &b->grads[index];
+    unsigned long long step = (unsigned long long)b->step;
+    int k0 = b->lay.bucket_of[index], np = b->lay.npieces_of[index];
     if (g->marked == b->step)
-        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_mark_ready: gradient '%s' (index %d) "
-                                              "marked ready twice in step %llu",
-                           g->name, index, (unsigned long long)b->step);
-    g->marked = b->step;
+        return xc__bk_fail(b, XC_ERR_INVALID, "%s: gradient '%s' (index %d) marked ready twice "
+                                              "in step %llu", fn, g->name, index, step);
+    int i0 = 0, i1 = np; /* the pieces to mark: [i0, i1) */
+    if (!whole) {
+        if (first > g->count || count > g->count - first)
+            return xc__bk_fail(b, XC_ERR_INVALID, "%s: elements [%zu, %zu) are outside gradient "
+                                                  "'%s' (index %d) of %zu elements",
+                               fn, first, first + count, g->name, index, g->count);
+        i0 = i1 = -1;
+        for (int i = 0; i < np && i1 < 0; i++) {
+            size_t at, n;
+            piece_span(b, index, i, &at, &n);
+            if (at == first) i0 = i;
+            if (i0 >= 0 && at + n == first + count) i1 = i + 1;
+        }
+        if (i0 < 0 || i1 < 0) {
+            size_t at, n;
+            piece_span(b, index, 0, &at, &n);
+            if (np > 1)
+                return xc__bk_fail(b, XC_ERR_INVALID, "%s: elements [%zu, %zu) of gradient '%s' "
+                                                      "(index %d) are not whole pieces: its %d "
+                                                      "pieces hold %zu elements each (the last "
+                                                      "the rest)",
+                                   fn, first, first + count, g->name, index, np, n);
+            return xc__bk_fail(b, XC_ERR_INVALID, "%s: elements [%zu, %zu) of gradient '%s' "
+                                                  "(index %d): it is not split (opts.split, or "
+                                                  "not larger than a bucket), so the range must "
+                                                  "be all %zu elements",
+                               fn, first, first + count, g->name, index, g->count);
+        }
+    }
+    for (int i = i0; np > 1 && i < i1; i++)
+        if (b->bst[k0 + i].marked == b->step) {
+            size_t at, n;
+            piece_span(b, index, i, &at, &n);
+            return xc__bk_fail(b, XC_ERR_INVALID, "%s: piece %d of %d of gradient '%s' (index "
+                                                  "%d, elements [%zu, %zu)) marked ready twice "
+                                                  "in step %llu",
+                               fn, i + 1, np, g->name, index, at, at + n, step);
+        }
     uint64_t now = xc__now_ns();
     if (!b->t_first) b->t_first = now;
     if (b->old_arena) { /* a new step: addresses from before the rebuild expire */
         free(b->old_arena);
         b->old_arena = NULL;
     }
-    b->t_mark[index] = now;
-    size_t bytes = g->count * xc_dtype_size(g->dtype);
-    if (!b->views && bytes) memcpy(slot(b, index), g->user, bytes);
-    b->arrival[b->narrived++] = index;
-    for (int i = 0; i < b->lay.npieces_of[index]; i++) b->bst[b->lay.bucket_of[index] + i].pending--;
+    size_t es = xc_dtype_size(g->dtype);
+    for (int i = i0; i < i1; i++) {
+        size_t at, n;
+        piece_span(b, index, i, &at, &n);
+        if (!b->views && n)
+            memcpy((unsigned char *)slot(b, index) + at * es, (unsigned char *)g->user + at * es,
+                   n * es);
+        if (np > 1) b->bst[k0 + i].marked = b->step; /* (a whole bucket may hold others) */
+        b->bst[k0 + i].pending--;
+    }
+    int left = 0;
+    for (int i = 0; np > 1 && i < np; i++) left += b->bst[k0 + i].marked != b->step;
+    if (!left) { /* the gradient is complete */
+        g->marked = b->step;
+        b->t_mark[index] = now;
+        b->arrival[b->narrived++] = index;
+    }
     return launch_ready(b);
+}
+
+xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index)
+{
+    return mark(b, "xc_bucketer_mark_ready", index, 1, 0, 0);
+}
+
+xc_result_t xc_bucketer_mark_ready_range(xc_bucketer_t *b, int index, size_t first, size_t count)
+{
+    return mark(b, "xc_bucketer_mark_ready_range", index, 0, first, count);
 }
 
 /* The names of the gradients (of bucket k; k < 0: of every bucket) not
@@ -314,9 +386,10 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
         for (int g = 0; g < b->ngrads; g++) ready[g] = b->t_mark[g] - b->t_first;
         memcpy(b->last_order, b->arrival, (size_t)b->ngrads * sizeof *b->last_order);
     }
-    for (int g = 0; missing && g < b->ngrads; g++)
+    for (int g = 0; missing && g < b->ngrads; g++) /* (the pieces not marked) */
         for (int i = 0; b->grads[g].marked != b->step && i < b->lay.npieces_of[g]; i++)
-            b->bst[b->lay.bucket_of[g] + i].pending--;
+            if (b->lay.npieces_of[g] == 1 || b->bst[b->lay.bucket_of[g] + i].marked != b->step)
+                b->bst[b->lay.bucket_of[g] + i].pending--;
     launch_ready(b);
     if (b->thread) xc__bk_thread_drain(b, b->next_launch);
     xc_result_t rc = b->step_rc, r;

@@ -89,6 +89,8 @@ typedef struct xc__bstate {
     int launched;
     int failed;         /* its launch failed (the step's error says why)    */
     int done;           /* completed early by xc_bucketer_wait; rc kept      */
+    uint64_t marked;    /* a piece of a split gradient: the step in which it
+                         * was marked ready (0 never)                        */
     xc_result_t rc;
 } xc__bstate_t;
 

@@ -689,6 +689,87 @@ static void test_split_tail(void)
     for (int g = 0; g < N; g++) h_free(u[g]);
 }
 
+/* Elements per piece of gradient g (its count if it is not split). */
+static size_t piece_elems(xc_bucketer_t *b, int g)
+{
+    int k;
+    size_t off;
+    xc_bucket_t bk;
+    H_CHECK(H.comm, xc_bucketer_locate(b, g, &k, &off));
+    H_CHECK(H.comm, xc_bucketer_bucket(b, k, &bk));
+    return bk.ngrads == 1 && bk.count < k_specs[g].count ? bk.count : k_specs[g].count;
+}
+
+/* xc_bucketer_mark_ready_range: split gradients marked piece by piece
+ * (last piece first, two pieces in one call), the others whole, in a
+ * different order on every rank, equal the per-tensor all-reduce; ranges
+ * off the piece boundaries, outside the gradient, partial on a gradient
+ * that is not split, and a piece marked twice are refused, naming the
+ * gradient and changing nothing; a step that leaves a piece unmarked fails
+ * in finish naming the gradient, and the next step is right again. */
+static void test_ranges(int views)
+{
+    char what[80];
+    snprintf(what, sizeof what, "ranges (%s)", views ? "views" : "copies");
+    void **user = views ? NULL : alloc_user();
+    xc_bucketer_t *b = make(0.25, 0.0625, views, 1, 1, user); /* g_split: 1 */
+    const int l1 = 2, bias = 3; /* l1.weight: 300000 fp32 in 65536-element pieces */
+    for (int step = 1; step <= 4; step++) {
+        for (int g = 0; g < NG; g++) fill(grad_storage(b, user, g), step, g, 0);
+        size_t pe = piece_elems(b, l1), n = k_specs[l1].count;
+        H_EQ_U64("l1.weight's pieces", pe, 65536);
+        if (step == 1) { /* refusals first: nothing changes */
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready_range(b, l1, 1, pe));
+            expect_msg(b, "not whole pieces", "range off the piece boundaries");
+            expect_msg(b, "'l1.weight'", "range off the piece boundaries");
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready_range(b, l1, 0, pe + 1));
+            expect_msg(b, "not whole pieces", "range ending inside a piece");
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready_range(b, l1, pe, n));
+            expect_msg(b, "outside", "range past the end");
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready_range(b, bias, 0, 10));
+            expect_msg(b, "not split", "part of a gradient that is not split");
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready_range(b, l1, 0, 0));
+            expect_msg(b, "not whole pieces", "an empty range");
+            H_CHECK(H.comm, xc_bucketer_mark_ready_range(b, l1, pe, pe));
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready_range(b, l1, 0, 2 * pe));
+            expect_msg(b, "piece 2 of 5", "a piece marked twice");
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready(b, l1));
+            expect_msg(b, "marked ready twice", "the whole after a piece");
+        }
+        int perm[NG];
+        arrival(step, H.rank, perm);
+        for (int j = 0; j < NG; j++) {
+            int g = perm[j];
+            size_t c = k_specs[g].count, p = piece_elems(b, g);
+            if (p == c) {
+                H_CHECK(H.comm, c && (j + step) % 2 ? xc_bucketer_mark_ready_range(b, g, 0, c)
+                                                    : xc_bucketer_mark_ready(b, g));
+                continue;
+            }
+            size_t np = (c + p - 1) / p;
+            for (size_t i = np; i-- > 0;) { /* last piece first */
+                if (g == l1 && i == 1 && step == 1) continue; /* marked above */
+                if (g == l1 && i == 4 && step == 3) continue; /* left out */
+                if (i == 3 && g == l1) { /* pieces 3 and 4 in one call */
+                    H_CHECK(H.comm, xc_bucketer_mark_ready_range(b, g, 2 * p, 2 * p));
+                    i--;
+                    continue;
+                }
+                H_CHECK(H.comm, xc_bucketer_mark_ready_range(b, g, i * p, p < c - i * p ? p : c - i * p));
+            }
+        }
+        if (step == 3) {
+            H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_finish(b));
+            expect_msg(b, "'l1.weight'", "finish with a piece unmarked");
+            continue;
+        }
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        check_against_per_tensor(b, user, step, XC_AVG, what);
+    }
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    free_user(user);
+}
+
 static void test_misuse_steps(int views)
 {
     void **user = views ? NULL : alloc_user();
@@ -948,6 +1029,8 @@ int main(int argc, char **argv)
     test_wait(0);
     test_wait(1);
     test_split_tail();
+    test_ranges(0);
+    test_ranges(1);
     g_split = 0;
     test_misuse_steps(0);
     test_misuse_steps(1);
