@@ -7,7 +7,8 @@
  * the first complete step rebuilds the layout from rank 0's arrival order.
  *
  * Invariants within a step: bst[k].pending counts the unmarked gradients of
- * bucket k; buckets seq[0 .. next_launch) are launched and no other; a request
+ * bucket k (a piece of a split gradient: 1 until the piece is marked;
+ * bst[k].marked says in which step it was); buckets seq[0 .. next_launch) are launched and no other; a request
  * is owned by bst[k].req until finish (or destroy) waits for and frees it.
  * A failure does not stop the step: later buckets are still launched and
  * waited for, so the ranks' collective sequences stay matched; the first
@@ -193,7 +194,7 @@ static xc_result_t mark(xc_bucketer_t *b, const char *fn, int index, int whole, 
             memcpy((unsigned char *)slot(b, index) + at * es, (unsigned char *)g->user + at * es,
                    n * es);
         if (np > 1) b->bst[k0 + i].marked = b->step; /* (a whole bucket may hold others) */
-        b->bst[k0 + i].pending--;
+        if (--b->bst[k0 + i].pending == 0) b->bst[k0 + i].t_ready = now - b->t_first;
     }
     int left = 0;
     for (int i = 0; np > 1 && i < np; i++) left += b->bst[k0 + i].marked != b->step;
@@ -305,6 +306,10 @@ xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index)
     }
     uint64_t t0 = xc__now_ns();
     if (!b->t_end) b->t_end = t0;
+    for (int i = 0; i < np; i++) { /* when the next forward needs it */
+        xc__bstate_t *s = &b->bst[k0 + i];
+        if (!s->need_set) s->t_need = t0 - b->t_end - b->wait_ns, s->need_set = 1;
+    }
     /* Every posted bucket, not only k's: the caller may issue collectives
      * of its own next, and they must follow the buckets on every rank. */
     if (b->thread) xc__bk_thread_drain(b, b->next_launch);
@@ -378,7 +383,7 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
     /* Gradients never marked: count them in so that every bucket goes out. */
     char names[300];
     int missing = unmarked(b, -1, names, sizeof names);
-    uint64_t t_enter = xc__now_ns();
+    uint64_t t_enter = xc__now_ns(), wait_before = b->wait_ns;
     int timed = !missing && b->t_first;
     if (timed) { /* a complete step: keep its timing */
         uint64_t *ready = b->hist_ready + (size_t)b->hist_pos * (size_t)b->ngrads;
@@ -400,6 +405,16 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
         if (rc == XC_OK) rc = r;
     }
 
+    if (timed && b->forward_tail && b->tl_n < XC__TAIL_STEPS) { /* what the tail learns from */
+        size_t nb = (size_t)b->lay.nbuckets, i = (size_t)b->tl_n++;
+        uint64_t at_finish = b->t_end ? t_enter - b->t_end - wait_before : 0;
+        for (size_t k = 0; k < nb; k++) {
+            b->tl_ready[i * nb + k] = b->bst[k].t_ready;
+            b->tl_need[i * nb + k] = b->bst[k].need_set ? b->bst[k].t_need : at_finish;
+        }
+        b->tl_bwd[i] = b->hist_backward[b->hist_pos];
+        b->tl_exposed[i] = xc__now_ns() - t_enter + b->wait_ns;
+    }
     if (timed) { /* the slot is complete now */
         b->hist_exposed[b->hist_pos] = xc__now_ns() - t_enter + b->wait_ns;
         b->hist_pos = (b->hist_pos + 1) % XC__BK_HIST;
@@ -431,6 +446,8 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
         b->bst[k].failed = 0;
         b->bst[k].done = 0;
         b->bst[k].rc = XC_OK;
+        b->bst[k].need_set = 0;
+        b->bst[k].t_ready = 0;
     }
     uint64_t step = b->step++;
     if (b->thread) xc__bk_thread_reset(b);

@@ -277,58 +277,111 @@ xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t)
 
 /* ------------------------------------------------------------ forward tail */
 
-/* The buckets of `lay` issued in arrival order, gradients ready at
- * ready_ns[g], each all-reduce taking bytes x ns_per_byte, one at a time:
- * the end of the last; *fit: how many leading buckets start before `by`
- * (the others would wait in the queue at `by` anyway: reordering them
- * never leaves the link idle). */
-static double fifo_end(const xc__layout_t *lay, const uint64_t *ready_ns, double ns_per_byte,
-                       double by, int *fit)
+/* Bucket k (bytes[k]) complete at ready[k], issued in `seq` order, each
+ * launched when complete and its predecessor launched, one at a time at
+ * ns_per_byte: when each ends (done[k]); returns the last end. */
+static double run_seq(int nb, const int *seq, const double *bytes, const uint64_t *ready,
+                      double ns_per_byte, double *done)
 {
-    double end = 0;
-    int n = 0, all = 1;
-    for (int k = 0; k < lay->nbuckets; k++) {
-        const xc__bucket_t *bk = &lay->buckets[k];
-        double ready = 0;
-        for (int j = bk->first; j < bk->first + bk->ngrads; j++)
-            if ((double)ready_ns[lay->grads[j]] > ready) ready = (double)ready_ns[lay->grads[j]];
-        double start = ready > end ? ready : end;
-        all &= start < by;
-        end = start + (double)(bk->count * xc_dtype_size(bk->dtype)) * ns_per_byte;
-        n += all;
+    double link = 0, launch = 0;
+    for (int p = 0; p < nb; p++) {
+        int k = seq[p];
+        if ((double)ready[k] > launch) launch = (double)ready[k];
+        double start = launch > link ? launch : link;
+        link = start + bytes[k] * ns_per_byte;
+        done[k] = link;
     }
-    if (fit) *fit = n;
-    return end;
+    return link;
+}
+
+int xc__bk_tail_choose(int nb, const double *bytes, int m, const uint64_t *ready,
+                       const uint64_t *need, const uint64_t *bwd, double ns_per_byte,
+                       double *exposed)
+{
+    size_t n = (size_t)(nb > 0 ? nb : 1);
+    int *seq = malloc(n * sizeof *seq), *by_need = malloc(n * sizeof *by_need);
+    double *done = malloc(n * sizeof *done);
+    if (!seq || !by_need || !done) {
+        free(seq);
+        free(by_need);
+        free(done);
+        return -1;
+    }
+    int best = nb;
+    double best_e = 0;
+    for (int t = nb; t >= 0; t--) {
+        for (int p = 0; p < nb; p++) seq[p] = p < t ? p : nb - 1 - (p - t);
+        double e = 0;
+        for (int i = 0; i < m; i++) {
+            const uint64_t *rd = ready + (size_t)i * n, *nd = need + (size_t)i * n;
+            run_seq(nb, seq, bytes, rd, ns_per_byte, done);
+            /* the forward: compute between its waits, each wait until the
+             * bucket it needs is done (insertion sort by need) */
+            for (int k = 0; k < nb; k++) {
+                int j = k;
+                while (j > 0 && nd[by_need[j - 1]] > nd[k]) by_need[j] = by_need[j - 1], j--;
+                by_need[j] = k;
+            }
+            double B = (double)bwd[i], clock = B, last = 0;
+            for (int j = 0; j < nb; j++) {
+                int k = by_need[j];
+                clock += (double)nd[k] - last;
+                last = (double)nd[k];
+                if (done[k] > clock) clock = done[k];
+            }
+            e += clock - (B + last);
+        }
+        if (t == nb || e < best_e) best = t, best_e = e;
+    }
+    if (exposed) *exposed = best_e;
+    free(seq);
+    free(by_need);
+    free(done);
+    return best;
 }
 
 int xc__bk_tail_from(const xc_bucketer_t *b)
 {
     const xc__layout_t *lay = &b->lay;
-    int m = b->hist_n < XC__TAIL_STEPS ? b->hist_n : XC__TAIL_STEPS;
-    if (m < 1) return lay->nbuckets;
-    profile_t pr;
-    uint64_t *ready = pr.ready = malloc((size_t)(b->ngrads ? b->ngrads : 1) * sizeof *ready);
-    if (!ready) return lay->nbuckets; /* no tail: only slower */
-    profile_of(b, &pr, m);
-    double B = (double)pr.backward, E = (double)pr.exposed;
-    int fit = lay->nbuckets;
+    int m = b->tl_n, nb = lay->nbuckets;
+    if (m < 1 || nb < 1) return nb;
+    uint64_t v[XC__TAIL_STEPS];
+    for (int i = 0; i < m; i++) v[i] = b->tl_bwd[i];
+    double B = (double)median_u64(v, m);
+    for (int i = 0; i < m; i++) v[i] = b->tl_exposed[i];
+    double E = (double)median_u64(v, m);
     /* Communication that kept up with backward leaves nothing to reorder. */
-    if (E >= 0.02 * B && E >= 50e3) {
-        /* The effective time per byte that makes the layout's FIFO end where
-         * the steps' communication ended (the end is monotone in it). */
-        double bytes = 0;
-        for (int k = 0; k < lay->nbuckets; k++)
-            bytes += (double)(lay->buckets[k].count * xc_dtype_size(lay->buckets[k].dtype));
-        if (bytes > 0) {
-            double lo = 0, hi = (B + E) / bytes;
+    if (!(E >= 0.02 * B && E >= 50e3)) return nb;
+    double *bytes = malloc((size_t)nb * sizeof *bytes), *done = malloc((size_t)nb * sizeof *done);
+    uint64_t *ready = malloc((size_t)nb * sizeof *ready);
+    int *seq = malloc((size_t)nb * sizeof *seq);
+    int t = nb;
+    if (bytes && done && ready && seq) {
+        double total = 0;
+        for (int k = 0; k < nb; k++) {
+            bytes[k] = (double)(lay->buckets[k].count * xc_dtype_size(lay->buckets[k].dtype));
+            total += bytes[k];
+            seq[k] = k;
+            for (int i = 0; i < m; i++) v[i] = b->tl_ready[(size_t)i * (size_t)nb + (size_t)k];
+            ready[k] = median_u64(v, m);
+        }
+        if (total > 0) {
+            /* The effective time per byte that makes the layout's order end
+             * where the steps' communication ended (monotone in it). */
+            double lo = 0, hi = (B + E) / total;
             for (int i = 0; i < 50; i++) {
                 double mid = 0.5 * (lo + hi);
-                if (fifo_end(lay, ready, mid, 0, NULL) < B + E) lo = mid;
+                if (run_seq(nb, seq, bytes, ready, mid, done) < B + E) lo = mid;
                 else hi = mid;
             }
-            fifo_end(lay, ready, 0.5 * (lo + hi), B, &fit);
+            t = xc__bk_tail_choose(nb, bytes, m, b->tl_ready, b->tl_need, b->tl_bwd,
+                                   0.5 * (lo + hi), NULL);
+            if (t < 0) t = nb;
         }
     }
+    free(bytes);
+    free(done);
     free(ready);
-    return fit;
+    free(seq);
+    return t;
 }

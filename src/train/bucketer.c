@@ -197,10 +197,12 @@ xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay)
     size_t nbk = (size_t)(lay->nbuckets ? lay->nbuckets : 1);
     xc__bstate_t *bst = calloc(nbk, sizeof *bst);
     int *seq = malloc(2 * nbk * sizeof *seq);
+    uint64_t *tl = calloc(2 * XC__TAIL_STEPS * nbk, sizeof *tl);
     if (lay->arena_bytes) arena = aligned_alloc(XC__BUCKET_ALIGN, lay->arena_bytes);
-    if (!bst || !seq || (lay->arena_bytes && !arena)) {
+    if (!bst || !seq || !tl || (lay->arena_bytes && !arena)) {
         free(bst);
         free(seq);
+        free(tl);
         free(arena);
         return xc__bk_fail(b, XC_ERR_NOMEM, "bucketer: out of memory for %zu bytes of buckets",
                            lay->arena_bytes);
@@ -229,6 +231,10 @@ xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay)
     free(b->seq);
     b->seq = seq;
     b->pos_of = seq + nbk;
+    free(b->tl_ready);
+    b->tl_ready = tl;
+    b->tl_need = tl + XC__TAIL_STEPS * nbk;
+    b->tl_n = 0;
     xc__bk_set_seq(b, b->lay.nbuckets);
     for (int k = 0; k < b->lay.nbuckets; k++) b->bst[k].pending = b->lay.buckets[k].ngrads;
     b->next_launch = 0;
@@ -397,6 +403,7 @@ xc_result_t xc_bucketer_destroy(xc_bucketer_t *b)
     free(b->last_order);
     free(b->t_mark);
     free(b->hist_ready);
+    free(b->tl_ready);
     xc__layout_free(&b->lay);
     xc_compress_hook_free(b->own_compress);
     free(b);

@@ -91,6 +91,11 @@ typedef struct xc__bstate {
     int done;           /* completed early by xc_bucketer_wait; rc kept      */
     uint64_t marked;    /* a piece of a split gradient: the step in which it
                          * was marked ready (0 never)                        */
+    uint64_t t_ready;   /* forward_tail timing, ns from the step's first mark:
+                         * when it became complete;                         */
+    uint64_t t_need;    /* ... compute time after backward (waits excluded)
+                         * when the caller first needed it                   */
+    int need_set;       /* t_need recorded in this step                      */
     xc_result_t rc;
 } xc__bstate_t;
 
@@ -121,6 +126,12 @@ struct xc_bucketer {
     uint64_t tail_at;     /* forward_tail: decide at the finish of this step
                            * (3 steps on the final layout; 0: decided)       */
     int *arrival;         /* this step's arrival order (n entries)       */
+    /* forward_tail: per complete step on the current layout (up to
+     * XC__TAIL_STEPS), each bucket's t_ready and t_need, and the step's
+     * backward and exposed times -- what xc__bk_tail_from learns from. */
+    uint64_t *tl_ready, *tl_need; /* [XC__TAIL_STEPS][nbuckets]            */
+    uint64_t tl_bwd[XC__TAIL_STEPS], tl_exposed[XC__TAIL_STEPS];
+    int tl_n;
     int narrived;
     int rebuild_pending;  /* rebuild after the next complete step         */
     xc_result_t step_rc;  /* first failure of a launch in this step       */
@@ -199,14 +210,25 @@ typedef struct xc__bk_model {
     uint64_t backward_ns;
     int split;          /* the layouts split large gradients (opts.split)   */
 } xc__bk_model_t;
-/* Rank 0, with forward_tail: the number of leading buckets of the layout
- * whose all-reduces, issued in layout (arrival) order, are predicted to
- * start before backward ends (the rest would queue at its end anyway) -- fitted to the last complete steps on this layout
- * (medians of their ready times, backward and exposed times, where the
- * exposed time is the tail after backward); the buckets after them are the
- * tail, issued last-arrived first.  nbuckets: no tail (the communication
- * kept up, or no complete step). */
+/* Rank 0, with forward_tail: where the launch sequence turns (the tail,
+ * issued last-arrived first, starts there), learnt from the complete steps
+ * recorded on this layout (tl_*): one time per byte is fitted so that the
+ * buckets, issued in layout order one at a time, end where the median
+ * step's communication ended (end of backward + exposed time); then
+ * xc__bk_tail_choose.  nbuckets: no tail (the communication kept up, or no
+ * complete step). */
 XC__HIDDEN int xc__bk_tail_from(const xc_bucketer_t *b);
+/* The tail start t (0..nb) with the least exposed time predicted over m
+ * steps (ties: the larger t).  Bucket k of bytes[k] is complete at
+ * ready[i*nb + k] in step i and needed by the next forward at need[i*nb +
+ * k] (compute time after backward, which ends at bwd[i]); the sequence is
+ * 0 .. t-1, then nb-1 down to t, each bucket launched when complete and
+ * its predecessor launched, run one at a time at ns_per_byte; the forward
+ * waits for each bucket when it needs it.  *exposed: the prediction (sum
+ * over the steps, ns; may be NULL).  Pure; -1 on allocation failure. */
+XC__HIDDEN int xc__bk_tail_choose(int nb, const double *bytes, int m, const uint64_t *ready,
+                                  const uint64_t *need, const uint64_t *bwd, double ns_per_byte,
+                                  double *exposed);
 /* Set the launch sequence: identity up to tail_from, reversed after. */
 XC__HIDDEN void xc__bk_set_seq(xc_bucketer_t *b, int tail_from);
 

@@ -93,6 +93,41 @@ int main(void)
     check_ms("split in two", xc__bk_comm_end(1, c2, dt, one, r1, &cut, MiB, MiB, &nb2),
              2.0 + 2 * m / 1e6);
     if (nb2 != 2) g_failures++, fprintf(stderr, "FAIL: %d buckets, expected 2\n", nb2);
+    /* The forward tail (xc__bk_tail_choose), worked out by hand: a 25-unit
+     * gradient in five pieces (complete at 0, needed 10 into the next
+     * forward) and two small buckets complete at 18 and 20 (= end of
+     * backward), needed at 5 and 0; one unit per ns.  In order: the pieces
+     * run 0-25, the small ones 25-29, the forward waits until 29 for the
+     * first and ends at 39: 9 exposed.  Tail from 4: pieces 0-20, the small
+     * ones 20-24, the last piece 24-29, the forward 22, 27, 32: 2 exposed
+     * (from 3: 4; from 5: 7; from 0: every bucket waits for the last to
+     * be complete). */
+    {
+        double by[7] = {5, 5, 5, 5, 5, 2, 2};
+        uint64_t rd[7] = {0, 0, 0, 0, 0, 18, 20}, nd[7] = {10, 10, 10, 10, 10, 5, 0};
+        uint64_t bw[1] = {20};
+        double e = -1;
+        int t = xc__bk_tail_choose(7, by, 1, rd, nd, bw, 1.0, &e);
+        if (t != 4 || e != 2.0)
+            g_failures++, fprintf(stderr, "FAIL: tail from %d (exposed %g), expected 4 (2)\n", t, e);
+        /* A fast link: all done by the end of backward but the last small
+         * bucket's own 0.2: no tail. */
+        t = xc__bk_tail_choose(7, by, 1, rd, nd, bw, 0.1, &e);
+        if (t != 7 || fabs(e - 0.2) > 1e-9)
+            g_failures++, fprintf(stderr, "FAIL: tail from %d (exposed %g), expected 7 (0.2)\n",
+                                  t, e);
+        /* Two steps, the second with backward ending at 40 (everything in
+         * order is done by then; a tail from 4 would hold the last piece
+         * until the small buckets at 38/40: 2 exposed there too, as in
+         * order): the sum over the steps decides, 4 against 11. */
+        uint64_t rd2[14] = {0, 0, 0, 0, 0, 18, 20, 0, 0, 0, 0, 0, 38, 40};
+        uint64_t nd2[14] = {10, 10, 10, 10, 10, 5, 0, 10, 10, 10, 10, 10, 5, 0};
+        uint64_t bw2[2] = {20, 40};
+        t = xc__bk_tail_choose(7, by, 2, rd2, nd2, bw2, 1.0, &e);
+        if (t != 4 || e != 4.0)
+            g_failures++, fprintf(stderr, "FAIL: two steps: tail from %d (exposed %g), expected "
+                                          "4 (4)\n", t, e);
+    }
     if (g_failures) {
         fprintf(stderr, "test_bucket_predict: %d failure(s)\n", g_failures);
         return 1;
