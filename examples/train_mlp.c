@@ -884,11 +884,12 @@ int main(int argc, char **argv)
         if (fw_at >= 0) {
             const result_t *f = &runs[fw_at];
             if (f->tail_from < f->nbuckets)
-                printf("  forward: buckets 0..%d go out as they fill; the tail (%d bucket%s predicted "
-                       "to start after backward) last-filled first\n", f->tail_from - 1,
+                printf("  forward: buckets 0..%d go out as they fill; the tail (%d bucket%s, the "
+                       "least waiting predicted) last-filled first\n", f->tail_from - 1,
                        f->nbuckets - f->tail_from, f->nbuckets - f->tail_from > 1 ? "s" : "");
             else
-                printf("  forward: every bucket goes out as it fills (no tail predicted)\n");
+                printf("  forward: every bucket goes out as it fills (no tail predicted to "
+                       "help)\n");
         }
         /* identical curves across runs? */
         int same = 1;

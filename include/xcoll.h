@@ -634,8 +634,9 @@ XC_API xc_result_t xc_profile_calibrate(xc_comm_t *comm, const char *path);
  * bucket of each dtype up to XCOLL_FIRST_BUCKET_MB (default 1 MiB) so that
  * communication starts early; a gradient larger than a bucket gets one of
  * its own -- or, with opts.split, is split into bucket-sized pieces, each
- * a bucket of its own (so that its all-reduce starts on the same schedule
- * as the others' and forward_tail can order what is left of it).  Step 1 uses the reverse registration order (backward usually
+ * a bucket of its own (so that forward_tail can order what is left of it,
+ * and xc_bucketer_mark_ready_range can start pieces as they are computed).
+ * Step 1 uses the reverse registration order (backward usually
  * produces the last layer's gradients first); at the end of step 1 (of the
  * first step in which rank 0 marked every gradient) the buckets are rebuilt
  * from the order in which rank 0's gradients actually arrived (broadcast,
@@ -677,11 +678,12 @@ typedef struct xc_bucketer_opts {
                              * bucketer issues the all-reduces (mark_ready never
                              * waits for the engine); 0: mark_ready issues them */
     int forward_tail;       /* 1: after three steps on the final layout, the
-                             * buckets predicted not to have started when backward
-                             * ends are issued last-filled first (first layer
-                             * first), for callers that
-                             * complete them with xc_bucketer_wait in the next
-                             * forward (docs/training.md); -1 or 0: arrival order.
+                             * buckets from some t on are issued last-filled
+                             * first (first layer first), t chosen by replaying
+                             * those steps for the least time the next forward
+                             * waits -- for callers that complete buckets with
+                             * xc_bucketer_wait in the next forward
+                             * (docs/training.md); -1 or 0: arrival order.
                              * Rank 0's choice and timing decide for every rank. */
     int split;              /* -1: XCOLL_BUCKET_SPLIT, else 0; 1: a gradient larger
                              * than a bucket is split into pieces of the bucket

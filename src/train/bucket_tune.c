@@ -351,7 +351,11 @@ int xc__bk_tail_from(const xc_bucketer_t *b)
     for (int i = 0; i < m; i++) v[i] = b->tl_exposed[i];
     double E = (double)median_u64(v, m);
     /* Communication that kept up with backward leaves nothing to reorder. */
-    if (!(E >= 0.02 * B && E >= 50e3)) return nb;
+    if (!(E >= 0.02 * B && E >= 50e3)) {
+        XC__LOG(XC__LOG_INFO, "bucketer: no forward tail: %.2f ms exposed after %.2f ms of "
+                              "backward (median of %d steps)", E / 1e6, B / 1e6, m);
+        return nb;
+    }
     double *bytes = malloc((size_t)nb * sizeof *bytes), *done = malloc((size_t)nb * sizeof *done);
     uint64_t *ready = malloc((size_t)nb * sizeof *ready);
     int *seq = malloc((size_t)nb * sizeof *seq);
@@ -374,9 +378,13 @@ int xc__bk_tail_from(const xc_bucketer_t *b)
                 if (run_seq(nb, seq, bytes, ready, mid, done) < B + E) lo = mid;
                 else hi = mid;
             }
-            t = xc__bk_tail_choose(nb, bytes, m, b->tl_ready, b->tl_need, b->tl_bwd,
-                                   0.5 * (lo + hi), NULL);
+            double nspb = 0.5 * (lo + hi), e_t = 0;
+            t = xc__bk_tail_choose(nb, bytes, m, b->tl_ready, b->tl_need, b->tl_bwd, nspb, &e_t);
             if (t < 0) t = nb;
+            XC__LOG(XC__LOG_INFO, "bucketer: forward tail from bucket %d of %d: %.2f ms waited "
+                                  "per step predicted (%d steps; backward %.2f ms, exposed %.2f "
+                                  "ms, link %.3f GB/s fitted)",
+                    t, nb, e_t / m / 1e6, m, B / 1e6, E / 1e6, nspb > 0 ? 1.0 / nspb : 0.0);
         }
     }
     free(bytes);
