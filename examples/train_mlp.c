@@ -63,6 +63,7 @@ typedef struct opts {
     double bucket_mb, first_mb; /* < 0: XCOLL_BUCKET_MB / XCOLL_FIRST_BUCKET_MB */
     int views, sweep, tune, verify;
     int split; /* -1: forward mode splits large gradients, the others not */
+    int block; /* forward beside other runs: alternate in blocks of this many steps */
     int eval_every;       /* --eval-every K: held-out loss every K steps (rank 0; slows it) */
     double tol;
     int verify_steps;
@@ -194,6 +195,8 @@ static int on_part_bucketed(void *ctx, int p, size_t first, size_t count)
 typedef struct runner {
     result_t *res;
     int mode, views, bl, tune, measured;
+    int unmeasured;   /* this step is not measured (forward mode: the first
+                       * of a block, which waits for nothing)             */
     mlp_t m;
     float *flat;
     size_t off[2 * MLP_MAX_LAYERS], total;
@@ -379,7 +382,7 @@ static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
         settle(r); /* the model as trained so far (every rank: finish is collective) */
         if (g_rank == 0) r->res->curve[(s + 1) / o->eval_every - 1] = eval_loss(r, d, 0, EVAL_ROWS(o));
     }
-    if (s < o->warmup) return;
+    if (s < o->warmup || r->unmeasured) return;
     /* forward mode: waits and updates happen inside the forward; report
      * them as communication (exposed) and optimizer time */
     double wait = fw ? r->fw_wait_ms + settle_ms : t3 - t2;
@@ -388,6 +391,32 @@ static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
     double v[NQ] = {t4 - t0, wait, fwd, t2 - t1b, opt, g_issue_ms, st.comm_ms, st.exposed_ms};
     for (int i = 0; i < NQ; i++) r->per[i * o->steps + r->measured] = v[i];
     r->measured++;
+}
+
+/* The runs rn[0 .. n) interleaved step by step, and the forward run f
+ * beside them in blocks of o->block steps: n runs' steps of a block, then
+ * f's, f settled at the end of each block (its buckets must not be in
+ * flight while the others issue collectives).  So machine load that comes
+ * and goes lands on every run alike, not on the forward run alone; the
+ * first step of each of f's blocks (nothing to wait for) is not measured.
+ * Without checkpoints only. */
+static void run_end(runner_t *r, const opts_t *o, const dataset_t *d);
+static void train_blocks(const opts_t *o, const dataset_t *d, runner_t *rn, int n, runner_t *f)
+{
+    CHECK(xc_barrier(g_comm));
+    for (int b0 = 0; b0 < o->steps; b0 += o->block) {
+        int b1 = b0 + o->block < o->steps ? b0 + o->block : o->steps;
+        for (int s = b0; s < b1; s++)
+            for (int i = 0; i < n; i++) run_step(&rn[i], o, d, s);
+        for (int s = b0; s < b1; s++) {
+            f->unmeasured = s == b0 && b0 > 0;
+            run_step(f, o, d, s);
+        }
+        f->unmeasured = 0;
+        settle(f);
+    }
+    for (int i = 0; i < n; i++) run_end(&rn[i], o, d);
+    run_end(f, o, d);
 }
 
 /* Collective: the same runs ended in the same order on every rank. */
@@ -673,6 +702,8 @@ static void usage(void)
             "  --first-bucket-mb MB (XCOLL_FIRST_BUCKET_MB, 1)   --views 0|1 (1)\n"
             "  --split 0|1 (forward: 1, else 0): gradients larger than a bucket in\n"
             "            bucket-sized pieces (opts.split)\n"
+            "  --block K (5): the forward run beside others alternates with them in\n"
+            "            blocks of K steps (0: after them; with --checkpoint: after them)\n"
             "  --sweep   none + bucket sizes 0.25..25 MiB + the tuner's choice\n"
             "  --tune    with --bucket-mb: also report the tuner's choice\n"
             "  --verify  compare the loss curve with serial training (rank 0)\n"
@@ -697,7 +728,8 @@ static void parse(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.steps = 30, .warmup = 3, .batch = 96, .hidden = 512, .layers = 8,
                   .input = 256, .classes = 10, .tokens = 1, .tok_width = 128, .lr = 0.02f, .momentum = 0.9f, .seed = 1,
-                  .run_none = 1, .run_bucketed = 1, .bucket_mb = -1, .first_mb = -1, .views = 1, .split = -1,
+                  .run_none = 1, .run_bucketed = 1, .bucket_mb = -1, .first_mb = -1, .views = 1,
+                  .split = -1, .block = 5,
                   .tol = 1e-4, .verify_steps = 12, .crash_at = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -711,6 +743,7 @@ static void parse(int argc, char **argv, opts_t *o)
         } else if (OPT("--bucket-mb")) o->bucket_mb = atof(v);
         else if (OPT("--first-bucket-mb")) o->first_mb = atof(v);
         else if (OPT("--split")) o->split = atoi(v);
+        else if (OPT("--block")) o->block = atoi(v);
         else if (OPT("--views")) o->views = atoi(v);
         else if (OPT("--steps")) o->steps = atoi(v);
         else if (OPT("--eval-every")) o->eval_every = atoi(v);
@@ -746,9 +779,9 @@ static void parse(int argc, char **argv, opts_t *o)
         } else usage();
 #undef OPT
     }
-    if (o->steps < 1 || o->warmup < 0 || o->batch < 1 || o->hidden < 1 || o->input < 1 ||
-        o->classes < 2 || o->layers < 0 || o->layers + 1 > MLP_MAX_LAYERS || o->tokens < 1 ||
-        o->tok_layers < 0 || o->tok_width < 1)
+    if (o->steps < 1 || o->warmup < 0 || o->block < 0 || o->batch < 1 || o->hidden < 1 ||
+        o->input < 1 || o->classes < 2 || o->layers < 0 || o->layers + 1 > MLP_MAX_LAYERS ||
+        o->tokens < 1 || o->tok_layers < 0 || o->tok_width < 1)
         usage();
     if (o->tokens == 1) o->tok_layers = 0;
     if (o->input % o->tokens || o->tok_layers > o->layers) {
@@ -856,8 +889,12 @@ int main(int argc, char **argv)
                  &runs[nruns]);
         nruns++;
     }
-    if (fw_at > 0) train_interleaved(&o, &d, rn, fw_at);
-    train_interleaved(&o, &d, rn + (fw_at > 0 ? fw_at : 0), fw_at > 0 ? 1 : nruns);
+    if (fw_at > 0 && o.block > 0 && !o.ckpt_dir) {
+        train_blocks(&o, &d, rn, fw_at, &rn[fw_at]);
+    } else {
+        if (fw_at > 0) train_interleaved(&o, &d, rn, fw_at);
+        train_interleaved(&o, &d, rn + (fw_at > 0 ? fw_at : 0), fw_at > 0 ? 1 : nruns);
+    }
     if ((o.sweep || auto_size) && tuned_at >= 0) { /* report the tuner next to the runs */
         runs[tuned_at].tune = probe.tune;
         runs[tuned_at].tuned = 1;

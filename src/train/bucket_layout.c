@@ -44,7 +44,8 @@ typedef struct open_bucket {
 static int by_last_pos(const void *x, const void *y)
 {
     const xc__bucket_t *p = x, *q = y;
-    if (p->last_pos != q->last_pos) return (p->last_pos > q->last_pos) - (p->last_pos < q->last_pos);
+    if (p->last_pos != q->last_pos)
+        return (p->last_pos > q->last_pos) - (p->last_pos < q->last_pos);
     return (p->first > q->first) - (p->first < q->first);
 }
 
@@ -151,7 +152,8 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     for (int k = 0; k < nb; k++) renum[out->buckets[k].first] = k;
     for (int k = 0; k < nb; k++) out->buckets[k].ngrads = 0;
     for (int g = 0; g < n; g++)
-        for (int i = 0; i < out->npieces_of[g]; i++) out->buckets[renum[tmp_bucket[g]] + i].ngrads++;
+        for (int i = 0; i < out->npieces_of[g]; i++)
+            out->buckets[renum[tmp_bucket[g]] + i].ngrads++;
     size_t arena = 0;
     int j = 0;
     for (int k = 0; k < nb; k++) {

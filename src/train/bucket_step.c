@@ -8,8 +8,9 @@
  *
  * Invariants within a step: bst[k].pending counts the unmarked gradients of
  * bucket k (a piece of a split gradient: 1 until the piece is marked;
- * bst[k].marked says in which step it was); buckets seq[0 .. next_launch) are launched and no other; a request
- * is owned by bst[k].req until finish (or destroy) waits for and frees it.
+ * bst[k].marked says in which step it was); buckets seq[0 .. next_launch)
+ * are launched and no other; a request is owned by bst[k].req until finish
+ * (or destroy) waits for and frees it.
  * A failure does not stop the step: later buckets are still launched and
  * waited for, so the ranks' collective sequences stay matched; the first
  * error is returned.

@@ -199,8 +199,8 @@ static void check_layout(xc_bucketer_t *b, const int *order, const char *what)
             int g = bk.grads[0];
             snprintf(w, sizeof w, "%s: bucket %d, a piece of '%s' (element %zu of %zu)", what, k,
                      k_specs[g].name, bk.first_elem, k_specs[g].count);
-            H_TRUE(w, g_split && bk.offsets[0] == 0 && bk.first_elem + bk.count <= k_specs[g].count &&
-                          bk.count * es <= cap);
+            H_TRUE(w, g_split && bk.offsets[0] == 0 &&
+                          bk.first_elem + bk.count <= k_specs[g].count && bk.count * es <= cap);
             if (in.views)
                 H_TRUE(w, (char *)xc_bucketer_grad(b, g) + bk.first_elem * es == bk.data);
             continue;
@@ -755,7 +755,8 @@ static void test_ranges(int views)
                     i--;
                     continue;
                 }
-                H_CHECK(H.comm, xc_bucketer_mark_ready_range(b, g, i * p, p < c - i * p ? p : c - i * p));
+                size_t len = p < c - i * p ? p : c - i * p;
+                H_CHECK(H.comm, xc_bucketer_mark_ready_range(b, g, i * p, len));
             }
         }
         if (step == 3) {
@@ -930,7 +931,8 @@ static void test_local_misuse(void)
     H_CHECK(H.comm, xc_bucketer_destroy(b));
     setenv("XCOLL_BUCKET_SPLIT", "yes", 1);
     H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_create(H.comm, NULL, &b));
-    H_TRUE("bad XCOLL_BUCKET_SPLIT named", contains(xc_last_error(), "XCOLL_BUCKET_SPLIT=\"yes\""));
+    H_TRUE("bad XCOLL_BUCKET_SPLIT named",
+           contains(xc_last_error(), "XCOLL_BUCKET_SPLIT=\"yes\""));
     setenv("XCOLL_BUCKET_SPLIT", "1", 1);
     H_CHECK(H.comm, xc_bucketer_create(H.comm, NULL, &b));
     H_EQ_INT("XCOLL_BUCKET_SPLIT=1", info_of(b).split, 1);

@@ -109,7 +109,8 @@ int main(void)
         double e = -1;
         int t = xc__bk_tail_choose(7, by, 1, rd, nd, bw, 1.0, &e);
         if (t != 4 || e != 2.0)
-            g_failures++, fprintf(stderr, "FAIL: tail from %d (exposed %g), expected 4 (2)\n", t, e);
+            g_failures++,
+                fprintf(stderr, "FAIL: tail from %d (exposed %g), expected 4 (2)\n", t, e);
         /* A fast link: all done by the end of backward but the last small
          * bucket's own 0.2: no tail. */
         t = xc__bk_tail_choose(7, by, 1, rd, nd, bw, 0.1, &e);
