@@ -196,7 +196,8 @@ static int mlp_backward_parts(mlp_t *m, int B, mlp_ready_fn ready, mlp_part_fn p
          * (a token layer's R = B x T rows: the sum over the tokens too) */
         transpose((size_t)R, (size_t)in, m->act[l], m->xt);
         size_t blk = m->block[2 * l], rows = (size_t)in;
-        if (part && blk && blk % (size_t)out == 0) rows = blk / (size_t)out;
+        if (part && blk && blk % (size_t)out == 0 && blk / (size_t)out < (size_t)in)
+            rows = blk / (size_t)out;
         for (size_t r0 = 0; r0 < (size_t)in; r0 += rows) {
             size_t nr = (size_t)in - r0 < rows ? (size_t)in - r0 : rows;
             if (gemm(nr, (size_t)out, (size_t)R, m->xt + r0 * (size_t)R, (size_t)R, m->dz,

@@ -15,6 +15,7 @@
  */
 #include "bucketer.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,8 +90,15 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
             goto out;
         }
         size_t bytes = counts[g] * xc_dtype_size(dtypes[g]);
-        out->npieces_of[g] = piece && bytes > cap ? (int)((bytes + piece - 1) / piece) : 1;
-        maxb += (size_t)out->npieces_of[g];
+        size_t np = piece && bytes > cap ? (bytes + piece - 1) / piece : 1;
+        if (np > (size_t)INT_MAX - maxb) {
+            rc = xc__err(XC_ERR_INVALID, "bucket layout: gradient %d (%zu bytes) in pieces of "
+                                         "%zu bytes makes more than %d buckets", g, bytes, piece,
+                         INT_MAX);
+            goto out;
+        }
+        out->npieces_of[g] = (int)np;
+        maxb += np;
     }
     maxb = maxb ? maxb : 1;
     renum = malloc(maxb * sizeof *renum); /* construction id -> index */
@@ -116,8 +124,8 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
             open[d] = -1;
             tmp_bucket[g] = nb;
             out->offset_of[g] = 0;
-            for (size_t at = 0; at < bytes; at += piece) {
-                size_t pb = bytes - at < piece ? bytes - at : piece;
+            for (int i = 0; i < out->npieces_of[g]; i++) {
+                size_t at = (size_t)i * piece, pb = bytes - at < piece ? bytes - at : piece;
                 ob[nb++] = (open_bucket_t){.dtype = d, .cap = cap, .bytes = pb, .last_pos = p};
                 created[d]++;
             }

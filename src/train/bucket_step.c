@@ -357,7 +357,10 @@ static xc_result_t rebuild(xc_bucketer_t *b)
         goto out;
     }
     b->rebuild_pending = 0;
-    if (b->forward_tail) b->tail_at = b->step + XC__TAIL_STEPS; /* steps on the new layout */
+    if (b->forward_tail) { /* learn from the steps on the final layout, not step 1's */
+        b->tail_at = b->step + XC__TAIL_STEPS;
+        b->tl_n = 0;
+    }
     int same = lay.nbuckets == b->lay.nbuckets;
     for (int g = 0; same && g < n; g++)
         same = lay.bucket_of[g] == b->lay.bucket_of[g] && lay.offset_of[g] == b->lay.offset_of[g];

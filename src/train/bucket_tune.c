@@ -225,7 +225,7 @@ xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t)
     if (!b || !t || t->size < offsetof(xc_bucket_tune_t, cand_buckets) + sizeof t->cand_buckets)
         return xc__err(XC_ERR_INVALID, "xc_bucketer_tune: NULL argument or t->size too small "
                                        "(start from XC_BUCKET_TUNE_INIT)");
-    if (!b->committed || b->narrived || b->next_launch)
+    if (!b->committed || b->t_first || b->narrived || b->next_launch) /* (t_first: any mark) */
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_tune: call it between steps, after "
                                               "commit");
     /* Rank 0's inputs and whether it has a complete step to work from. */
@@ -294,12 +294,24 @@ static double run_seq(int nb, const int *seq, const double *bytes, const uint64_
     return link;
 }
 
+/* qsort has no context argument: the need array of the step being sorted
+ * (rank 0's finish only, one thread). */
+static const uint64_t *g_sort_need;
+
+static int by_need_then_index(const void *x, const void *y)
+{
+    int a = *(const int *)x, c = *(const int *)y;
+    if (g_sort_need[a] != g_sort_need[c]) return g_sort_need[a] < g_sort_need[c] ? -1 : 1;
+    return (a > c) - (a < c);
+}
+
 int xc__bk_tail_choose(int nb, const double *bytes, int m, const uint64_t *ready,
                        const uint64_t *need, const uint64_t *bwd, double ns_per_byte,
                        double *exposed)
 {
     size_t n = (size_t)(nb > 0 ? nb : 1);
-    int *seq = malloc(n * sizeof *seq), *by_need = malloc(n * sizeof *by_need);
+    int *seq = malloc(n * sizeof *seq);
+    int *by_need = malloc((size_t)(m > 0 ? m : 1) * n * sizeof *by_need);
     double *done = malloc(n * sizeof *done);
     if (!seq || !by_need || !done) {
         free(seq);
@@ -307,24 +319,28 @@ int xc__bk_tail_choose(int nb, const double *bytes, int m, const uint64_t *ready
         free(done);
         return -1;
     }
-    int best = nb;
+    /* Per step, the buckets in the order the forward needs them. */
+    g_sort_need = NULL;
+    for (int i = 0; i < m; i++) {
+        int *o = by_need + (size_t)i * n;
+        for (int k = 0; k < nb; k++) o[k] = k;
+        g_sort_need = need + (size_t)i * n;
+        qsort(o, (size_t)nb, sizeof *o, by_need_then_index);
+    }
+    int best = nb, lowest = nb > XC__TAIL_CANDIDATES ? nb - XC__TAIL_CANDIDATES : 0;
     double best_e = 0;
-    for (int t = nb; t >= 0; t--) {
+    for (int t = nb; t >= lowest; t--) {
         for (int p = 0; p < nb; p++) seq[p] = p < t ? p : nb - 1 - (p - t);
         double e = 0;
         for (int i = 0; i < m; i++) {
             const uint64_t *rd = ready + (size_t)i * n, *nd = need + (size_t)i * n;
+            const int *o = by_need + (size_t)i * n;
             run_seq(nb, seq, bytes, rd, ns_per_byte, done);
             /* the forward: compute between its waits, each wait until the
-             * bucket it needs is done (insertion sort by need) */
-            for (int k = 0; k < nb; k++) {
-                int j = k;
-                while (j > 0 && nd[by_need[j - 1]] > nd[k]) by_need[j] = by_need[j - 1], j--;
-                by_need[j] = k;
-            }
+             * bucket it needs is done */
             double B = (double)bwd[i], clock = B, last = 0;
             for (int j = 0; j < nb; j++) {
-                int k = by_need[j];
+                int k = o[j];
                 clock += (double)nd[k] - last;
                 last = (double)nd[k];
                 if (done[k] > clock) clock = done[k];

@@ -314,7 +314,7 @@ void *xc_bucketer_grad(const xc_bucketer_t *b, int index)
 xc_result_t xc_bucketer_set_hook(xc_bucketer_t *b, const xc_bucket_hook_t *hook)
 {
     if (!b) return xc__err(XC_ERR_INVALID, "xc_bucketer_set_hook: bucketer is NULL");
-    if (b->committed && (b->narrived || b->next_launch))
+    if (b->committed && (b->t_first || b->narrived || b->next_launch))
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_set_hook: step %llu is in progress "
                                               "(set hooks between steps)",
                            (unsigned long long)b->step);

@@ -18,7 +18,8 @@
  * buckets are launched strictly in launch-sequence order (seq[0],
  * seq[1], ...; next_launch positions done), the same on every rank, so the
  * sequence of collectives on the communicator is the same everywhere.
- * seq is the identity unless forward_tail reversed its tail at a rebuild.
+ * seq is the identity unless forward_tail reversed its tail (decided
+ * XC__TAIL_STEPS complete steps after the last rebuild).
  * The bucketer talks to the communicator only through xcoll.h.
  */
 #ifndef XC_TRAIN_BUCKETER_H
@@ -29,6 +30,7 @@
 #define XC__BUCKET_ALIGN 64 /* bytes: offsets of gradients and buckets */
 #define XC__BK_HIST 8       /* complete steps the tuner learns from */
 #define XC__TAIL_STEPS 3    /* steps on the final layout forward_tail learns from */
+#define XC__TAIL_CANDIDATES 256 /* tail starts tried: the last buckets only */
 
 /* One bucket of a layout (its gradients are a slice of the layout's arrays). */
 typedef struct xc__bucket {
@@ -224,7 +226,8 @@ XC__HIDDEN int xc__bk_tail_from(const xc_bucketer_t *b);
  * k] (compute time after backward, which ends at bwd[i]); the sequence is
  * 0 .. t-1, then nb-1 down to t, each bucket launched when complete and
  * its predecessor launched, run one at a time at ns_per_byte; the forward
- * waits for each bucket when it needs it.  *exposed: the prediction (sum
+ * waits for each bucket when it needs it.  t >= nb - XC__TAIL_CANDIDATES
+ * (O(m nb) per candidate).  *exposed: the prediction (sum
  * over the steps, ns; may be NULL).  Pure; -1 on allocation failure. */
 XC__HIDDEN int xc__bk_tail_choose(int nb, const double *bytes, int m, const uint64_t *ready,
                                   const uint64_t *need, const uint64_t *bwd, double ns_per_byte,

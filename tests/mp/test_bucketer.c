@@ -200,7 +200,8 @@ static void check_layout(xc_bucketer_t *b, const int *order, const char *what)
             snprintf(w, sizeof w, "%s: bucket %d, a piece of '%s' (element %zu of %zu)", what, k,
                      k_specs[g].name, bk.first_elem, k_specs[g].count);
             H_TRUE(w, g_split && bk.offsets[0] == 0 &&
-                          bk.first_elem + bk.count <= k_specs[g].count && bk.count * es <= cap);
+                          bk.first_elem + bk.count <= k_specs[g].count &&
+                          bk.count * es <= in.bucket_bytes); /* pieces: the bucket size */
             if (in.views)
                 H_TRUE(w, (char *)xc_bucketer_grad(b, g) + bk.first_elem * es == bk.data);
             continue;
