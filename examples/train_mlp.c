@@ -159,32 +159,28 @@ static int on_ready_none(void *ctx, int p)
 
 static double g_issue_ms; /* time inside xc_bucketer_mark_ready this step */
 
-static int on_ready_bucketed(void *ctx, int p)
+/* Mark gradient p ready -- whole, or elements [first, first + count) (a
+ * block of rows of a weight gradient: a whole number of the bucketer's
+ * pieces, see run_init) -- timing the call; 1 on failure (reported). */
+static int mark_bucketed(void *ctx, int p, int whole, size_t first, size_t count)
 {
     double t0 = now_ms();
-    xc_result_t rc = xc_bucketer_mark_ready(ctx, p);
+    xc_result_t rc = whole ? xc_bucketer_mark_ready(ctx, p)
+                           : xc_bucketer_mark_ready_range(ctx, p, first, count);
     g_issue_ms += now_ms() - t0;
-    if (rc != XC_OK) {
-        fprintf(stderr, "rank %d: xc_bucketer_mark_ready(%d): %s: %s\n", g_rank, p,
-                xc_err_name(rc), xc_bucketer_last_error(ctx));
-        return 1;
-    }
-    return 0;
+    if (rc == XC_OK) return 0;
+    char what[64] = "all elements";
+    if (!whole) snprintf(what, sizeof what, "elements [%zu, %zu)", first, first + count);
+    fprintf(stderr, "rank %d: marking gradient %d ready (%s): %s: %s\n", g_rank, p, what,
+            xc_err_name(rc), xc_bucketer_last_error(ctx));
+    return 1;
 }
 
-/* A block of rows of a weight gradient (a whole number of the bucketer's
- * pieces, see run_init) is final. */
+static int on_ready_bucketed(void *ctx, int p) { return mark_bucketed(ctx, p, 1, 0, 0); }
+
 static int on_part_bucketed(void *ctx, int p, size_t first, size_t count)
 {
-    double t0 = now_ms();
-    xc_result_t rc = xc_bucketer_mark_ready_range(ctx, p, first, count);
-    g_issue_ms += now_ms() - t0;
-    if (rc != XC_OK) {
-        fprintf(stderr, "rank %d: xc_bucketer_mark_ready_range(%d, %zu, %zu): %s: %s\n", g_rank,
-                p, first, count, xc_err_name(rc), xc_bucketer_last_error(ctx));
-        return 1;
-    }
-    return 0;
+    return mark_bucketed(ctx, p, 0, first, count);
 }
 
 /* ------------------------------------------------------------ one run */
