@@ -345,6 +345,8 @@ static void resolve_algo(opts_t *o)
                                 "collective(s)\n", t);
                 list_algos(stderr);
             }
+            free(copy);
+            free(env);
             usage_exit();
         }
     }
