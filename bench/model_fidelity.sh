@@ -14,6 +14,11 @@
 #     -r RATE    net mode: shape the link with tbf at RATE (e.g. 1gbit)
 #     -f F       size step factor (default 2; 4 for a quicker run)
 #     -i ITERS   timed iterations per size (default 20)
+#     -T MS      and at least MS milliseconds of them per size and algorithm
+#                (xcoll-perf -T; default 0: exactly ITERS).  Small sizes
+#                then run thousands of calls, not 10-20 that land in one of
+#                the VM's latency modes (~1.3x apart, switching every
+#                ~100 ms): structurally equal algorithms then measure equal
 #     -R ROUNDS  run the whole set of algorithms this many times, one after
 #                the other, and score each point by the median of its rounds
 #                (default 1; small sizes move by up to 1.6x between
@@ -36,16 +41,16 @@
 # and the regret table.  Ranks <= cores for meaningful numbers; runs with
 # more ranks than cores are oversubscribed (see docs/cost-model.md).
 set -eu
-B=build N=2 MODE=shm F=2 ITERS=20 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1 SIDE=1
-while getopts B:n:m:f:i:e:p:o:r:R:U1 opt; do
+B=build N=2 MODE=shm F=2 ITERS=20 MINT=0 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1 SIDE=1
+while getopts B:n:m:f:i:T:e:p:o:r:R:U1 opt; do
     case $opt in
     B) B=$OPTARG ;; n) N=$OPTARG ;; m) MODE=$OPTARG ;; f) F=$OPTARG ;;
-    i) ITERS=$OPTARG ;; e) MAX=$OPTARG ;; p) PROF=$OPTARG ;; o) OUT=$OPTARG ;;
+    i) ITERS=$OPTARG ;; T) MINT=$OPTARG ;; e) MAX=$OPTARG ;; p) PROF=$OPTARG ;; o) OUT=$OPTARG ;;
     r) RATE=$OPTARG ;;
     R) ROUNDS=$OPTARG ;;
     U) PIN=0 ;;
     1) SIDE=0 ;;
-    *) sed -n '2,37p' "$0"; exit 2 ;;
+    *) sed -n '2,42p' "$0"; exit 2 ;;
     esac
 done
 case $MODE in
@@ -86,12 +91,12 @@ while [ $round -le "$ROUNDS" ]; do
             # Every algorithm of the collective in one run, side by side
             # (interleaved blocks): the regret compares them under the same
             # machine state.
-            eval "$RUN $PERF -C $c --algo ${algos%,} -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
+            eval "$RUN $PERF -C $c --algo ${algos%,} -b 8 -e $MAX -f $F -n $ITERS -T $MINT -w 3 -c 0 \
                 --csv=\"$OUT/$c.r$round.csv\"" >/dev/null
             continue
         fi
         for a in $(echo "$algos" | tr ',' ' '); do
-            eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -w 3 -c 0 \
+            eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -T $MINT -w 3 -c 0 \
                 --csv=\"$OUT/$c.$a.r$round.csv\"" >/dev/null
         done
     done

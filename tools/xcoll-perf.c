@@ -127,11 +127,13 @@ static double bus_factor(coll_id_t c, int n)
 
 #define MAX_SIDE 12 /* algorithms of one collective measured side by side */
 #define SIDE_ROUNDS 5 /* blocks per algorithm and size when side by side */
+#define MAX_ITERS 100000 /* -T stretches -n to at most this many */
 
 typedef struct opts {
     size_t minbytes, maxbytes;
     unsigned long factor;
     int iters, warmup;
+    double min_ms;       /* -T: iterations per size stretched to this many ms */
     const dtype_info_t *dtype;
     int op_index;
     int check;
@@ -188,6 +190,10 @@ static void usage(FILE *f)
         "  -f, --stepfactor N       multiply the size by N each step (default 2)\n"
         "  -n, --iters N            timed iterations per size (default 20)\n"
         "  -w, --warmup_iters N     untimed iterations per size first (default 5)\n"
+        "  -T, --min-time MS        more timed iterations where -n of them would take less\n"
+        "                           than MS milliseconds (the time estimated from the warm-up\n"
+        "                           -w, the count agreed by all ranks, at most 100000;\n"
+        "                           default 0: exactly -n)\n"
         "  -d, --datatype T         int8 uint8 int16 uint16 int32 uint32 int64 uint64\n"
         "                           half|fp16 bfloat16|bf16 float|fp32 double|fp64 (default float)\n"
         "  -o, --op OP              sum prod min max avg band bor bxor (default sum)\n"
@@ -382,6 +388,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"stepfactor", required_argument, NULL, 'f'},
         {"iters", required_argument, NULL, 'n'},
         {"warmup_iters", required_argument, NULL, 'w'},
+        {"min-time", required_argument, NULL, 'T'},
         {"datatype", required_argument, NULL, 'd'},
         {"op", required_argument, NULL, 'o'},
         {"check", required_argument, NULL, 'c'},
@@ -408,13 +415,14 @@ static void parse_args(opts_t *o, int argc, char **argv)
 
     opterr = 0; /* we print our own message */
     int ch;
-    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:d:o:c:i:r:C:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:T:d:o:c:i:r:C:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'b': o->minbytes = parse_size("-b", optarg); break;
         case 'e': o->maxbytes = parse_size("-e", optarg); break;
         case 'f': o->factor = (unsigned long)parse_int("-f", optarg, 1, 1 << 20); break;
         case 'n': o->iters = (int)parse_int("-n", optarg, 1, 1000000); break;
         case 'w': o->warmup = (int)parse_int("-w", optarg, 0, 1000000); break;
+        case 'T': o->min_ms = (double)parse_int("-T", optarg, 0, 600000); break;
         case 'c': o->check = (int)parse_int("-c", optarg, 0, 1); break;
         case 'i': o->inplace = (int)parse_int("-i", optarg, 0, 1); break;
         case 'r': o->root = (int)parse_int("-r", optarg, 0, 1 << 30); break;
@@ -896,6 +904,7 @@ typedef struct row {
     size_t bytes, count;
     double time_us, algbw, busbw, spread_pct;
     int64_t wrong; /* -1: not checked */
+    int iters;     /* timed iterations (-n, or more with -T) */
     char algo[160];
 } row_t;
 
@@ -936,18 +945,46 @@ static void algo_delta(const xc_stats_t *s0, const xc_stats_t *s1, char *out, si
     if (!out[0]) snprintf(out, cap, "-");
 }
 
+/* Timed iterations for one size: -n, or with -T as many as fill o->min_ms
+ * at the fastest warm-up call time of the k communicators (every rank's
+ * estimate; the largest count wins, so all ranks run the same number). */
+static int iterations(xc_comm_t *const *comms, const opts_t *o, double per_call_us)
+{
+    int64_t n = o->iters;
+    if (o->min_ms > 0 && per_call_us > 0) {
+        double want = o->min_ms * 1000.0 / per_call_us;
+        if (want > MAX_ITERS) want = MAX_ITERS;
+        if (want > (double)n) n = (int64_t)want;
+    }
+    XC(xc_allreduce(&n, &n, 1, XC_INT64, XC_MAX, comms[0]));
+    return (int)n;
+}
+
 /* Measure one size on each of the k communicators (k > 1: algorithms
  * side by side).  Their iterations are interleaved in SIDE_ROUNDS blocks,
  * each after one untimed call, so every algorithm meets the machine's
  * slow and fast spells alike (small-message latency here switches between
  * modes ~1.3x apart every ~100 ms) while each block still runs back to
- * back as a single-algorithm run does.  times: k * iters. */
+ * back as a single-algorithm run does.  *times (k * iterations, grown as
+ * -T needs; *cap doubles held) receives the per-call times. */
 static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts_t *o,
-                    const bufs_t *B, size_t count, double *times, row_t *rows)
+                    const bufs_t *B, size_t count, double **times_p, size_t *cap, row_t *rows)
 {
     fill_inputs(b, B, count);
-    for (int j = 0; j < k; j++)
+    double fastest = 0;
+    for (int j = 0; j < k; j++) {
+        double t0 = now_us();
         for (int i = 0; i < o->warmup; i++) run_checked(comms[j], b, B, count);
+        double per = o->warmup ? (now_us() - t0) / o->warmup : 0;
+        if (j == 0 || per < fastest) fastest = per;
+    }
+    int iters = iterations(comms, o, fastest);
+    if ((size_t)iters * (size_t)k > *cap) {
+        *cap = (size_t)iters * (size_t)k;
+        free(*times_p);
+        *times_p = xmalloc(*cap * sizeof **times_p);
+    }
+    double *times = *times_p;
 
     xc_stats_t s0[MAX_SIDE], s1;
     s1.size = sizeof(xc_stats_t);
@@ -956,28 +993,29 @@ static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts
         XC(xc_barrier(comms[j]));
         XC(xc_comm_stats(comms[j], &s0[j]));
     }
-    int blocks = k > 1 ? (o->iters < SIDE_ROUNDS ? o->iters : SIDE_ROUNDS) : 1;
+    int blocks = k > 1 ? (iters < SIDE_ROUNDS ? iters : SIDE_ROUNDS) : 1;
     for (int r = 0; r < blocks; r++) {
-        int lo = (int)((long)o->iters * r / blocks), hi = (int)((long)o->iters * (r + 1) / blocks);
+        int lo = (int)((long)iters * r / blocks), hi = (int)((long)iters * (r + 1) / blocks);
         for (int j = 0; j < k; j++) {
             if (k > 1) run_checked(comms[j], b, B, count);
             for (int i = lo; i < hi; i++) {
                 double t0 = now_us();
                 run_checked(comms[j], b, B, count);
-                times[(size_t)j * o->iters + i] = now_us() - t0;
+                times[(size_t)j * iters + i] = now_us() - t0;
             }
         }
     }
     for (int j = 0; j < k; j++) {
         row_t *row = &rows[j];
-        double *t = times + (size_t)j * o->iters;
+        double *t = times + (size_t)j * iters;
+        row->iters = iters;
         XC(xc_comm_stats(comms[j], &s1));
         algo_delta(&s0[j], &s1, row->algo, sizeof row->algo);
-        XC(xc_allreduce(t, t, (size_t)o->iters, XC_FLOAT64, XC_MAX, comms[j]));
-        qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
+        XC(xc_allreduce(t, t, (size_t)iters, XC_FLOAT64, XC_MAX, comms[j]));
+        qsort(t, (size_t)iters, sizeof *t, cmp_double);
 
-        double med = percentile(t, o->iters, 0.5);
-        double p10 = percentile(t, o->iters, 0.1), p90 = percentile(t, o->iters, 0.9);
+        double med = percentile(t, iters, 0.5);
+        double p10 = percentile(t, iters, 0.1), p90 = percentile(t, iters, 0.9);
         row->time_us = med;
         row->spread_pct = med > 0 ? (p90 - p10) / med * 100.0 : 0;
         row->algbw = med > 0 ? (double)row->bytes / (med * 1e-6) / 1e9 : 0;
@@ -1021,9 +1059,9 @@ static void emit_record(out_t *O, const bench_t *b, const row_t *r)
     const char *op = k_colls[b->coll].reduces ? xc_op_name(b->op) : "none";
     int inplace = b->coll == C_BROADCAST ? 1 : b->coll == C_SENDRECV ? 0 : b->inplace;
     if (O->csv) {
-        fprintf(O->csv, "%s,%zu,%zu,%s,%s,%s,%.3f,%.6f,%.6f,%" PRId64 ",%.2f,%d,%d\n", coll,
+        fprintf(O->csv, "%s,%zu,%zu,%s,%s,%s,%.3f,%.6f,%.6f,%" PRId64 ",%.2f,%d,%d,%d\n", coll,
                 r->bytes, r->count, b->dt->name, op, r->algo, r->time_us, r->algbw, r->busbw,
-                r->wrong, r->spread_pct, b->nranks, inplace);
+                r->wrong, r->spread_pct, b->nranks, inplace, r->iters);
         fflush(O->csv);
     }
     if (O->json) {
@@ -1038,8 +1076,9 @@ static void emit_record(out_t *O, const bench_t *b, const row_t *r)
         json_string(f, r->algo);
         fprintf(f,
                 ", \"time_us\": %.3f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"wrong\": %" PRId64
-                ", \"spread_pct\": %.2f, \"nranks\": %d, \"inplace\": %d}",
-                r->time_us, r->algbw, r->busbw, r->wrong, r->spread_pct, b->nranks, inplace);
+                ", \"spread_pct\": %.2f, \"nranks\": %d, \"inplace\": %d, \"iters\": %d}",
+                r->time_us, r->algbw, r->busbw, r->wrong, r->spread_pct, b->nranks, inplace,
+                r->iters);
         fflush(f);
     }
 }
@@ -1098,6 +1137,9 @@ static void print_job_header(const opts_t *o, int print)
         printf("# minBytes %zu maxBytes %zu step: %lu(factor) warmup iters: %d iters: %d "
                "validation: %d inplace: %d\n",
                o->minbytes, o->maxbytes, o->factor, o->warmup, o->iters, o->check, o->inplace);
+        if (o->min_ms > 0)
+            printf("# min-time: %g ms per size and algorithm (more iterations where -n is "
+                   "quicker)\n", o->min_ms);
         printf("# algorithm: %s%s\n", env_algo && *env_algo ? "XCOLL_ALGO=" : "auto (selector)",
                env_algo && *env_algo ? env_algo : "");
         printf("# time: median over iterations of the slowest rank's time per iteration; "
@@ -1185,7 +1227,7 @@ int main(int argc, char **argv)
         if (o.csv_path) {
             O.csv = open_output(o.csv_path);
             fprintf(O.csv, "collective,size,count,type,op,algo,time_us,algbw_gbs,busbw_gbs,"
-                           "wrong,spread_pct,nranks,inplace\n");
+                           "wrong,spread_pct,nranks,inplace,iters\n");
         }
         if (o.json_path) {
             O.json = open_output(o.json_path);
@@ -1199,7 +1241,8 @@ int main(int argc, char **argv)
     B.recv = xmalloc(o.maxbytes);
     memset(B.send, 0, o.maxbytes); /* touch every page before timing */
     memset(B.recv, 0, o.maxbytes);
-    double *times = xmalloc((size_t)o.iters * MAX_SIDE * sizeof *times);
+    size_t times_cap = (size_t)o.iters * MAX_SIDE;
+    double *times = xmalloc(times_cap * sizeof *times);
 
     int64_t total_wrong = 0;
     for (int c = 0; c < C_COUNT; c++) {
@@ -1240,7 +1283,7 @@ int main(int argc, char **argv)
             row[0].count = count_for(&b, size, &row[0].bytes);
             if (row[0].count > 0 && row[0].bytes != last_bytes) {
                 for (int j = 1; j < k; j++) row[j].count = row[0].count, row[j].bytes = row[0].bytes;
-                measure(comms, k, &b, &o, &B, row[0].count, times, row);
+                measure(comms, k, &b, &o, &B, row[0].count, &times, &times_cap, row);
                 last_bytes = row[0].bytes;
                 for (int j = 0; j < k; j++) {
                     bw_sum += row[j].busbw;

@@ -51,7 +51,7 @@ static const char *const perf_coll_names[PERF_NCOLL] = {
 
 #define PERF_CSV_HEADER                                                        \
     "collective,size,count,type,op,algo,time_us,algbw_gbs,busbw_gbs,wrong,"    \
-    "spread_pct,nranks,inplace"
+    "spread_pct,nranks,inplace,iters"
 
 typedef struct perf_opts {
     int coll;         /* enum perf_coll */
@@ -287,11 +287,11 @@ static void perf_print_row(int coll, const perf_layout_t *l, const char *algo,
     double algbw = med > 0 ? (double)l->bytes / med / 1e9 : 0.0;
     int reducing = coll == PERF_ALLREDUCE || coll == PERF_REDUCE ||
                    coll == PERF_REDUCESCATTER;
-    printf("%s,%zu,%zu,float,%s,%s,%.3f,%.6f,%.6f,%lld,%.2f,%d,%d\n",
+    printf("%s,%zu,%zu,float,%s,%s,%.3f,%.6f,%.6f,%lld,%.2f,%d,%d,%d\n",
            perf_coll_names[coll], l->bytes, l->block,
            reducing ? "sum" : "none", algo, med * 1e6, algbw,
            algbw * l->busfac, wrong, med > 0 ? (p90 - p10) / med * 100.0 : 0.0,
-           nranks, inplace);
+           nranks, inplace, iters);
     fflush(stdout);
 }
 

@@ -16,6 +16,13 @@ expect_count "sweep: a record per size" 4 '^allreduce,(8|64|512|4096),' "$TMP/sw
 expect_count "sweep: nothing wrong" 4 '^allreduce,[0-9]+,[0-9]+,float,sum,[^,]+,[0-9.]+,[0-9.]+,[0-9.]+,0,' \
     "$TMP/sweep.csv"
 expect_grep "sweep: the table" 'Out of bounds values : 0 OK' "$TMP/out"
+expect_count "sweep: -n 5 timed iterations each" 4 '^allreduce,.*,5$' "$TMP/sweep.csv"
+
+# -T: at least 5 ms of iterations per size, where -n 2 takes microseconds
+run -C allreduce -b 8 -e 64 -f 8 -n 2 -w 2 -T 5 --csv="$TMP/mint.csv" >"$TMP/out" 2>"$TMP/err"
+expect_eq "min-time: exit code" 0 $?
+expect_count "min-time: more than -n iterations" 2 '^allreduce,(8|64),.*,([3-9]|[1-9][0-9]+)$' \
+    "$TMP/mint.csv"
 
 # side by side: three all-reduce algorithms, one run, a row each per size
 run -C allreduce --algo ring,rhd,allreduce.rd -b 8 -e 64K -f 16 -n 10 -w 1 \
