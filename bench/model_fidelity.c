@@ -127,7 +127,8 @@ static void read_csv(const char *path)
         memset(&r, 0, sizeof r);
         int wrong, inplace;
         double algbw, busbw, spread;
-        /* collective,size,count,type,op,algo,time_us,algbw,busbw,wrong,spread,nranks,inplace */
+        /* collective,size,count,type,op,algo,time_us,algbw,busbw,wrong,spread,nranks,inplace
+         * (then iters, not needed here) */
         if (sscanf(line, "%31[^,],%zu,%zu,%15[^,],%15[^,],%47[^,],%lf,%lf,%lf,%d,%lf,%d,%d",
                    r.coll, &r.size, &r.count, r.type, r.op, r.algo, &r.time_us, &algbw, &busbw,
                    &wrong, &spread, &r.nranks, &inplace) != 13)

@@ -191,8 +191,8 @@ static void usage(FILE *f)
         "  -n, --iters N            timed iterations per size (default 20)\n"
         "  -w, --warmup_iters N     untimed iterations per size first (default 5)\n"
         "  -T, --min-time MS        more timed iterations where -n of them would take less\n"
-        "                           than MS milliseconds (the time estimated from the warm-up\n"
-        "                           -w, the count agreed by all ranks, at most 100000;\n"
+        "                           than MS milliseconds (the time per call from the warm-up,\n"
+        "                           -w >= 1, of the slowest rank; at most 100000;\n"
         "                           default 0: exactly -n)\n"
         "  -d, --datatype T         int8 uint8 int16 uint16 int32 uint32 int64 uint64\n"
         "                           half|fp16 bfloat16|bf16 float|fp32 double|fp64 (default float)\n"
@@ -364,6 +364,7 @@ static void resolve_algo(opts_t *o)
      * own). */
     char *list = strdup(env);
     if (!list) usage_error("out of memory");
+    o->side_buf = list; /* kept for the run (and reachable if we exit early) */
     for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
         for (int c = 0; c < C_COUNT; c++) {
             size_t n = strlen(k_colls[c].algo_prefix);
@@ -373,10 +374,9 @@ static void resolve_algo(opts_t *o)
             if (dup) break;
             if (o->nside[c] == MAX_SIDE) usage_error("--algo: at most %d algorithms of one "
                                                      "collective", MAX_SIDE);
-            o->side[c][o->nside[c]++] = t; /* list is kept for the run */
+            o->side[c][o->nside[c]++] = t;
             break;
         }
-    o->side_buf = list;
 }
 
 static void parse_args(opts_t *o, int argc, char **argv)
@@ -475,6 +475,8 @@ static void parse_args(opts_t *o, int argc, char **argv)
             usage_error("-o %s is defined for integer types only, not %s",
                         k_ops[o->op_index].name, o->dtype->name);
     }
+    if (o->min_ms > 0 && o->warmup < 1)
+        usage_error("-T estimates the time per call from the warm-up: it needs -w 1 or more");
     if (o->calibrate_path && (o->algo || o->csv_path || o->json_path))
         usage_error("--calibrate measures the machine, not a sweep: it takes no --algo, "
                     "--csv or --json");
@@ -946,17 +948,19 @@ static void algo_delta(const xc_stats_t *s0, const xc_stats_t *s1, char *out, si
 }
 
 /* Timed iterations for one size: -n, or with -T as many as fill o->min_ms
- * at the fastest warm-up call time of the k communicators (every rank's
- * estimate; the largest count wins, so all ranks run the same number). */
+ * at the warm-up's time per call of the fastest of the k communicators
+ * (side by side, slower algorithms run longer), as the slowest rank saw it
+ * (a rank of a rooted collective that only sends returns early), agreed by
+ * one all-reduce so that all ranks run the same number of calls. */
 static int iterations(xc_comm_t *const *comms, const opts_t *o, double per_call_us)
 {
+    XC(xc_allreduce(&per_call_us, &per_call_us, 1, XC_FLOAT64, XC_MAX, comms[0]));
     int64_t n = o->iters;
     if (o->min_ms > 0 && per_call_us > 0) {
         double want = o->min_ms * 1000.0 / per_call_us;
         if (want > MAX_ITERS) want = MAX_ITERS;
         if (want > (double)n) n = (int64_t)want;
     }
-    XC(xc_allreduce(&n, &n, 1, XC_INT64, XC_MAX, comms[0]));
     return (int)n;
 }
 

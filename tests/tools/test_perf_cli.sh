@@ -18,8 +18,8 @@ expect_count "sweep: nothing wrong" 4 '^allreduce,[0-9]+,[0-9]+,float,sum,[^,]+,
 expect_grep "sweep: the table" 'Out of bounds values : 0 OK' "$TMP/out"
 expect_count "sweep: -n 5 timed iterations each" 4 '^allreduce,.*,5$' "$TMP/sweep.csv"
 
-# -T: at least 5 ms of iterations per size, where -n 2 takes microseconds
-run -C allreduce -b 8 -e 64 -f 8 -n 2 -w 2 -T 5 --csv="$TMP/mint.csv" >"$TMP/out" 2>"$TMP/err"
+# -T: at least 50 ms of iterations per size, where -n 2 takes microseconds
+run -C allreduce -b 8 -e 64 -f 8 -n 2 -w 2 -T 50 --csv="$TMP/mint.csv" >"$TMP/out" 2>"$TMP/err"
 expect_eq "min-time: exit code" 0 $?
 expect_count "min-time: more than -n iterations" 2 '^allreduce,(8|64),.*,([3-9]|[1-9][0-9]+)$' \
     "$TMP/mint.csv"
@@ -59,6 +59,7 @@ bad() {
 }
 bad "unknown algorithm" 'no algorithm "nosuch"' --algo nosuch
 bad "sizes reversed" '-b 4096 is larger than -e 8' -b 4K -e 8
+bad "-T without warm-up" 'needs -w 1 or more' -T 10 -w 0
 bad "unknown collective" 'nosuchcoll' -C nosuchcoll
 
 [ "$FAILS" = 0 ] || { echo "$FAILS check(s) failed" >&2; exit 1; }
