@@ -285,12 +285,9 @@ static void train(const opts_t *o, int sched, xc_comm_t *comm, run_t *out)
     /* busy fraction per step, the median step */
     double *frac = calloc((size_t)o->steps, sizeof *frac);
     for (int t = 0; t < o->steps; t++) frac[t] = busy[t] / step[t];
-    qsort(step, (size_t)o->steps, sizeof *step, cmp_d);
-    qsort(frac, (size_t)o->steps, sizeof *frac, cmp_d);
-    out->step_ms = step[o->steps / 2];
-    out->busy = frac[o->steps / 2];
-    qsort(busy, (size_t)o->steps, sizeof *busy, cmp_d);
-    out->work_ms = busy[o->steps / 2];
+    out->step_ms = median_of(step, o->steps);
+    out->busy = median_of(frac, o->steps);
+    out->work_ms = median_of(busy, o->steps);
     free(frac), free(step), free(busy), free(req), free(order), free(X), free(T), free(act), free(grd);
     free(rin), free(rg), free(z);
     /* one process: the whole model, the whole batch, the same steps */

@@ -185,12 +185,7 @@ static void train(const opts_t *o, int stage, xc_comm_t *comm, result_t *res)
         res->loss = loss / o->batch;
         xc_trace_step(NULL); /* XC_ERR_UNSUPPORTED when not tracing: fine */
     }
-    for (int a = 1; a < o->steps; a++) /* the median step */
-        for (int b = a; b > 0 && step[b - 1] > step[b]; b--) {
-            double x = step[b];
-            step[b] = step[b - 1], step[b - 1] = x;
-        }
-    res->step_ms = step[o->steps / 2];
+    res->step_ms = median_of(step, o->steps);
     /* the formula: (N-1) s values per tensor collective, x 4 bytes */
     size_t sh = (per + (size_t)N - 1) / (size_t)N;
     res->formula = (double)(N - 1) * (double)sh * 4 * (stage < 3 ? 2.0 * L : 3.0 * L - 1);
