@@ -24,7 +24,8 @@
  *                      layer below would need; the router is fixed).
  * The example prints its bytes sent per step beside the count of rows it
  * sent to other ranks x width x 4 (they must agree), and the time the
- * exchanges took (for xcoll-plan's prediction, docs/plan.md).
+ * exchanges took per step (the median step, the slowest rank's; for
+ * xcoll-plan's prediction, docs/plan.md).
  *
  * Every rank recomputes the whole layer for all tokens in one process and
  * compares the loss, dL/dx of its tokens and its experts' final weights
@@ -162,10 +163,10 @@ static int g_sync;            /* --sync: a barrier before each timed exchange */
  * counts.  rbuf is the caller's, allocated once for the most rows a rank
  * can receive and touched before the first step -- as a framework keeps
  * its buffers: a fresh buffer per exchange would time the page faults of
- * the kernel's copy into it (on this kind of VM ~4 ms of a ~9 ms 1 MiB
- * exchange) as communication. */
+ * the copies into it as communication (on this kind of VM ~4 ms on top of
+ * a ~9 ms exchange of 2 MiB, 1 MiB of it over a 1 Gbit/s link). */
 static float *exchange(xc_comm_t *c, const float *sbuf, const size_t *scnt, size_t *rcnt, int w,
-                       float *rbuf, size_t *rtotal)
+                       float *rbuf, size_t rcap, size_t *rtotal)
 {
     int n = xc_comm_size(c);
     if (g_sync) CHECK(xc_barrier(c)); /* time the transfer, not the wait for a slower rank */
@@ -176,6 +177,10 @@ static float *exchange(xc_comm_t *c, const float *sbuf, const size_t *scnt, size
     for (int j = 0; j < n; j++) {
         sc[j] = scnt[j] * w, sd[j] = so, so += sc[j];
         rc[j] = rcnt[j] * w, rd[j] = ro, ro += rc[j];
+    }
+    if (ro > rcap) { /* the capacities in main are wrong */
+        fprintf(stderr, "moe_mlp: %zu values to receive, room for %zu\n", ro, rcap);
+        exit(1);
     }
     uint64_t b0 = bytes_sent(c);
     CHECK(xc_alltoallv(sbuf, sc, sd, rbuf, rc, rd, XC_FLOAT32, c));
@@ -233,11 +238,17 @@ int main(int argc, char **argv)
     uint64_t rows_off = 0; /* values sent to other ranks */
     float *dx = malloc(sizeof(float) * ((size_t)T * H + 1)), *sdx = malloc(sizeof(float) * ((size_t)T * H + 1));
     double *xchg = calloc((size_t)o.steps, sizeof *xchg); /* exchange time per step */
-    /* the four exchanges' receive buffers: at most every rank's T x K rows */
-    size_t rcap = (size_t)N * T * K * (size_t)(H + 1);
+    /* The four exchanges' receive buffers.  Dispatches (forward: rows of
+     * H + 1, backward: of H) bring each rank's tokens routed here: a token
+     * picks K distinct experts, at most min(K, epr) of them on one rank;
+     * combines bring back exactly the T x K rows this rank sent. */
+    size_t most = (size_t)N * T * (size_t)(K < epr ? K : epr), own = (size_t)T * K;
+    size_t cap[4] = {most * (size_t)(H + 1), own * (size_t)H, most * (size_t)H, own * (size_t)H};
     float *xb[4];
-    for (int i = 0; i < 4; i++)
-        if ((xb[i] = malloc(sizeof(float) * rcap)) != NULL) memset(xb[i], 0, sizeof(float) * rcap);
+    for (int i = 0; i < 4; i++) {
+        if (!cap[i]) cap[i] = 1;
+        if ((xb[i] = malloc(sizeof(float) * cap[i])) != NULL) memset(xb[i], 0, sizeof(float) * cap[i]);
+    }
     if (!xchg || !xb[0] || !xb[1] || !xb[2] || !xb[3]) {
         fprintf(stderr, "moe_mlp: out of memory\n");
         return 1;
@@ -267,7 +278,7 @@ int main(int argc, char **argv)
         }
         for (int j = 0; j < N; j++) rows_off += j != me ? scnt[j] * (uint64_t)w : 0;
         size_t nr;
-        float *rbuf = exchange(comm, sbuf, scnt, rcnt, w, xb[0], &nr);
+        float *rbuf = exchange(comm, sbuf, scnt, rcnt, w, xb[0], cap[0], &nr);
         /* the experts: forward every received row */
         float *h = malloc(sizeof(float) * (nr ? nr : 1) * F), *y = malloc(sizeof(float) * (nr ? nr : 1) * H);
         for (size_t r = 0; r < nr; r++)
@@ -276,7 +287,7 @@ int main(int argc, char **argv)
         size_t nb;
         size_t *back = calloc((size_t)N * 2, sizeof(size_t));
         memcpy(back, rcnt, sizeof(size_t) * N);
-        float *ybuf = exchange(comm, y, back, back + N, H, xb[1], &nb);
+        float *ybuf = exchange(comm, y, back, back + N, H, xb[1], cap[1], &nb);
         for (int j = 0; j < N; j++) rows_off += j != me ? rcnt[j] * (uint64_t)H : 0;
         /* tokens: y = Σ g f(x); loss; dL/df = g (y - t) / total */
         float *out = calloc((size_t)T * H, sizeof(float));
@@ -295,7 +306,7 @@ int main(int argc, char **argv)
         /* backward dispatch: the gradients to the experts, in the order
          * the rows were dispatched */
         size_t nd;
-        float *dy = exchange(comm, dbuf, scnt, rcnt, H, xb[2], &nd);
+        float *dy = exchange(comm, dbuf, scnt, rcnt, H, xb[2], cap[2], &nd);
         for (int j = 0; j < N; j++) rows_off += j != me ? scnt[j] * (uint64_t)H : 0;
         float *din = malloc(sizeof(float) * (nd ? nd : 1) * H);
         for (size_t r = 0; r < nd; r++)
@@ -305,7 +316,7 @@ int main(int argc, char **argv)
         /* backward combine: dL/d(expert input) back to the tokens' ranks,
          * in dispatch order; summed over each token's k experts */
         size_t nx;
-        float *dxb = exchange(comm, din, back, back + N, H, xb[3], &nx);
+        float *dxb = exchange(comm, din, back, back + N, H, xb[3], cap[3], &nx);
         for (int j = 0; j < N; j++) rows_off += j != me ? rcnt[j] * (uint64_t)H : 0;
         memset(dx, 0, sizeof(float) * (size_t)T * H);
         for (size_t r = 0; r < nx; r++) {
