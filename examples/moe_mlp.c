@@ -155,7 +155,7 @@ static void route(const opts_t *o, const float *x, int *ex, float *g)
 }
 
 static uint64_t g_rows_bytes; /* sent by the data exchanges (not the counts) */
-static double g_xchg_ms;      /* time in the exchanges (counts and data) */
+static double g_xchg_ms;      /* time in this step's exchanges (counts and data) */
 static int g_sync;            /* --sync: a barrier before each timed exchange */
 
 /* Exchange rows of width w: send[j] rows (packed by destination) to rank
@@ -254,7 +254,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int s = 0; s < o.steps; s++) {
-        double x0 = g_xchg_ms;
+        g_xchg_ms = 0;
         for (int i = 0; i < T; i++) {
             token(&o, s, (long)me * T + i, x + (size_t)i * H, t + (size_t)i * H);
             route(&o, x + (size_t)i * H, ex + (size_t)i * K, g + (size_t)i * K);
@@ -324,7 +324,7 @@ int main(int argc, char **argv)
             for (int k = 0; k < H; k++) dx[(size_t)(i / K) * H + k] += dxb[r * H + k];
         }
         free(din);
-        xchg[s] = g_xchg_ms - x0;
+        xchg[s] = g_xchg_ms;
         CHECK(xc_allreduce(&loss, &loss, 1, XC_FLOAT64, XC_SUM, comm));
         loss /= total ? (double)total : 1;
         if (!o.twin) {

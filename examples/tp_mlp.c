@@ -268,32 +268,33 @@ int main(int argc, char **argv)
     double worst_loss = 0, worst_dx = 0;
     size_t ngrad = (size_t)H * f * 2 + H;
     uint64_t tp_b0 = bytes_sent(tpc), dp_b0 = bytes_sent(dpc);
-    double tp_formula = 0, dp_formula = 0, tp_ms = 0, dp_ms = 0; /* time in the all-reduces */
+    double tp_formula = 0, dp_formula = 0;
     double *step_ms = calloc((size_t)o.steps, sizeof *step_ms);
+    /* time in the all-reduces, per step */
     double *tp_step = calloc((size_t)o.steps, sizeof *tp_step), *dp_step = calloc((size_t)o.steps, sizeof *dp_step);
     if (!step_ms || !tp_step || !dp_step) {
         fprintf(stderr, "tp_mlp: out of memory\n");
         return 1;
     }
     for (int s = 0; s < o.steps; s++) {
-        double t0 = now_ms(), tp0 = tp_ms, dp0 = dp_ms;
+        double t0 = now_ms();
         /* the shard of this data-parallel group */
         batch(&o, s, d * n, n, X, T);
         forward_partial(&m, n, X, A, Y);
         double c0 = sync_now(&o, tpc);
         CHECK(xc_allreduce(Y, Y, (size_t)n * H, XC_FLOAT32, XC_SUM, tpc)); /* forward */
-        tp_ms += now_ms() - c0;
+        tp_step[s] += now_ms() - c0;
         double loss = loss_grad(&m, n, B, Y, T, dZ);
         backward(&m, n, X, A, dZ, dX);
         c0 = sync_now(&o, tpc);
         CHECK(xc_allreduce(dX, dX, (size_t)n * H, XC_FLOAT32, XC_SUM, tpc)); /* backward */
-        tp_ms += now_ms() - c0;
+        tp_step[s] += now_ms() - c0;
         tp_formula += 2 * ring_bytes((size_t)n * H, tp, 4);
         /* data parallel: the gradients and the loss in one all-reduce */
         m.gw1[ngrad] = (float)loss;
         c0 = sync_now(&o, dpc);
         CHECK(xc_allreduce(m.gw1, m.gw1, ngrad + 1, XC_FLOAT32, XC_SUM, dpc));
-        dp_ms += now_ms() - c0;
+        dp_step[s] += now_ms() - c0;
         dp_formula += ring_bytes(ngrad + 1, dp, 4);
         loss = m.gw1[ngrad];
         if (o.clip > 0) {
@@ -305,7 +306,6 @@ int main(int argc, char **argv)
         }
         sgd(&m, o.lr);
         step_ms[s] = now_ms() - t0;
-        tp_step[s] = tp_ms - tp0, dp_step[s] = dp_ms - dp0;
         /* the serial twin: the whole batch, the whole model */
         batch(&o, s, 0, B, sX, T);
         float *sA = malloc(sizeof(float) * (size_t)B * o.ffn);

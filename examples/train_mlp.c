@@ -44,6 +44,7 @@
  */
 #include <xcoll.h>
 
+#include "common/stats.h"
 #include "train_mlp/mlp.h"
 
 #include <signal.h>
@@ -136,19 +137,6 @@ static float *flat_grads(const mlp_t *m, size_t *off, size_t *total)
     return f;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n) (sorts v). */
-static double median(double *v, int n)
-{
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static int on_ready_none(void *ctx, int p)
 {
@@ -422,7 +410,7 @@ static void run_end(runner_t *r, const opts_t *o, const dataset_t *d)
     double q[NQ];
     /* The median step of each quantity: robust to the odd preempted step
      * on a shared machine. */
-    for (int i = 0; i < NQ; i++) q[i] = median(r->per + i * o->steps, r->measured);
+    for (int i = 0; i < NQ; i++) q[i] = median_of(r->per + i * o->steps, r->measured);
     free(r->per);
     if (r->b) {
         if (r->tune) {

@@ -1,8 +1,8 @@
 /*
  * example.h -- what the parallel training examples share (header-only, so
  * that each example still builds from its one .c file): failing on an
- * xcoll error, a clock, a deterministic value stream, a comparison for
- * qsort, and the bytes a communicator has sent.
+ * xcoll error, a clock, a deterministic value stream, the order
+ * statistics of stats.h, and the bytes a communicator has sent.
  */
 #ifndef XCOLL_EXAMPLE_H
 #define XCOLL_EXAMPLE_H
@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "stats.h"
 
 /* The example's name, for messages (each example defines it). */
 extern const char *example_name;
@@ -58,24 +60,6 @@ static inline void batch_rows(uint64_t seed, int s, int batch, int r0, int n, in
             X[(size_t)r * H + k] = val(seed, 1000, i, 1.0f);
             T[(size_t)r * H + k] = val(seed, 1001, i, 0.5f);
         }
-}
-
-static inline int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The median of v[0..n) (sorts v in place; the middle two's mean for an
- * even n); 0 for n < 1.  The examples
- * report per-step figures as medians: the first steps pay first-touch
- * costs (tens of times a steady step's communication on a VM) that a mean
- * over a short run would carry. */
-static inline double median_of(double *v, int n)
-{
-    if (n < 1) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Payload bytes `c` has sent so far, over every transport. */
