@@ -8,6 +8,11 @@
 set -u
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh || exit 1
+# ctest's slots: a test of 2 or more ranks takes 2 (PROCESSORS), the fault
+# and launch tests take 1 and mostly wait (deadlines, kills, restarts:
+# about half a core each), so a third slot lets one of them run beside a
+# multi-rank test instead of holding a core idle.
+jobs=${XCOLL_TEST_JOBS:-3}
 total_pass=0
 total_fail=0
 status=0
@@ -28,7 +33,7 @@ run() {
     # the summary stays readable and greppable.
     # Flight-recorder dumps of the fault tests stay in the build tree.
     mkdir -p "$dir/flight"
-    (cd "$dir" && XCOLL_FLIGHT_DIR="$PWD/flight" ctest -L "$label" ${excl:+-LE "$excl"} -j2 --output-on-failure --timeout 600 2>&1; echo "rc=$?") |
+    (cd "$dir" && XCOLL_FLIGHT_DIR="$PWD/flight" ctest -L "$label" ${excl:+-LE "$excl"} -j"$jobs" --output-on-failure --timeout 600 2>&1; echo "rc=$?") |
         tr -d '\000' >"$dir.ctest.log"
     rc=$(tail -n 1 "$dir.ctest.log" | sed 's/^rc=//')
     grep -a -E "\*\*\*|^[0-9]+% tests passed|^\s+[0-9]+ - " "$dir.ctest.log" | tail -n 40
@@ -54,8 +59,9 @@ run() {
     fi
 }
 
-# The ASan build skips the "heavy" CI tests (tests/mp/CMakeLists.txt says
-# which and why) so that CI stays within 20 minutes; XCOLL_TEST_FULL=1 runs
+# The ASan build skips the "heavy" CI tests (tests/mp/CMakeLists.txt and
+# tests/python/CMakeLists.txt say which and why: the same code on other
+# rank counts) so that CI stays within 20 minutes; XCOLL_TEST_FULL=1 runs
 # them there too.
 heavy=heavy
 [ "${XCOLL_TEST_FULL:-0}" = 1 ] && heavy=""
