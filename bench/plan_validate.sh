@@ -23,13 +23,13 @@
 # blocking call also holds the wait for a slower rank.  Prints predicted,
 # measured and the error of each.
 #
-# -R reps repeats the whole set (calibrations included, unless -p) reps
-# times, the rows interleaved in time; each rep prints its table, and a
+# -R reps repeats the whole set (calibrations included; -p replaces only
+# the bed's) reps times, the rows interleaved in time; each rep prints its table, and a
 # last table gives each row's median prediction against its median
 # measurement with every rep's error beside it.  One calibration and one
 # run are one sample of this VM's minute-to-minute noise (the cold-call
-# term moves by 1.6x between calibrations: bench/RESULTS.md); the medians
-# of three are the figure to quote.
+# term moves by 1.6x between calibrations: bench/RESULTS.md); a median of
+# three is steadier than one sample.
 set -eu
 B=build RATE=1gbit PROF= STEPS=20 REPS=1
 while getopts B:r:p:s:R: opt; do
@@ -38,6 +38,7 @@ while getopts B:r:p:s:R: opt; do
     *) sed -n '2,32p' "$0"; exit 2 ;;
     esac
 done
+case $REPS in '' | *[!0-9]* | 0) echo "plan_validate.sh: -R wants a positive count, not '$REPS'" >&2; exit 2 ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "$B" && pwd)
 TOP=$(mktemp -d /tmp/xcoll-planval.XXXXXX)
@@ -52,6 +53,10 @@ if sys.argv[2]=="step": print(p["step_s"]*1e3)
 else: print(sum(r["s_per_step"] for r in p["primitives"] if r["what"].startswith(sys.argv[2]))*1e3)' "$1" "$2"
 }
 row() { # NAME PREDICTED_MS MEASURED_MS (also kept in $TOP/rows for the summary)
+    if [ -z "$3" ]; then
+        echo "| $1 | (no measurement: see $OUT) | | |"
+        return 0
+    fi
     python3 -c 'import sys
 n,p,m=sys.argv[1],float(sys.argv[2]),float(sys.argv[3])
 print("| %-28s | %10.2f | %10.2f | %+6.1f %% |" % (n,p,m,100*(p-m)/m))' "$@"

@@ -4,6 +4,7 @@
 # subset (label "tsan") under ThreadSanitizer, then the libFuzzer harnesses
 # of the wire parsers for a bounded time (tests/fuzz/run.sh, clang + ASan).
 # The ASan build leaves out the "heavy" tests unless XCOLL_TEST_FULL=1.
+# XCOLL_TEST_JOBS sets ctest's parallel slots (default 3, see below).
 # The full matrix is tests/long.sh.  Ends with one line "tests: N passed, M failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -60,9 +61,9 @@ run() {
 }
 
 # The ASan build skips the "heavy" CI tests (tests/mp/CMakeLists.txt and
-# tests/python/CMakeLists.txt say which and why: the same code on other
-# rank counts) so that CI stays within 20 minutes; XCOLL_TEST_FULL=1 runs
-# them there too.
+# tests/python/CMakeLists.txt say which and why: mostly the same code on
+# more ranks, and the slow INT8 training runs) so that CI stays within 20
+# minutes; XCOLL_TEST_FULL=1 runs them there too.
 heavy=heavy
 [ "${XCOLL_TEST_FULL:-0}" = 1 ] && heavy=""
 run build ci "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXCOLL_WERROR=ON
