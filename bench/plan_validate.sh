@@ -13,6 +13,10 @@
 #   tp-wire   tp_mlp, tensor parallel across the two hosts (1 MiB
 #             all-reduces over the link): time in the TP all-reduces;
 #   tp-shm    the same on one host over shared memory;
+#   tp-shm-malloc  the same with calloc'd buffers (tp_mlp --buffers malloc;
+#             the examples' all-reduced buffers come from xc_mem_alloc,
+#             huge pages, and the plans of the tp and dp rows say so with
+#             --buffers xcoll: the profile prices cold calls on each kind);
 #   dp-wire   tp_mlp data parallel across the hosts: the gradient all-reduce;
 #   pp        pp_mlp, 2 stages, one per host: the step, with the planner's
 #             compute rate set from the example's measured compute (so
@@ -89,7 +93,7 @@ one_rep() {
     bed 1 "$B/tp_mlp" --tp 2 --batch 512 --hidden 512 --ffn 1024 --lr 0.01 --sync --steps "$STEPS" \
         >"$OUT/tp-wire.txt" 2>"$OUT/tp-wire.err" || echo "# tp-wire: the example's check failed (see $OUT)"
     $PLAN --layers 1 --hidden 512 --ffn 1024 --global-batch 512 --micro-batch 512 --dp 1 --tp 2 \
-          --nodes 2 --rpn 1 >"$OUT/tp-wire.json"
+          --nodes 2 --rpn 1 --buffers xcoll >"$OUT/tp-wire.json"
     m=$(sed -n 's/.*tensor parallel \([0-9.]*\) ms.*/\1/p' "$OUT/tp-wire.txt")
     row "tp-wire: TP all-reduces" "$(pick "$OUT/tp-wire.json" "tp activation")" "$m"
 
@@ -101,15 +105,24 @@ one_rep() {
         --ffn 1024 --lr 0.01 --steps "$STEPS" >"$OUT/tp-shm.txt" 2>"$OUT/tp-shm.err" ||
         echo "# tp-shm: the example's check failed (see $OUT)"
     $PLAN --profile "$NPROF" --layers 1 --hidden 512 --ffn 1024 --global-batch 512 --micro-batch 512 \
-          --dp 1 --tp 2 --nodes 1 --rpn 2 >"$OUT/tp-shm.json"
+          --dp 1 --tp 2 --nodes 1 --rpn 2 --buffers xcoll >"$OUT/tp-shm.json"
     m=$(sed -n 's/.*tensor parallel \([0-9.]*\) ms.*/\1/p' "$OUT/tp-shm.txt")
     row "tp-shm: TP all-reduces" "$(pick "$OUT/tp-shm.json" "tp activation")" "$m"
+
+    # tp-shm-malloc: the same on calloc'd buffers (ordinary pages)
+    XCOLL_ALGO= XCOLL_PROFILE=$NPROF "$B/xcoll-run" -n 2 --no-prefix "$B/tp_mlp" --tp 2 --sync --batch 512 --hidden 512 \
+        --ffn 1024 --lr 0.01 --steps "$STEPS" --buffers malloc >"$OUT/tp-shm-malloc.txt" 2>"$OUT/tp-shm-malloc.err" ||
+        echo "# tp-shm-malloc: the example's check failed (see $OUT)"
+    $PLAN --profile "$NPROF" --layers 1 --hidden 512 --ffn 1024 --global-batch 512 --micro-batch 512 \
+          --dp 1 --tp 2 --nodes 1 --rpn 2 --buffers malloc >"$OUT/tp-shm-malloc.json"
+    m=$(sed -n 's/.*tensor parallel \([0-9.]*\) ms.*/\1/p' "$OUT/tp-shm-malloc.txt")
+    row "tp-shm-malloc: TP all-reduces" "$(pick "$OUT/tp-shm-malloc.json" "tp activation")" "$m"
 
     # dp-wire: the same MLP data parallel over the link (2 MiB of gradients)
     bed 1 "$B/tp_mlp" --tp 1 --batch 1024 --hidden 512 --ffn 1024 --lr 0.01 --sync --steps "$STEPS" \
         >"$OUT/dp-wire.txt" 2>"$OUT/dp-wire.err" || echo "# dp-wire: the example's check failed (see $OUT)"
     $PLAN --layers 1 --hidden 512 --ffn 1024 --global-batch 1024 --micro-batch 512 --dp 2 --tp 1 \
-          --nodes 2 --rpn 1 --bucket-mb 0 >"$OUT/dp-wire.json"
+          --nodes 2 --rpn 1 --bucket-mb 0 --buffers xcoll >"$OUT/dp-wire.json"
     m=$(sed -n 's/.*data parallel \([0-9.]*\) ms.*/\1/p' "$OUT/dp-wire.txt")
     row "dp-wire: DP all-reduce" "$(pick "$OUT/dp-wire.json" "dp gradient")" "$m"
 

@@ -35,6 +35,10 @@
  * (xc_comm_stats) beside the ring formula 2 (n-1)/n x M of the seed's cost
  * table; the example forces the ring all-reduce (XCOLL_ALGO, unless set) so
  * that the two are the same thing measured and predicted.
+ *
+ * The all-reduced buffers (the output Y, the input gradient dX, the
+ * gradients) come from xc_mem_alloc, on huge pages (--buffers malloc:
+ * calloc, to see the difference; xcoll-plan --buffers prices either).
  */
 #include "common/example.h"
 
@@ -54,6 +58,7 @@ typedef struct opts {
     double clip;
     int across; /* --layout across: TP groups span the nodes */
     int sync;   /* --sync: a barrier before each timed all-reduce */
+    int plain;  /* --buffers malloc: communication buffers from calloc */
     uint64_t seed;
 } opts_t;
 
@@ -64,6 +69,7 @@ typedef struct model {
     int H, f, c0;
     float *w1, *w2, *b2;
     float *gw1, *gw2, *gb2;
+    int plain; /* gw1 from calloc (else xc_mem_alloc) */
 } model_t;
 
 static void model_init(model_t *m, const opts_t *o, int c0, int f)
@@ -73,7 +79,9 @@ static void model_init(model_t *m, const opts_t *o, int c0, int f)
     m->w1 = malloc(sizeof(float) * (size_t)H * f);
     m->w2 = malloc(sizeof(float) * (size_t)f * H);
     m->b2 = malloc(sizeof(float) * (size_t)H);
-    m->gw1 = calloc((size_t)H * f + (size_t)f * H + H + 1, sizeof(float)); /* + the loss */
+    /* the gradients, all-reduced (+ the loss) */
+    m->gw1 = comm_alloc(sizeof(float) * ((size_t)H * f + (size_t)f * H + H + 1), o->plain);
+    m->plain = o->plain;
     m->gw2 = m->gw1 + (size_t)H * f;
     m->gb2 = m->gw2 + (size_t)f * H;
     float s1 = 1.0f / sqrtf((float)H), s2 = 1.0f / sqrtf((float)F);
@@ -89,7 +97,7 @@ static void model_free(model_t *m)
     free(m->w1);
     free(m->w2);
     free(m->b2);
-    free(m->gw1);
+    comm_free(m->gw1, m->plain);
 }
 
 static void batch(const opts_t *o, int s, int r0, int n, float *X, float *T)
@@ -207,13 +215,16 @@ static void parse(int argc, char **argv, opts_t *o, int world)
         else if (!strcmp(a, "--lr") && v) o->lr = (float)atof(v), i++;
         else if (!strcmp(a, "--clip") && v) o->clip = atof(v), i++;
         else if (!strcmp(a, "--sync")) o->sync = 1;
+        else if (!strcmp(a, "--buffers") && v && (!strcmp(v, "malloc") || !strcmp(v, "xcoll")))
+            o->plain = !strcmp(v, "malloc"), i++;
         else if (!strcmp(a, "--seed") && v) o->seed = strtoull(v, NULL, 0), i++;
         else if (!strcmp(a, "--layout") && v && (!strcmp(v, "inside") || !strcmp(v, "across")))
             o->across = !strcmp(v, "across"), i++;
         else {
             fprintf(stderr, "usage: xcoll-run -n N tp_mlp [--tp T (N)] [--batch B (32)] "
                             "[--hidden H (64)] [--ffn F (256)] [--steps S (5)] [--lr X (0.05)] "
-                            "[--clip MAXNORM (0: off)] [--seed S] [--layout inside|across] [--sync]\n");
+                            "[--clip MAXNORM (0: off)] [--seed S] [--layout inside|across] [--sync] "
+                            "[--buffers xcoll|malloc (xcoll)]\n");
             exit(2);
         }
     }
@@ -257,13 +268,16 @@ int main(int argc, char **argv)
     model_init(&ser, &o, 0, o.ffn);
     if (rank == 0)
         printf("tp_mlp: %d ranks = %d (tensor parallel, groups %s the nodes) x %d (data "
-               "parallel) on %d node%s; MLP %d-%d-%d, batch %d, %d steps%s\n", size, tp,
+               "parallel) on %d node%s; MLP %d-%d-%d, batch %d, %d steps%s%s\n", size, tp,
                o.across ? "across" : "inside", dp, xc_comm_node_count(world),
                xc_comm_node_count(world) > 1 ? "s" : "", H, o.ffn, H, B, o.steps,
-               o.clip > 0 ? ", global-norm clip" : "");
+               o.clip > 0 ? ", global-norm clip" : "",
+               o.plain ? "; buffers from calloc" : "; buffers from xc_mem_alloc");
     float *X = malloc(sizeof(float) * (size_t)B * H), *T = malloc(sizeof(float) * (size_t)B * H);
-    float *A = malloc(sizeof(float) * (size_t)B * o.ffn), *Y = malloc(sizeof(float) * (size_t)B * H);
-    float *dZ = malloc(sizeof(float) * (size_t)B * H), *dX = malloc(sizeof(float) * (size_t)B * H);
+    float *A = malloc(sizeof(float) * (size_t)B * o.ffn);
+    float *Y = comm_alloc(sizeof(float) * (size_t)B * H, o.plain); /* all-reduced */
+    float *dZ = malloc(sizeof(float) * (size_t)B * H);
+    float *dX = comm_alloc(sizeof(float) * (size_t)B * H, o.plain); /* all-reduced */
     float *sX = malloc(sizeof(float) * (size_t)B * H), *sdX = malloc(sizeof(float) * (size_t)B * H);
     double worst_loss = 0, worst_dx = 0;
     size_t ngrad = (size_t)H * f * 2 + H;
@@ -368,7 +382,8 @@ int main(int argc, char **argv)
     if (!vol_ok && rank == 0) printf("tp_mlp: measured bytes differ from the ring formula: FAIL\n");
     model_free(&m);
     model_free(&ser);
-    free(X), free(T), free(A), free(Y), free(dZ), free(dX), free(sX), free(sdX);
+    free(X), free(T), free(A), free(dZ), free(sX), free(sdX);
+    comm_free(Y, o.plain), comm_free(dX, o.plain);
     CHECK(xc_comm_destroy(tpc));
     CHECK(xc_comm_destroy(dpc));
     CHECK(xc_comm_destroy(world));

@@ -150,6 +150,7 @@ typedef struct opts {
     char *side_buf;
     const char *csv_path, *json_path; /* "-" = stdout; NULL = off */
     const char *calibrate_path;         /* --calibrate: write a profile, no sweep */
+    int xc_buffers;                     /* --buffers xcoll: xc_mem_alloc */
 } opts_t;
 
 /* This process's rank as its launcher set it (the variables of
@@ -208,6 +209,8 @@ static void usage(FILE *f)
         "                           collective (--algo ring,rhd) are measured side by side: a\n"
         "                           communicator each, their iterations interleaved in blocks,\n"
         "                           a row each (ratios from one run on a noisy machine)\n"
+        "      --buffers KIND       malloc (default: posix_memalign, ordinary pages) or xcoll\n"
+        "                           (xc_mem_alloc: 2 MiB-aligned, transparent huge pages)\n"
         "      --csv[=FILE]         CSV records to FILE, or to stdout instead of the table\n"
         "      --json[=FILE]        a JSON array of the same records, likewise\n"
         "      --calibrate[=FILE]   measure alpha, beta, gamma for the cost model and write\n"
@@ -381,7 +384,7 @@ static void resolve_algo(opts_t *o)
 
 static void parse_args(opts_t *o, int argc, char **argv)
 {
-    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE };
+    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS };
     static const struct option longopts[] = {
         {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'},
@@ -399,6 +402,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"csv", optional_argument, NULL, OPT_CSV},
         {"json", optional_argument, NULL, OPT_JSON},
         {"calibrate", optional_argument, NULL, OPT_CALIBRATE},
+        {"buffers", required_argument, NULL, OPT_BUFFERS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -451,6 +455,11 @@ static void parse_args(opts_t *o, int argc, char **argv)
         case OPT_ALGO: o->algo = optarg; break;
         case OPT_CSV: o->csv_path = optarg ? optarg : "-"; break;
         case OPT_JSON: o->json_path = optarg ? optarg : "-"; break;
+        case OPT_BUFFERS:
+            if (strcmp(optarg, "malloc") && strcmp(optarg, "xcoll"))
+                usage_error("--buffers: \"%s\" is neither malloc nor xcoll", optarg);
+            o->xc_buffers = !strcmp(optarg, "xcoll");
+            break;
         case OPT_CALIBRATE:
             o->calibrate_path = optarg && *optarg ? optarg : "xcoll-profile.json";
             break;
@@ -518,6 +527,14 @@ static void *xmalloc(size_t n)
         fprintf(stderr, "xcoll-perf: rank %d: out of memory (%zu bytes)\n", g_rank, n);
         exit(1);
     }
+    return p;
+}
+
+/* A communication buffer from xc_mem_alloc (--buffers xcoll). */
+static void *xc_buf(size_t n)
+{
+    void *p = NULL;
+    XC(xc_mem_alloc(n ? n : 1, &p));
     return p;
 }
 
@@ -1241,10 +1258,12 @@ int main(int argc, char **argv)
     print_job_header(&o, lead && O.table);
 
     bufs_t B;
-    B.send = xmalloc(o.maxbytes);
-    B.recv = xmalloc(o.maxbytes);
+    B.send = o.xc_buffers ? xc_buf(o.maxbytes) : xmalloc(o.maxbytes);
+    B.recv = o.xc_buffers ? xc_buf(o.maxbytes) : xmalloc(o.maxbytes);
     memset(B.send, 0, o.maxbytes); /* touch every page before timing */
     memset(B.recv, 0, o.maxbytes);
+    if (o.xc_buffers && lead && O.table)
+        printf("# buffers: xc_mem_alloc, on %zu KiB pages\n#\n", xc_mem_page_size(B.send) >> 10);
     size_t times_cap = (size_t)o.iters * MAX_SIDE;
     double *times = xmalloc(times_cap * sizeof *times);
 
@@ -1321,8 +1340,13 @@ int main(int argc, char **argv)
     if (lead && O.table) printf("#\n");
 
     free(times);
-    free(B.send);
-    free(B.recv);
+    if (o.xc_buffers) {
+        XC(xc_mem_free(B.send));
+        XC(xc_mem_free(B.recv));
+    } else {
+        free(B.send);
+        free(B.recv);
+    }
     free(o.algo_env);
     free(o.side_buf);
     XC(xc_comm_destroy(g_comm));

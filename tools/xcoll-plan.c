@@ -57,6 +57,8 @@ static void usage(void)
             "            [--overlap on|off]  (on: DP/ZeRO traffic hides behind the passes)\n"
             "            [--cache cold|hot]  (cold, the default: a collective between compute\n"
             "            phases finds its buffers evicted; hot: as back-to-back benchmarks run)\n"
+            "            [--buffers malloc|xcoll]  (the job's communication buffers: malloc'd,\n"
+            "            the default, or from xc_mem_alloc on huge pages; prices cold calls)\n"
             "  cluster:  --nodes N --rpn R and one of --cluster NAME (h100-ib400, a100-ib200,\n"
             "            cpu-1g), --profile FILE (xcoll-perf --calibrate), or --intra A_US,GBPS\n"
             "            --inter A_US,GBPS [--flops TFLOPS per rank]\n"
@@ -126,10 +128,11 @@ static void print_json(const xc__plan_in_t *in, const xc__plan_out_t *o)
 {
     printf("{\n  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"ep\": %d, "
            "\"zero\": %d, \"seq_parallel\": %s, \"nodes\": %d, \"rpn\": %d},\n"
-           "  \"overlap\": %s, \"cache\": \"%s\",\n"
+           "  \"overlap\": %s, \"cache\": \"%s\", \"buffers\": \"%s\",\n"
            "  \"primitives\": [\n", in->dp, in->tp, in->pp, in->vpp > 1 ? in->vpp : 1, in->ep,
            in->zero, in->seq_parallel ? "true" : "false", in->nodes, in->rpn,
-           in->no_overlap ? "false" : "true", in->hot ? "hot" : "cold");
+           in->no_overlap ? "false" : "true", in->hot ? "hot" : "cold",
+           in->xc_mem ? "xcoll" : "malloc");
     for (int i = 0; i < o->nrows; i++) {
         const xc__plan_row_t *r = &o->row[i];
         printf("    {\"what\": \"%s\", \"group\": %d, \"nodes\": %d, \"link\": \"%s\", "
@@ -226,6 +229,10 @@ static void advise(const xc__profile_t *p, const xc__plan_in_t *in, const xc__pl
     TRY(in->zero == 0 && in->dp > 1 && in->bucket_mb > 0 && in->bucket_mb < 25,
         alt.bucket_mb = in->bucket_mb * 4, "larger gradient buckets (%g -> %g MiB)", in->bucket_mb,
         alt.bucket_mb);
+    /* cold calls on huge pages (a profile that measured both kinds) */
+    TRY(!in->hot && !in->xc_mem && (p->cold_huge_alpha > 0 || p->cold_huge_beta > 0),
+        alt.xc_mem = 1, "allocate the communication buffers with xc_mem_alloc (huge pages: "
+                        "--buffers xcoll)%s", "");
     if (!any) printf("- nothing predicted to gain 1 %% or more\n");
 #undef TRY
 }
@@ -294,6 +301,9 @@ static int set_opt(opts_t *o, const char *name, const char *v)
     } else if (is(name, "cache")) {
         if (!is(v, "hot") && !is(v, "cold")) return -1;
         in->hot = is(v, "hot");
+    } else if (is(name, "buffers")) {
+        if (!is(v, "malloc") && !is(v, "xcoll")) return -1;
+        in->xc_mem = is(v, "xcoll");
     }
     else if (is(name, "compress")) {
         if (xc_compress_parse(v, &in->compress) != XC_OK) return -1;
@@ -403,7 +413,10 @@ static int run(const opts_t *o)
         if (in.vpp > 1) printf(" (%d virtual stages)", in.vpp);
         printf(" (ep %d, zero %d) on %d nodes x %d ranks; overlap %s; calls priced %s\n\n",
                in.ep, in.zero, in.nodes, in.rpn, in.no_overlap ? "off" : "on",
-               in.hot ? "back to back (--cache hot)" : "after compute (--cache cold)");
+               in.hot ? "back to back (--cache hot)"
+                      : in.xc_mem ? "after compute, buffers from xc_mem_alloc (--cache cold "
+                                    "--buffers xcoll)"
+                                  : "after compute (--cache cold)");
         print_table(&in, &out);
         if (o->advice) advise(&prof, &in, &out);
     }

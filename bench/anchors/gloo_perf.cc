@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -194,7 +195,20 @@ int bench_size(const Ctx &ctx, const perf_opts_t &o, const perf_layout_t &l,
                std::vector<double> &t)
 {
     int r = ctx->rank, n = ctx->size;
-    std::vector<float> send(l.sendc), recv(l.recvc);
+    // perf_alloc: malloc, or huge pages with --huge (as xcoll-perf --buffers xcoll)
+    struct Buf {
+        float *p;
+        size_t bytes;
+        int huge;
+        Buf(size_t n, int h) : p((float *)perf_alloc(n * sizeof(float), h)), bytes(n * sizeof(float)), huge(h)
+        {
+            if (!p)
+                throw std::bad_alloc();
+            memset(p, 0, bytes);
+        }
+        ~Buf() { perf_free(p, bytes, huge); }
+        float *data() { return p; }
+    } send(l.sendc, o.huge), recv(l.recvc, o.huge);
     Op op(ctx, o.coll, l, send.data(), recv.data());
 
     perf_fill(o.coll, &l, r, send.data(), recv.data());

@@ -10,7 +10,8 @@
  * one barrier, `iters` calls each timed on its own, the times reduced with
  * MAX to rank 0, which prints their median and (p90-p10)/median; then one
  * more call on fresh inputs whose result is checked.  Buffers are out of
- * place (broadcast works in one buffer) and allocated once per size.
+ * place (broadcast works in one buffer) and allocated once per size
+ * (on huge pages with --huge, as xcoll-perf --buffers xcoll).
  */
 #include "perf_common.h"
 
@@ -50,12 +51,12 @@ static int run_op(int coll, const perf_layout_t *l, float *send, float *recv,
 static int bench_size(const perf_opts_t *o, const perf_layout_t *l, int rank,
                       int n, double *t, double *tmax)
 {
-    float *send = malloc(l->sendc * sizeof(float));
-    float *recv = malloc(l->recvc * sizeof(float));
+    float *send = (float *)perf_alloc(l->sendc * sizeof(float), o->huge);
+    float *recv = (float *)perf_alloc(l->recvc * sizeof(float), o->huge);
     if (!send || !recv) {
         fprintf(stderr, "mpi_perf: out of memory at %zu bytes\n", l->bytes);
-        free(send);
-        free(recv);
+        perf_free(send, l->sendc * sizeof(float), o->huge);
+        perf_free(recv, l->recvc * sizeof(float), o->huge);
         return -1;
     }
     long long bad = 0, badsum = -1;
@@ -79,8 +80,8 @@ static int bench_size(const perf_opts_t *o, const perf_layout_t *l, int rank,
     if (rank == 0)
         perf_print_row(o->coll, l, "default", tmax, o->iters, badsum, n,
                        o->coll == PERF_BROADCAST);
-    free(send);
-    free(recv);
+    perf_free(send, l->sendc * sizeof(float), o->huge);
+    perf_free(recv, l->recvc * sizeof(float), o->huge);
     return 0;
 }
 

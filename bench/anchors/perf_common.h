@@ -29,10 +29,17 @@
 #ifndef XCOLL_BENCH_PERF_COMMON_H
 #define XCOLL_BENCH_PERF_COMMON_H
 
+/* mmap's MAP_ANONYMOUS and madvise under -std=c11 (include this first). */
+#if !defined(_DEFAULT_SOURCE) && !defined(__cplusplus)
+#define _DEFAULT_SOURCE
+#endif
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <stdint.h>
 
 enum perf_coll {
     PERF_ALLREDUCE = 0,
@@ -61,7 +68,46 @@ typedef struct perf_opts {
     int iters;        /* -n: timed iterations per size */
     int warmup;       /* -w: untimed iterations per size */
     int check;        /* -c 0|1: verify the result once per size */
+    int huge;         /* --huge: buffers on transparent huge pages */
 } perf_opts_t;
+
+/* --huge: buffers made the way xc_mem_alloc makes them (src/core/mem.c;
+ * written again here, the anchors do not link xcoll): from 1 MiB up an
+ * anonymous mapping started on a 2 MiB boundary, whole 2 MiB pages,
+ * MADV_HUGEPAGE.  So that xcoll-perf --buffers xcoll is compared with the
+ * anchors on the same kind of memory. */
+#define PERF_HUGE_PAGE ((size_t)2 << 20)
+static size_t perf_huge_len(size_t bytes)
+{
+    return (bytes + PERF_HUGE_PAGE - 1) / PERF_HUGE_PAGE * PERF_HUGE_PAGE;
+}
+static void *perf_alloc(size_t bytes, int huge)
+{
+    if (!huge || bytes < PERF_HUGE_PAGE / 2)
+        return malloc(bytes ? bytes : 1);
+    size_t len = perf_huge_len(bytes), span = len + PERF_HUGE_PAGE;
+    char *map = (char *)mmap(NULL, span, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == (char *)MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)map + PERF_HUGE_PAGE - 1) &
+                       ~(uintptr_t)(PERF_HUGE_PAGE - 1));
+    if (p > map)
+        munmap(map, (size_t)(p - map));
+    if (map + span > p + len)
+        munmap(p + len, (size_t)(map + span - (p + len)));
+    madvise(p, len, MADV_HUGEPAGE);
+    return p;
+}
+static void perf_free(void *p, size_t bytes, int huge)
+{
+    if (!p)
+        return;
+    if (!huge || bytes < PERF_HUGE_PAGE / 2)
+        free(p);
+    else
+        munmap(p, perf_huge_len(bytes));
+}
 
 /* "64K", "8M", "1G", "4096" -> bytes; 0 on a malformed value. */
 static size_t perf_parse_size(const char *s)
@@ -98,11 +144,11 @@ static void perf_usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s -C COLL [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
-            "[-w WARMUP] [-c 0|1] [--csv]\n"
+            "[-w WARMUP] [-c 0|1] [--huge] [--csv]\n"
             "  COLL: allreduce reducescatter allgather broadcast reduce "
             "alltoall sendrecv\n"
             "  sizes in bytes, K/M/G suffixes allowed; fp32 sum; CSV on "
-            "stdout of rank 0\n",
+            "stdout of rank 0; --huge: buffers on huge pages\n",
             prog);
 }
 
@@ -116,11 +162,16 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
     o->iters = 20;
     o->warmup = 5;
     o->check = 1;
+    o->huge = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--csv") == 0)
             continue; /* CSV is the only output format */
+        if (strcmp(a, "--huge") == 0) {
+            o->huge = 1;
+            continue;
+        }
         if (a[0] != '-' || a[1] == '\0' || a[2] != '\0' || !v) {
             perf_usage(argv[0]);
             return -1;

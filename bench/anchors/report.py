@@ -161,6 +161,10 @@ def header(meta, limits, lim):
          f"{st['iters']} timed + {st['warmup']} warm-up iterations, "
          f"{st['rounds']} interleaved rounds (best median kept), ranks "
          f"{' '.join(map(str, st['ranks']))} on {f['cores']} cores, fp32 sum",
+         "- buffers: " + ("every library's on 2 MiB transparent huge pages "
+                          "(xcoll: `xc_mem_alloc`; anchors: `--huge`, mapped "
+                          "alike)" if st.get("buffers") == "huge" else
+                          "malloc (ordinary 4 KiB pages)"),
          "- launch: " + "; ".join(f"{LIB_NAMES[k]}: `{c}`"
                                   for k, c in meta["launch"].items()
                                   if k in st["libs"])]

@@ -62,6 +62,26 @@ static inline void batch_rows(uint64_t seed, int s, int batch, int r0, int n, in
         }
 }
 
+/* A communication buffer, zero-filled: from xc_mem_alloc (2 MiB-aligned,
+ * huge pages from 1 MiB, the faster kind for collectives: xcoll.h), or
+ * with `plain` from calloc (to compare). */
+static inline void *comm_alloc(size_t bytes, int plain)
+{
+    void *p = NULL;
+    if (plain) {
+        p = calloc(bytes ? bytes : 1, 1);
+        if (!p) CHECK(XC_ERR_NOMEM);
+    } else {
+        CHECK(xc_mem_alloc(bytes ? bytes : 1, &p));
+    }
+    return p;
+}
+static inline void comm_free(void *p, int plain)
+{
+    if (plain) free(p);
+    else CHECK(xc_mem_free(p));
+}
+
 /* Payload bytes `c` has sent so far, over every transport. */
 static inline uint64_t bytes_sent(xc_comm_t *c)
 {

@@ -1,12 +1,26 @@
 /*
  * shm_bcast.c -- broadcast through shared memory.
  *
- * Staged: the root stages each chunk, the others copy it out.  Single copy
- * (large messages, when ranks may read each other's memory): the root
- * publishes its buffer's address, every other rank reads it directly with
- * process_vm_readv, and the root returns once all have.  Only the root's
- * chunks are read; the driver's description check with the right
+ * Staged: the root stages each chunk, the others copy it out.  Only the
+ * root's chunks are read; the driver's description check with the right
  * neighbour still lets the root see a rank that disagrees on the root.
+ * Single copy (large messages, when ranks may read each other's memory):
+ * the root publishes its buffer's address, every other rank reads it
+ * directly with process_vm_readv, and the root returns once all have.
+ *
+ * Cooperative single copy: the root's core would idle while the others
+ * read, so it copies too (the node not crowded, XCOLL_SHM_COOP).  Every
+ * rank publishes its buffer, the root also `share`, the bytes of the
+ * message's head (xc__shm_bcast_share: about 1/L, page aligned; 0 for
+ * the plain single copy) it writes into each other rank with
+ * process_vm_writev while each of them reads the rest from it.  Only the
+ * root decides (the others take its published share), so ranks whose
+ * settings differ still agree.  The root waits for every rank's address
+ * and checks its description before it writes into its memory; every rank
+ * then waits for every `out` (wait_out): a reader returns only once the
+ * root has written its head, the root only once every reader is done with
+ * its buffer.  On 2 ranks each core copies half: the broadcast is bounded
+ * by two cores' copy bandwidth instead of one's.
  */
 #include "shm_common.h"
 
@@ -28,26 +42,48 @@ static void out(xc__shm_op_t *o, uint64_t k)
            n * o->es);
 }
 
+/* Single copy: the root publishes its buffer and its share, the others
+ * their buffers. */
 static void stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     (void)k;
-    if (o->me == o->a.root) xc__shm_put_addr(slot, o->a.sbuf);
+    int root = o->me == o->a.root;
+    xc__shm_put_addr(slot, root ? o->a.sbuf : o->a.rbuf);
+    if (root) {
+        uint64_t share = o->share;
+        memcpy(slot + 8, &share, sizeof share);
+    }
 }
 
 static void out_direct(xc__shm_op_t *o, uint64_t k)
 {
-    (void)k;
-    if (o->me != o->a.root) xc__shm_cma_read(o, o->a.root, 0, 0, o->a.rbuf, o->a.count * o->es);
+    size_t bytes = o->a.count * o->es;
+    if (o->me == o->a.root) {
+        for (int j = 0; j < o->L && o->share && !o->err; j++)
+            if (j != o->me) xc__shm_cma_write(o, j, 0, 0, o->a.sbuf, o->share);
+        return;
+    }
+    uint64_t share;
+    memcpy(&share, xc__shm_src(o, o->a.root, xc__shm_g(o, k)) + 8, sizeof share);
+    if (share > bytes) share = bytes; /* (a root that disagreed is caught before) */
+    xc__shm_cma_read(o, o->a.root, 0, share, (char *)o->a.rbuf + share, bytes - share);
 }
 
+/* The root waits for every rank's address (and description) */
+static int reads_direct(const xc__shm_op_t *o, int j) { return o->me == o->a.root || j == o->a.root; }
+
 static const xc__shm_coll_t staged = {nchunks, reads_root, stage, NULL, out, 0};
-static const xc__shm_coll_t direct = {one, reads_root, stage_addr, NULL, out_direct, 1};
+static const xc__shm_coll_t direct = {one, reads_direct, stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype);
-    if (xc__shm_use_cma(comm, a->count * es))
-        return xc__shm_op_init(comm, op, a, &direct, a->count, 1);
+    if (xc__shm_use_cma(comm, a->count * es)) {
+        int coop = comm->cfg.shm_coop >= 0 ? comm->cfg.shm_coop : !comm->oversub;
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, !coop);
+        return XC_OK;
+    }
     if (a->count * es <= comm->shm->slot_bytes / XC__SHM_RING) {
         /* One ring entry: the root may run 2 * RING operations ahead. */
         XC_CHECK(xc__shm_op_init(comm, op, a, &staged, a->count ? a->count : 1, 0));

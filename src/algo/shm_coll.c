@@ -273,7 +273,8 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                     xc__comm_peer_lost(comm, o->err_peer, "vanished during a single-copy read");
                 else
                     xc__comm_poison(comm, XC_ERR_SYSTEM, 0,
-                                    "process_vm_readv from rank %d failed: %s", o->err_peer,
+                                    "single-copy transfer with rank %d failed "
+                                    "(process_vm_readv/writev): %s", o->err_peer,
                                     strerror(o->err));
                 return 0;
             }
@@ -349,6 +350,28 @@ void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst, 
             return;
         }
         d += n;
+        r += (size_t)n;
+        len -= (size_t)n;
+    }
+}
+
+void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void *src, size_t len)
+{
+    if (o->err || len == 0) return;
+    uint64_t base;
+    memcpy(&base, o->shm->ctl[j].inl[(o->base + o->k + 1) % 2] + 8 * which, sizeof base);
+    pid_t pid = (pid_t)o->shm->ctl[j].pid;
+    const char *s = src;
+    uintptr_t r = (uintptr_t)base + off;
+    while (len > 0) {
+        struct iovec li = {(void *)(uintptr_t)s, len}, ri = {(void *)r, len};
+        ssize_t n = process_vm_writev(pid, &li, 1, &ri, 1, 0);
+        if (n <= 0) {
+            o->err = n < 0 ? errno : EIO;
+            o->err_peer = j;
+            return;
+        }
+        s += n;
         r += (size_t)n;
         len -= (size_t)n;
     }

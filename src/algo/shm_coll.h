@@ -74,8 +74,10 @@ struct xc__shm_op {
     uint64_t need;      /* phase 0: the `out` every other rank must reach */
     int phase;
     uint64_t hash;      /* of (seq, description) */
-    int err, err_peer;  /* a failed single-copy read */
+    int err, err_peer;  /* a failed single-copy read or write */
     char *tmp;          /* single-copy reductions: (L-1) pieces of scratch */
+    size_t share;       /* cooperative single-copy broadcast: bytes the root
+                         * writes into each other rank (shm_bcast.c) */
 };
 
 /* Single-copy reductions read peers' inputs in pieces of this size into the
@@ -98,6 +100,23 @@ static inline void xc__shm_put_addr(char *slot, const void *buf)
 /* Read from the `which`-th address (0, 1 or 2) rank j published. */
 XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst,
                                  size_t len);
+/* Write `len` bytes of `src` at `off` of the `which`-th address rank j
+ * published (process_vm_writev); a failure is reported as a failed read
+ * is (o->err, o->err_peer). */
+XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void *src,
+                                  size_t len);
+/* Cooperative single-copy broadcast of `bytes` over L ranks: the bytes the
+ * root itself writes into each other rank's buffer (the head, page
+ * aligned) while each of them reads the rest, so that the root's core
+ * copies too: (L-1) x share against bytes - share, balanced at bytes / L.
+ * 0 when the node is crowded (more ranks than cores: the root's core is
+ * someone's already).  The runtime (shm_bcast.c) and the cost model use
+ * this one rule. */
+static inline size_t xc__shm_bcast_share(size_t bytes, int L, int crowded)
+{
+    if (crowded || L < 2) return 0;
+    return bytes / (size_t)L & ~(size_t)4095;
+}
 /* Smallest block worth a single-copy read (XCOLL_SHM_CMA_MIN_KB). */
 XC__HIDDEN int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes);
 

@@ -20,9 +20,6 @@
  */
 #include "shm_common.h"
 
-#include <errno.h>
-#include <sys/uio.h>
-
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_small(const xc__shm_op_t *o, int j) { (void)j; return o->me == o->a.root; }
@@ -45,30 +42,6 @@ static void stage_addrs(xc__shm_op_t *o, uint64_t k, char *slot)
     xc__shm_put_addr(slot + 8, o->a.rbuf);
 }
 
-/* Write `len` bytes of `src` at `off` of the second address rank j
- * published (its output).  A failure is reported as a failed read is:
- * o->err (an errno) and o->err_peer. */
-static void cma_write(xc__shm_op_t *o, int j, size_t off, const char *src, size_t len)
-{
-    if (o->err || len == 0) return;
-    uint64_t base;
-    memcpy(&base, o->shm->ctl[j].inl[xc__shm_g(o, o->k) % 2] + 8, sizeof base);
-    pid_t pid = (pid_t)o->shm->ctl[j].pid;
-    uintptr_t r = (uintptr_t)base + off;
-    while (len > 0) {
-        struct iovec li = {(void *)(uintptr_t)src, len}, ri = {(void *)r, len};
-        ssize_t n = process_vm_writev(pid, &li, 1, &ri, 1, 0);
-        if (n <= 0) {
-            o->err = n < 0 ? errno : EIO;
-            o->err_peer = j;
-            return;
-        }
-        src += n;
-        r += (size_t)n;
-        len -= (size_t)n;
-    }
-}
-
 /* Block `me` of the result: reduced into the root's output. */
 static void out_direct(xc__shm_op_t *o, uint64_t k)
 {
@@ -83,7 +56,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     for (size_t p = 0; p < bc && !o->err; p += piece) {
         size_t n = bc - p < piece ? bc - p : piece;
         const char *r = xc__shm_cma_reduce_piece(o, NULL, bo + p, n);
-        if (r) cma_write(o, o->a.root, (bo + p) * o->es, r, n * o->es);
+        if (r) xc__shm_cma_write(o, o->a.root, 1, (bo + p) * o->es, r, n * o->es);
     }
 }
 

@@ -24,6 +24,8 @@ typedef struct xc__config {
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
+    int shm_coop;         /* single-copy broadcast's root copies too: 1 always,
+                             0 never, -1 when the node is not crowded */
     int deterministic;    /* 1: floating-point reductions in rank order  */
     int sockets_per_peer; /* TCP streams per pair of ranks (docs/tcp.md) */
     int socket_buf_kb;    /* TCP send/receive buffers, 0 = autotuning  */

@@ -209,14 +209,22 @@ XC__COST(shm_allgather)
     return T;
 }
 
-/* Single copy: every rank reads the root's buffer (two syncs).  Staged:
- * the root stages chunk k+1 while the others copy chunk k out. */
+/* Single copy: every rank reads the root's buffer (two syncs); off a
+ * crowded node the root writes the head of the message into each of them
+ * meanwhile (xc__shm_bcast_share), the slower of the two sides counts.
+ * Staged: the root stages chunk k+1 while the others copy chunk k out. */
 XC__COST(shm_bcast)
 {
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma(m, B)) return 2 * sync_cost(m) + cma(m, B);
+    if (use_cma(m, B)) {
+        int crowded = t_->cores > 0 && t_->ppn > t_->cores;
+        double h = (double)xc__shm_bcast_share((size_t)B, n, crowded);
+        if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
+        double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
+        return 2 * sync_cost(m) + (root > reader ? root : reader);
+    }
     double ce = B <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cb = (ce < (double)c_->count ? ce : (double)c_->count) * m->es;

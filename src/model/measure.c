@@ -36,7 +36,9 @@
  *  - cold calls (calibration only, one node): an all-reduce after 50 ms
  *    asleep against the same call back to back, at 64 KiB and 1 MiB; the
  *    extra, a line in the working set, is what xcoll-plan adds to the
- *    collectives of a training step (model.h, cold_alpha / cold_beta).
+ *    collectives of a training step (model.h, cold_alpha / cold_beta);
+ *    measured twice, on malloc'd buffers and on xc_mem_alloc's
+ *    (cold_huge_alpha / cold_huge_beta).
  *
  * Only rank 0 times anything and only rank 0's profile is written; the
  * other ranks take part in the barriers only.
@@ -685,23 +687,31 @@ static xc_result_t measure_host(const plan_t *pl, xc__profile_t *p)
  * 1 MiB, the selector's algorithm, timed back to back and after every
  * rank slept COLD_PAUSE_MS (then a barrier, as a step's compute ends
  * unevenly); the extra of each size fitted as a line in the working set
- * (2 x the buffer).  Every rank takes part; rank 0 keeps the result. */
+ * (2 x the buffer).  `xc_mem`: the buffers of each size from xc_mem_alloc
+ * (the 1 MiB ones on huge pages), else one malloc'd block.  Every rank
+ * takes part; rank 0 keeps the result. */
 #define COLD_PAUSE_MS 50
 #define COLD_REPS 9
-static xc_result_t measure_cold(xc_comm_t *comm, xc__profile_t *p)
+static xc_result_t measure_cold(xc_comm_t *comm, int xc_mem, double *alpha, double *beta)
 {
     static const size_t sizes[2] = {64 << 10, 1 << 20};
-    char *buf = malloc(2 * sizes[1]);
+    char *buf = xc_mem ? NULL : malloc(2 * sizes[1]);
     double t[2 * 16], u[2 * 16], extra[2] = {0, 0};
-    if (!buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
-    memset(buf, 0x3c, 2 * sizes[1]);
+    if (!xc_mem && !buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    if (buf) memset(buf, 0x3c, 2 * sizes[1]);
     xc_result_t rc = XC_OK;
     for (int s = 0; s < 2 && rc == XC_OK; s++) {
         size_t count = sizes[s] / sizeof(float);
         double hot = 0, cold = 0;
+        char *in = buf, *out = buf ? buf + sizes[1] : NULL;
+        if (xc_mem) {
+            rc = xc_mem_alloc(sizes[s], (void **)&in);
+            if (rc == XC_OK) rc = xc_mem_alloc(sizes[s], (void **)&out);
+            if (rc == XC_OK) memset(in, 0x3c, sizes[s]), memset(out, 0, sizes[s]);
+        }
         for (int i = -3; i < 15 && rc == XC_OK; i++) {
             double t0 = now_s();
-            rc = xc_allreduce(buf, buf + sizes[1], count, XC_FLOAT32, XC_SUM, comm);
+            rc = xc_allreduce(in, out, count, XC_FLOAT32, XC_SUM, comm);
             if (i >= 0) t[i] = now_s() - t0;
         }
         if (rc == XC_OK) rc = xc_allreduce(t, u, 15, XC_FLOAT64, XC_MAX, comm);
@@ -711,7 +721,7 @@ static xc_result_t measure_cold(xc_comm_t *comm, xc__profile_t *p)
             nanosleep(&ts, NULL);
             rc = xc_barrier(comm);
             double t0 = now_s();
-            if (rc == XC_OK) rc = xc_allreduce(buf, buf + sizes[1], count, XC_FLOAT32, XC_SUM, comm);
+            if (rc == XC_OK) rc = xc_allreduce(in, out, count, XC_FLOAT32, XC_SUM, comm);
             t[i] = now_s() - t0;
         }
         if (rc == XC_OK) rc = xc_allreduce(t, u, COLD_REPS, XC_FLOAT64, XC_MAX, comm);
@@ -720,6 +730,7 @@ static xc_result_t measure_cold(xc_comm_t *comm, xc__profile_t *p)
          * activity); a step's calls meet the lower one. */
         if (rc == XC_OK) cold = quartile(u, COLD_REPS);
         extra[s] = cold > hot ? cold - hot : 0;
+        if (xc_mem) xc_mem_free(in), xc_mem_free(out);
     }
     free(buf);
     if (rc != XC_OK || comm->rank != 0) return rc;
@@ -728,7 +739,7 @@ static xc_result_t measure_cold(xc_comm_t *comm, xc__profile_t *p)
     if (b < 0) b = 0;
     double a = extra[0] - b * w0;
     if (a < 0) a = 0, b = extra[1] / w1;
-    p->cold_alpha = a, p->cold_beta = b;
+    *alpha = a, *beta = b;
     return XC_OK;
 }
 
@@ -808,7 +819,8 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
      * costs beyond the same call back to back. */
     if (thorough && comm->nnodes == 1 && comm->size > 1 && (what & XC__HAVE_HOST)) {
         uint64_t t1 = xc__now_ns();
-        XC_CHECK(measure_cold(comm, out));
+        XC_CHECK(measure_cold(comm, 0, &out->cold_alpha, &out->cold_beta));
+        XC_CHECK(measure_cold(comm, 1, &out->cold_huge_alpha, &out->cold_huge_beta));
         XC_TRACE("cost model: cold calls measured in %.2f ms", (double)(xc__now_ns() - t1) * 1e-6);
     }
     if ((what & XC__HAVE_HOST) && comm->rank == 0) {

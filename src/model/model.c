@@ -50,7 +50,11 @@ double xc__model_predict(const xc__profile_t *p, const xc__model_topo_t *t, int 
 
 double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t, const xc__model_call_t *c)
 {
-    return c->cold ? p->cold_alpha + p->cold_beta * xc__m_make(p, t, c).ws : 0;
+    if (!c->cold) return 0;
+    double ws = xc__m_make(p, t, c).ws;
+    if (c->cold == XC__COLD_XCMEM && (p->cold_huge_alpha > 0 || p->cold_huge_beta > 0))
+        return p->cold_huge_alpha + p->cold_huge_beta * ws;
+    return p->cold_alpha + p->cold_beta * ws;
 }
 
 int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,

@@ -108,6 +108,11 @@ typedef struct xc__profile {
      * asleep against back to back); 0 in quick profiles and older files.
      * Priced only for calls marked cold (xcoll-plan). */
     double cold_alpha, cold_beta;
+    /* The same for buffers from xc_mem_alloc (from 1 MiB on transparent
+     * huge pages: fewer pages to walk, pin and miss in the TLB); measured
+     * apart, with such buffers; 0 when not measured (the term above is
+     * used then). */
+    double cold_huge_alpha, cold_huge_beta;
     /* memcpy, seconds per byte copied, for working sets within cache_bytes
      * and beyond (measured at twice the cache). */
     double copy_cache, copy_mem;
@@ -160,7 +165,8 @@ typedef struct xc__model_call {
     xc_op_t op;
     int cold; /* it follows compute, not another call (a training step's
                  calls; xcoll-plan's default): priced with the profile's
-                 cold-call term */
+                 cold-call term; XC__COLD_XCMEM: its buffers come from
+                 xc_mem_alloc (the huge-page term) */
 } xc__model_call_t;
 
 /* Predicted seconds of one algorithm for a call, or a negative value if it
@@ -177,8 +183,10 @@ XC__HIDDEN double xc__model_predict(const xc__profile_t *p, const xc__model_topo
                                     int algo_id, const xc__model_call_t *c);
 
 /* What a cold call (c->cold) costs beyond the same call back to back: the
- * profile's cold_alpha + cold_beta x the call's working set; 0 for a call
- * not marked cold.  Included in xc__model_predict. */
+ * profile's cold_alpha + cold_beta x the call's working set (the
+ * cold_huge_ pair for XC__COLD_XCMEM, when measured); 0 for a call not
+ * marked cold.  Included in xc__model_predict. */
+enum { XC__COLD_MALLOC = 1, XC__COLD_XCMEM = 2 };
 XC__HIDDEN double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t,
                                  const xc__model_call_t *c);
 

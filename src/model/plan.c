@@ -61,7 +61,7 @@ static double price(const xc__profile_t *p, const xc__plan_in_t *in, xc_coll_t c
      * with the buffers out of the cache unless the plan says hot. */
     *algo = xc__model_choose(p, &t, &c, &v, NULL, NULL);
     if (*algo != XC__ALGO_NONE && !in->hot) {
-        c.cold = 1;
+        c.cold = in->xc_mem ? XC__COLD_XCMEM : XC__COLD_MALLOC;
         v = xc__model_predict(p, &t, *algo, &c);
     }
     return v > 0 ? v : 0;
@@ -148,7 +148,8 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
                            (xc__codec_scaled(in->compress) ? 4.0 / XC_COMPRESS_BLOCK : 0);
                 r->sent *= w / in->grad_bytes;
                 size_t count = (size_t)(msg / in->grad_bytes);
-                xc__model_call_t c = {XC_COLL_ALLREDUCE, count, gdt, XC_AVG, !in->hot};
+                xc__model_call_t c = {XC_COLL_ALLREDUCE, count, gdt, XC_AVG,
+                                      in->hot ? 0 : in->xc_mem ? XC__COLD_XCMEM : XC__COLD_MALLOC};
                 r->t_call = xc__model_compressed(p, &t, count, gdt, XC_AVG, in->compress) +
                             xc__model_cold(p, &t, &c);
                 r->algo = XC__ALGO_NONE;

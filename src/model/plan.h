@@ -39,6 +39,8 @@ typedef struct xc__plan_in {
     int hot;                      /* price collectives with their buffers in the cache (as a
                                      back-to-back benchmark runs them); 0: from memory, as
                                      between a step's compute phases */
+    int xc_mem;                   /* the job's buffers come from xc_mem_alloc (huge pages):
+                                     cold calls priced with that term of the profile */
 } xc__plan_in_t;
 
 enum { XC__PLAN_MAX_ROWS = 12 };

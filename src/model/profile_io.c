@@ -87,6 +87,9 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
     if (p->cold_alpha > 0 || p->cold_beta > 0)
         fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
                 p->cold_alpha / US, p->cold_beta / PS);
+    if (p->cold_huge_alpha > 0 || p->cold_huge_beta > 0)
+        fprintf(f, "  \"cold_call_xc_mem\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
+                p->cold_huge_alpha / US, p->cold_huge_beta / PS);
     fprintf(f, "  \"host\": {\n    \"cache_bytes\": %.0f,\n", p->cache_bytes);
     fprintf(f, "    \"fault_ps\": %.3f,\n", p->fault / PS);
     fprintf(f, "    \"memcpy_ps\": {\"cache\": %.3f, \"mem\": %.3f, \"ladder\": [", p->copy_cache / PS,
@@ -307,6 +310,11 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
     if (cold) {
         p->cold_alpha = num(&r, cold, "cold_call", "alpha_us", US);
         p->cold_beta = num(&r, cold, "cold_call", "beta_ps", PS);
+    }
+    const xc__json_t *coldx = r.rc == XC_OK ? object(&r, root, "", "cold_call_xc_mem", 0) : NULL;
+    if (coldx) {
+        p->cold_huge_alpha = num(&r, coldx, "cold_call_xc_mem", "alpha_us", US);
+        p->cold_huge_beta = num(&r, coldx, "cold_call_xc_mem", "beta_ps", PS);
     }
     const xc__json_t *host = r.rc == XC_OK ? object(&r, root, "", "host", 1) : NULL;
     if (host) {

@@ -30,6 +30,11 @@ expect_grep "cache: cold by default" '"cache": "cold"' "$TMP/config.json"
 "$PLAN" --config "$CONFIG" --cache hot --json >"$TMP/hot.json" 2>"$TMP/err"
 expect_eq "cache hot: exit code" 0 $?
 expect_grep "cache hot" '"cache": "hot"' "$TMP/hot.json"
+# whose buffers: malloc'd by default, xc_mem_alloc's on request
+expect_grep "buffers: malloc by default" '"buffers": "malloc"' "$TMP/config.json"
+"$PLAN" --config "$CONFIG" --buffers xcoll --json >"$TMP/xcmem.json" 2>"$TMP/err"
+expect_eq "buffers xcoll: exit code" 0 $?
+expect_grep "buffers xcoll" '"buffers": "xcoll"' "$TMP/xcmem.json"
 
 # overlap off: nothing hidden, and the advice to turn it on
 "$PLAN" --config "$CONFIG" --zero 0 --overlap off >"$TMP/noov" 2>"$TMP/err"
@@ -76,6 +81,7 @@ bad "bad value" 'not a number' --config "$CONFIG" --dp x
 bad "ranks mismatch" 'ranks, but the cluster' --config "$CONFIG" --dp 4
 bad "vpp without layers" 'virtual stages' --config "$CONFIG" --vpp 5
 bad "cache neither hot nor cold" '^usage: xcoll-plan' --config "$CONFIG" --cache warm
+bad "buffers neither malloc nor xcoll" '^usage: xcoll-plan' --config "$CONFIG" --buffers huge
 "$PLAN" --config "$CONFIG" --heads 32 --json >"$TMP/heads.json" 2>"$TMP/err"
 expect_eq "32 heads over tp 8: exit code" 0 $?
 bad "heads tp does not divide" 'tp 8 must divide them' --config "$CONFIG" --heads 12

@@ -477,6 +477,17 @@ static void test_link_classes(void)
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag), hot);
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &cold),
                 hot + 40e-6 + 3e-10 * 3 * 4096);
+    /* Buffers from xc_mem_alloc: their own term once measured, the
+     * ordinary one before (an older profile). */
+    xc__model_call_t coldx = ag;
+    coldx.cold = XC__COLD_XCMEM;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &coldx),
+                hot + 40e-6 + 3e-10 * 3 * 4096);
+    p.cold_huge_alpha = 10e-6, p.cold_huge_beta = 1e-10;
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &coldx),
+                hot + 10e-6 + 1e-10 * 3 * 4096);
+    EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &cold),
+                hot + 40e-6 + 3e-10 * 3 * 4096);
     /* ... and the choice is the runtime's (it never marks calls cold) */
     EXPECT_ALGO(xc__model_choose(&p, &shm, &cold, NULL, NULL, NULL),
                 xc__model_choose(&p, &shm, &ag, NULL, NULL, NULL));
@@ -677,6 +688,7 @@ static void test_roundtrip(void)
     p.sched_call = 0.3125e-6;
     p.shm_stage = 0.1875e-6;
     p.cold_alpha = 52.5e-6, p.cold_beta = 237.5e-12;
+    p.cold_huge_alpha = 12.5e-6, p.cold_huge_beta = 81.5e-12;
     p.copy_cache = 6.5e-12;
     p.copy_mem = 75.25e-12;
     p.cache_bytes = 2097152;
@@ -721,6 +733,8 @@ static void test_roundtrip(void)
     EXPECT_NEAR(q.shm_stage, p.shm_stage);
     EXPECT_NEAR(q.cold_alpha, p.cold_alpha);
     EXPECT_NEAR(q.cold_beta, p.cold_beta);
+    EXPECT_NEAR(q.cold_huge_alpha, p.cold_huge_alpha);
+    EXPECT_NEAR(q.cold_huge_beta, p.cold_huge_beta);
     EXPECT_NEAR(q.copy_cache, p.copy_cache);
     EXPECT_NEAR(q.copy_mem, p.copy_mem);
     EXPECT_NEAR(q.cache_bytes, p.cache_bytes);

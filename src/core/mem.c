@@ -1,0 +1,128 @@
+/*
+ * mem.c -- xc_mem_alloc / xc_mem_free: memory for communication buffers.
+ *
+ * A block is its own anonymous mapping, started on a 2 MiB boundary (map
+ * 2 MiB more than asked, unmap the slack on both sides) and, from 1 MiB
+ * up, rounded to whole 2 MiB pages and marked MADV_HUGEPAGE, so that with
+ * THP in "madvise" mode (Debian's default) the kernel backs it with huge
+ * pages on first touch.  Why it matters (docs/cost-model.md, "Cold
+ * calls"): process_vm_readv pins and walks every page of the peer's buffer,
+ * and a collective after compute pays a TLB miss per page; on huge pages
+ * a 1 MiB buffer is one page instead of 256.
+ *
+ * Blocks are kept in a list under a mutex (free needs the length, and a
+ * pointer not ours must be refused, not unmapped); a process holds a few
+ * communication buffers, so a list is enough.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define XC__HUGE_PAGE ((size_t)2 << 20)
+
+typedef struct mem_block {
+    void *p;
+    size_t len;
+    struct mem_block *next;
+} mem_block_t;
+
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static mem_block_t *mem_head;
+
+static int huge_wanted(size_t bytes)
+{
+    const char *e = getenv("XCOLL_HUGEPAGES");
+    if (e && strcmp(e, "0") == 0) return 0;
+    return bytes >= XC__HUGE_PAGE / 2;
+}
+
+xc_result_t xc_mem_alloc(size_t bytes, void **ptr)
+{
+    if (!ptr) return xc__err(XC_ERR_INVALID, "xc_mem_alloc: ptr is NULL");
+    *ptr = NULL;
+    if (bytes == 0) return xc__err(XC_ERR_INVALID, "xc_mem_alloc: 0 bytes asked");
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes > SIZE_MAX / 2 - 2 * XC__HUGE_PAGE)
+        return xc__err(XC_ERR_NOMEM, "xc_mem_alloc: %zu bytes is more than can be mapped", bytes);
+    int huge = huge_wanted(bytes);
+    size_t unit = huge ? XC__HUGE_PAGE : page;
+    size_t len = (bytes + unit - 1) / unit * unit;
+    mem_block_t *b = malloc(sizeof *b);
+    if (!b) return xc__err(XC_ERR_NOMEM, "xc_mem_alloc: out of memory for the block's record");
+    size_t span = len + XC__HUGE_PAGE;
+    char *map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        free(b);
+        return xc__err(XC_ERR_NOMEM, "xc_mem_alloc: mmap of %zu bytes: %s", span, strerror(e));
+    }
+    char *p = (char *)(((uintptr_t)map + XC__HUGE_PAGE - 1) & ~(uintptr_t)(XC__HUGE_PAGE - 1));
+    if (p > map) munmap(map, (size_t)(p - map));
+    if (map + span > p + len) munmap(p + len, (size_t)(map + span - (p + len)));
+    /* Refused only where THP is not built in (EINVAL): ordinary pages then. */
+    if (huge && madvise(p, len, MADV_HUGEPAGE) != 0)
+        XC_TRACE("xc_mem_alloc: MADV_HUGEPAGE refused (%s): ordinary pages", strerror(errno));
+    b->p = p, b->len = len;
+    pthread_mutex_lock(&mem_mu);
+    b->next = mem_head, mem_head = b;
+    pthread_mutex_unlock(&mem_mu);
+    *ptr = p;
+    return XC_OK;
+}
+
+/* The block starting at p, unlinked from the list when `take`; NULL. */
+static mem_block_t *mem_find(const void *p, int take)
+{
+    pthread_mutex_lock(&mem_mu);
+    mem_block_t **pp = &mem_head;
+    while (*pp && (*pp)->p != p) pp = &(*pp)->next;
+    mem_block_t *b = *pp;
+    if (b && take) *pp = b->next;
+    pthread_mutex_unlock(&mem_mu);
+    return b;
+}
+
+xc_result_t xc_mem_free(void *ptr)
+{
+    if (!ptr) return XC_OK;
+    mem_block_t *b = mem_find(ptr, 1);
+    if (!b)
+        return xc__err(XC_ERR_INVALID,
+                       "xc_mem_free: %p was not returned by xc_mem_alloc (or is freed already)", ptr);
+    munmap(b->p, b->len);
+    free(b);
+    return XC_OK;
+}
+
+size_t xc_mem_page_size(const void *ptr)
+{
+    mem_block_t *b = ptr ? mem_find(ptr, 0) : NULL;
+    if (!b) return 0;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return page;
+    uintptr_t at = (uintptr_t)ptr;
+    char line[512];
+    int inside = 0;
+    size_t huge_kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        uintptr_t lo, hi;
+        unsigned long long kb;
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            if (inside) break; /* past the mapping that held the block */
+            inside = at >= lo && at < hi;
+        } else if (inside && sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) {
+            huge_kb = (size_t)kb;
+        }
+    }
+    fclose(f);
+    return huge_kb > 0 ? XC__HUGE_PAGE : page;
+}
