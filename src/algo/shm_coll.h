@@ -84,8 +84,19 @@ struct xc__shm_op {
  * communicator's scratch, then reduce them with one k-way pass. */
 #define XC__SHM_CMA_PIECE (256 * 1024)
 /* Reductions go single-copy from this many bytes (below, the staged
- * pipeline's cache-resident chunks win). */
+ * pipeline's cache-resident chunks win) -- a reduce to a root off a
+ * crowded node from XC__SHM_CMA_ROOTED_MIN: there only the root copies
+ * the staged result out, and on 2 ranks the single copy's split of the
+ * work over both cores won from 256 KiB (xcoll-perf -C reduce, fp32:
+ * 256 KiB 11.7-11.9 GB/s against 5.1-7.0 staged, 512 KiB 13.1 against
+ * 5.4-5.6; bench/RESULTS.md).  The runtime and the cost model use this
+ * one rule. */
 #define XC__SHM_CMA_REDUCE_MIN (1024 * 1024)
+#define XC__SHM_CMA_ROOTED_MIN (256 * 1024)
+static inline size_t xc__shm_cma_reduce_min(int rooted, int crowded)
+{
+    return rooted && !crowded ? XC__SHM_CMA_ROOTED_MIN : XC__SHM_CMA_REDUCE_MIN;
+}
 /* The communicator's scratch for that, allocated on first use (NULL if out
  * of memory: use the staged path). */
 XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);

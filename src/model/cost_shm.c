@@ -53,11 +53,14 @@ static int use_cma(const xc__m_t *m, double bytes)
     return m->t->cma && bytes > 0 && bytes >= (double)m->t->cma_min;
 }
 
-/* The single-copy reductions run from XC__SHM_CMA_REDUCE_MIN bytes
- * (xc__shm_use_cma_reduce). */
-static int use_cma_reduce(const xc__m_t *m, double bytes)
+/* More ranks on the node than cores. */
+static int crowded(const xc__m_t *m) { return m->t->cores > 0 && m->t->ppn > m->t->cores; }
+
+/* The single-copy reductions run from xc__shm_cma_reduce_min bytes
+ * (xc__shm_use_cma_reduce; `rooted`: reduce). */
+static int use_cma_reduce(const xc__m_t *m, double bytes, int rooted)
 {
-    return bytes >= XC__SHM_CMA_REDUCE_MIN && use_cma(m, bytes);
+    return bytes >= (double)xc__shm_cma_reduce_min(rooted, crowded(m)) && use_cma(m, bytes);
 }
 
 /* One block of `blk` bytes reduced single-copy (xc__shm_cma_reduce): pulled
@@ -140,7 +143,7 @@ XC__COST(shm_allreduce)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma_reduce(m, B)) {
+    if (use_cma_reduce(m, B, 0)) {
         /* Three syncs; block r of every input reduced, then the other
          * blocks pulled from their owners. */
         double blk = xc__m_blk(m, n);
@@ -155,7 +158,7 @@ XC__COST(shm_reduce)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma_reduce(m, B)) {
+    if (use_cma_reduce(m, B, 1)) {
         /* Two syncs; block r of every input reduced, and (off the root)
          * written, piece by piece from the scratch, into the root's output
          * with process_vm_writev. */
@@ -174,7 +177,7 @@ XC__COST(shm_reduce_scatter)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     /* Single copy: two syncs; block r of every input reduced into recvbuf. */
-    if (use_cma_reduce(m, xc__m_bytes(m) * n))
+    if (use_cma_reduce(m, xc__m_bytes(m) * n, 0))
         return 2 * sync_cost(m) + cma_reduce_block(m, xc__m_bytes(m), 1);
     double ce = chunk_elems(m, n), full, last;
     if (xc__m_bytes(m) * n <= XC__SHM_INLINE) ce = c_->count ? (double)c_->count : 1;
@@ -219,8 +222,7 @@ XC__COST(shm_bcast)
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
     if (use_cma(m, B)) {
-        int crowded = t_->cores > 0 && t_->ppn > t_->cores;
-        double h = (double)xc__shm_bcast_share((size_t)B, n, crowded);
+        double h = (double)xc__shm_bcast_share((size_t)B, n, crowded(m));
         if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
         return 2 * sync_cost(m) + (root > reader ? root : reader);
