@@ -16,7 +16,9 @@
 #   tp-shm-malloc  the same with calloc'd buffers (tp_mlp --buffers malloc;
 #             the examples' all-reduced buffers come from xc_mem_alloc,
 #             huge pages, and the plans of the tp and dp rows say so with
-#             --buffers xcoll: the profile prices cold calls on each kind);
+#             --buffers xcoll: the one-host profile prices cold calls on
+#             each kind; the bed's two-host profile has no cold-call term,
+#             so there the flag changes nothing);
 #   dp-wire   tp_mlp data parallel across the hosts: the gradient all-reduce;
 #   pp        pp_mlp, 2 stages, one per host: the step, with the planner's
 #             compute rate set from the example's measured compute (so

@@ -151,13 +151,15 @@ XC_API const char *xc_op_name(xc_op_t op);          /* "sum", "avg", ...   */
  * Allocate `bytes` (> 0) of zero-filled memory meant for buffers that go
  * through collectives, as MPI_Alloc_mem is for MPI.  The block starts on a
  * 2 MiB boundary and is backed by transparent huge pages where the kernel
- * allows it (THP "always" or "madvise"; blocks of 1 MiB or more, rounded up
- * to whole huge pages; XCOLL_HUGEPAGES=0 asks for ordinary pages): a single-copy read of a peer's buffer then walks and pins one
- * page per 2 MiB instead of 512, and a collective that follows compute
- * finds its translations in far fewer TLB entries (docs/cost-model.md,
- * "Cold calls").  Any buffer works with every call; this one is faster.
- * Thread-safe.  XC_ERR_INVALID for 0 bytes or a NULL `ptr`, XC_ERR_NOMEM
- * when the mapping fails (*ptr is then NULL).
+ * allows it (THP "always" or "madvise"; blocks of 1 MiB or more, rounded
+ * up to whole huge pages; XCOLL_HUGEPAGES=0 asks for ordinary pages,
+ * MADV_NOHUGEPAGE): a single-copy read of a peer's buffer then walks and
+ * pins one page per 2 MiB instead of 512, and a collective that follows
+ * compute finds its translations in far fewer TLB entries
+ * (docs/cost-model.md, "Cold calls").  Any buffer works with every call;
+ * this one is faster.  Thread-safe.  XC_ERR_INVALID for 0 bytes, a NULL
+ * `ptr` or an XCOLL_HUGEPAGES other than 0 or 1, XC_ERR_NOMEM when the
+ * mapping fails (*ptr is NULL on every failure).
  */
 XC_API xc_result_t xc_mem_alloc(size_t bytes, void **ptr);
 /* Release a block of xc_mem_alloc.  NULL is a no-op (XC_OK); a pointer
@@ -167,7 +169,8 @@ XC_API xc_result_t xc_mem_free(void *ptr);
 /* The page size backing a block of xc_mem_alloc right now: 2 MiB when huge
  * pages back (part of) it, else the base page size; 0 for a pointer
  * xc_mem_alloc did not return.  Huge pages appear on first touch.  Reads
- * /proc/self/smaps: a diagnostic, not for a hot path. */
+ * /proc/self/smaps (the mapping holding the block: neighbouring blocks of
+ * the same kind may share it): a diagnostic, not for a hot path. */
 XC_API size_t xc_mem_page_size(const void *ptr);
 
 /* ------------------------------------------------------------------ */

@@ -230,7 +230,7 @@ static void advise(const xc__profile_t *p, const xc__plan_in_t *in, const xc__pl
         alt.bucket_mb = in->bucket_mb * 4, "larger gradient buckets (%g -> %g MiB)", in->bucket_mb,
         alt.bucket_mb);
     /* cold calls on huge pages (a profile that measured both kinds) */
-    TRY(!in->hot && !in->xc_mem && (p->cold_huge_alpha > 0 || p->cold_huge_beta > 0),
+    TRY(!in->hot && !in->xc_mem && p->cold_xcmem,
         alt.xc_mem = 1, "allocate the communication buffers with xc_mem_alloc (huge pages: "
                         "--buffers xcoll)%s", "");
     if (!any) printf("- nothing predicted to gain 1 %% or more\n");

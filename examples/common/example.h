@@ -70,7 +70,10 @@ static inline void *comm_alloc(size_t bytes, int plain)
     void *p = NULL;
     if (plain) {
         p = calloc(bytes ? bytes : 1, 1);
-        if (!p) CHECK(XC_ERR_NOMEM);
+        if (!p) {
+            fprintf(stderr, "%s: out of memory (%zu bytes)\n", example_name, bytes);
+            exit(1);
+        }
     } else {
         CHECK(xc_mem_alloc(bytes ? bytes : 1, &p));
     }

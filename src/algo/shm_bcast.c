@@ -24,6 +24,8 @@
  */
 #include "shm_common.h"
 
+#include <errno.h>
+
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_root(const xc__shm_op_t *o, int j) { return j == o->a.root && o->me != o->a.root; }
@@ -59,8 +61,18 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
 {
     size_t bytes = o->a.count * o->es;
     if (o->me == o->a.root) {
-        for (int j = 0; j < o->L && o->share && !o->err; j++)
-            if (j != o->me) xc__shm_cma_write(o, j, 0, 0, o->a.sbuf, o->share);
+        for (int j = 0; j < o->L && o->share && !o->err; j++) {
+            if (j == o->me) continue;
+            /* A reader that failed (it poisons the segment first) may have
+             * returned and reused its buffer: write no more.  This narrows
+             * the window, it cannot close it (docs/shm.md). */
+            if (__atomic_load_n(&o->shm->hdr->poison, __ATOMIC_ACQUIRE) ||
+                __atomic_load_n(&o->shm->ctl[j].gone, __ATOMIC_ACQUIRE)) {
+                o->err = ECANCELED, o->err_peer = j;
+                return;
+            }
+            xc__shm_cma_write(o, j, 0, 0, o->a.sbuf, o->share);
+        }
         return;
     }
     uint64_t share;
@@ -81,7 +93,7 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
     if (xc__shm_use_cma(comm, a->count * es)) {
         int coop = comm->cfg.shm_coop >= 0 ? comm->cfg.shm_coop : !comm->oversub;
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
-        ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, !coop);
+        ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);
         return XC_OK;
     }
     if (a->count * es <= comm->shm->slot_bytes / XC__SHM_RING) {

@@ -270,7 +270,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                 /* A peer that failed first freed its buffer: its cause. */
                 if (xc__shm_adopt_poison(comm, s)) return 0;
                 if (o->err == ESRCH || __atomic_load_n(&s->ctl[o->err_peer].gone, __ATOMIC_ACQUIRE))
-                    xc__comm_peer_lost(comm, o->err_peer, "vanished during a single-copy read");
+                    xc__comm_peer_lost(comm, o->err_peer, "vanished during a single-copy transfer");
                 else
                     xc__comm_poison(comm, XC_ERR_SYSTEM, 0,
                                     "single-copy transfer with rank %d failed "
@@ -333,48 +333,41 @@ char *xc__shm_cma_scratch(xc_comm_t *comm)
     return comm->cma_tmp;
 }
 
-void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst, size_t len)
+/* One single-copy transfer between this rank's `local` and `len` bytes at
+ * `off` of the `which`-th address rank j published: a read
+ * (process_vm_readv) or a write (process_vm_writev).  A failure sets
+ * o->err (an errno) and o->err_peer. */
+static void cma_xfer(xc__shm_op_t *o, int j, int which, size_t off, char *local, size_t len,
+                     int write)
 {
     if (o->err || len == 0) return;
     uint64_t base;
     memcpy(&base, o->shm->ctl[j].inl[(o->base + o->k + 1) % 2] + 8 * which, sizeof base);
     pid_t pid = (pid_t)o->shm->ctl[j].pid;
-    char *d = dst;
     uintptr_t r = (uintptr_t)base + off;
     while (len > 0) {
-        struct iovec li = {d, len}, ri = {(void *)r, len};
-        ssize_t n = process_vm_readv(pid, &li, 1, &ri, 1, 0);
+        struct iovec li = {local, len}, ri = {(void *)r, len};
+        ssize_t n = write ? process_vm_writev(pid, &li, 1, &ri, 1, 0)
+                          : process_vm_readv(pid, &li, 1, &ri, 1, 0);
         if (n <= 0) {
             o->err = n < 0 ? errno : EIO;
             o->err_peer = j;
             return;
         }
-        d += n;
+        local += n;
         r += (size_t)n;
         len -= (size_t)n;
     }
 }
 
+void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst, size_t len)
+{
+    cma_xfer(o, j, which, off, dst, len, 0);
+}
+
 void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void *src, size_t len)
 {
-    if (o->err || len == 0) return;
-    uint64_t base;
-    memcpy(&base, o->shm->ctl[j].inl[(o->base + o->k + 1) % 2] + 8 * which, sizeof base);
-    pid_t pid = (pid_t)o->shm->ctl[j].pid;
-    const char *s = src;
-    uintptr_t r = (uintptr_t)base + off;
-    while (len > 0) {
-        struct iovec li = {(void *)(uintptr_t)s, len}, ri = {(void *)r, len};
-        ssize_t n = process_vm_writev(pid, &li, 1, &ri, 1, 0);
-        if (n <= 0) {
-            o->err = n < 0 ? errno : EIO;
-            o->err_peer = j;
-            return;
-        }
-        s += n;
-        r += (size_t)n;
-        len -= (size_t)n;
-    }
+    cma_xfer(o, j, which, off, (char *)(uintptr_t)src, len, 1);
 }
 
 int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)

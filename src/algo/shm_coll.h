@@ -52,9 +52,10 @@ typedef struct xc__shm_coll {
     /* Deliver chunk k into the user's buffers (NULL: nothing).  Sets
      * o->err (an errno) and o->err_peer if it cannot. */
     void (*out)(xc__shm_op_t *o, uint64_t k);
-    /* Single copy: the ranks read each other's user buffers directly
-     * (process_vm_readv), so a rank may not return before every reader is
-     * done with its buffer: wait for all `out` after the chunk. */
+    /* Single copy: the ranks read (process_vm_readv) or write
+     * (process_vm_writev) each other's user buffers directly, so a rank may
+     * not return before every peer is done with its buffer: wait for all
+     * `out` after the chunk. */
     int wait_out;
 } xc__shm_coll_t;
 
@@ -84,18 +85,18 @@ struct xc__shm_op {
  * communicator's scratch, then reduce them with one k-way pass. */
 #define XC__SHM_CMA_PIECE (256 * 1024)
 /* Reductions go single-copy from this many bytes (below, the staged
- * pipeline's cache-resident chunks win) -- a reduce to a root off a
- * crowded node from XC__SHM_CMA_ROOTED_MIN: there only the root copies
- * the staged result out, and on 2 ranks the single copy's split of the
- * work over both cores won from 256 KiB (xcoll-perf -C reduce, fp32:
- * 256 KiB 11.7-11.9 GB/s against 5.1-7.0 staged, 512 KiB 13.1 against
- * 5.4-5.6; bench/RESULTS.md).  The runtime and the cost model use this
- * one rule. */
+ * pipeline's cache-resident chunks win) -- a reduce to a root on 2 ranks
+ * off a crowded node from XC__SHM_CMA_ROOTED_MIN: there only the root
+ * copies the staged result out, and the single copy's split of the work
+ * over both cores won from 256 KiB (xcoll-perf -C reduce, fp32: 256 KiB
+ * 11.7-11.9 GB/s against 5.1-7.0 staged, 512 KiB 13.1 against 5.4-5.6;
+ * bench/RESULTS.md; more ranks not measured).  The runtime and the cost
+ * model use this one rule; `crowded` is the agreed comm->oversub. */
 #define XC__SHM_CMA_REDUCE_MIN (1024 * 1024)
 #define XC__SHM_CMA_ROOTED_MIN (256 * 1024)
-static inline size_t xc__shm_cma_reduce_min(int rooted, int crowded)
+static inline size_t xc__shm_cma_reduce_min(int rooted, int nranks, int crowded)
 {
-    return rooted && !crowded ? XC__SHM_CMA_ROOTED_MIN : XC__SHM_CMA_REDUCE_MIN;
+    return rooted && nranks == 2 && !crowded ? XC__SHM_CMA_ROOTED_MIN : XC__SHM_CMA_REDUCE_MIN;
 }
 /* The communicator's scratch for that, allocated on first use (NULL if out
  * of memory: use the staged path). */
@@ -117,15 +118,15 @@ XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, 
 XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void *src,
                                   size_t len);
 /* Cooperative single-copy broadcast of `bytes` over L ranks: the bytes the
- * root itself writes into each other rank's buffer (the head, page
- * aligned) while each of them reads the rest, so that the root's core
+ * root itself writes into each other rank's buffer (the head, in whole
+ * 4 KiB units) while each of them reads the rest, so that the root's core
  * copies too: (L-1) x share against bytes - share, balanced at bytes / L.
- * 0 when the node is crowded (more ranks than cores: the root's core is
- * someone's already).  The runtime (shm_bcast.c) and the cost model use
- * this one rule. */
-static inline size_t xc__shm_bcast_share(size_t bytes, int L, int crowded)
+ * 0 without `coop` (XCOLL_SHM_COOP; by default off a crowded node, where
+ * the root's core is someone's already).  The runtime (shm_bcast.c) and
+ * the cost model use this one rule. */
+static inline size_t xc__shm_bcast_share(size_t bytes, int L, int coop)
 {
-    if (crowded || L < 2) return 0;
+    if (!coop || L < 2) return 0;
     return bytes / (size_t)L & ~(size_t)4095;
 }
 /* Smallest block worth a single-copy read (XCOLL_SHM_CMA_MIN_KB). */

@@ -46,7 +46,8 @@ static inline void xc__shm_stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
  * count); only when the communicator's scratch can be had. */
 static inline int xc__shm_use_cma_reduce(xc_comm_t *comm, size_t bytes, int rooted)
 {
-    size_t min = comm->cfg.shm_cma_min_kb ? xc__shm_cma_reduce_min(rooted, comm->oversub) : 0;
+    size_t min = comm->cfg.shm_cma_min_kb ? xc__shm_cma_reduce_min(rooted, comm->size, comm->oversub)
+                                          : 0;
     return bytes >= min && xc__shm_use_cma(comm, bytes) && xc__shm_cma_scratch(comm);
 }
 

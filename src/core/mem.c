@@ -15,6 +15,7 @@
  * communication buffers, so a list is enough.
  */
 #include "common.h"
+#include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -37,22 +38,18 @@ typedef struct mem_block {
 static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static mem_block_t *mem_head;
 
-static int huge_wanted(size_t bytes)
-{
-    const char *e = getenv("XCOLL_HUGEPAGES");
-    if (e && strcmp(e, "0") == 0) return 0;
-    return bytes >= XC__HUGE_PAGE / 2;
-}
 
 xc_result_t xc_mem_alloc(size_t bytes, void **ptr)
 {
     if (!ptr) return xc__err(XC_ERR_INVALID, "xc_mem_alloc: ptr is NULL");
     *ptr = NULL;
     if (bytes == 0) return xc__err(XC_ERR_INVALID, "xc_mem_alloc: 0 bytes asked");
+    long want = 1; /* XCOLL_HUGEPAGES */
+    XC_CHECK(xc__env_int("XCOLL_HUGEPAGES", 0, 1, &want));
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (bytes > SIZE_MAX / 2 - 2 * XC__HUGE_PAGE)
         return xc__err(XC_ERR_NOMEM, "xc_mem_alloc: %zu bytes is more than can be mapped", bytes);
-    int huge = huge_wanted(bytes);
+    int huge = want && bytes >= XC__HUGE_PAGE / 2;
     size_t unit = huge ? XC__HUGE_PAGE : page;
     size_t len = (bytes + unit - 1) / unit * unit;
     mem_block_t *b = malloc(sizeof *b);
@@ -67,9 +64,10 @@ xc_result_t xc_mem_alloc(size_t bytes, void **ptr)
     char *p = (char *)(((uintptr_t)map + XC__HUGE_PAGE - 1) & ~(uintptr_t)(XC__HUGE_PAGE - 1));
     if (p > map) munmap(map, (size_t)(p - map));
     if (map + span > p + len) munmap(p + len, (size_t)(map + span - (p + len)));
-    /* Refused only where THP is not built in (EINVAL): ordinary pages then. */
-    if (huge && madvise(p, len, MADV_HUGEPAGE) != 0)
-        XC_TRACE("xc_mem_alloc: MADV_HUGEPAGE refused (%s): ordinary pages", strerror(errno));
+    /* Refused only where THP is not built in (EINVAL): ordinary pages then.
+     * XCOLL_HUGEPAGES=0 keeps them out even where THP is "always". */
+    if (madvise(p, len, huge ? MADV_HUGEPAGE : want ? MADV_NORMAL : MADV_NOHUGEPAGE) != 0)
+        XC_TRACE("xc_mem_alloc: madvise refused (%s): the kernel's default pages", strerror(errno));
     b->p = p, b->len = len;
     pthread_mutex_lock(&mem_mu);
     b->next = mem_head, mem_head = b;

@@ -53,14 +53,12 @@ static int use_cma(const xc__m_t *m, double bytes)
     return m->t->cma && bytes > 0 && bytes >= (double)m->t->cma_min;
 }
 
-/* More ranks on the node than cores. */
-static int crowded(const xc__m_t *m) { return m->t->cores > 0 && m->t->ppn > m->t->cores; }
-
 /* The single-copy reductions run from xc__shm_cma_reduce_min bytes
  * (xc__shm_use_cma_reduce; `rooted`: reduce). */
 static int use_cma_reduce(const xc__m_t *m, double bytes, int rooted)
 {
-    return bytes >= (double)xc__shm_cma_reduce_min(rooted, crowded(m)) && use_cma(m, bytes);
+    size_t min = xc__shm_cma_reduce_min(rooted, m->t->nranks, m->t->crowded);
+    return bytes >= (double)min && use_cma(m, bytes);
 }
 
 /* One block of `blk` bytes reduced single-copy (xc__shm_cma_reduce): pulled
@@ -222,7 +220,7 @@ XC__COST(shm_bcast)
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
     if (use_cma(m, B)) {
-        double h = (double)xc__shm_bcast_share((size_t)B, n, crowded(m));
+        double h = (double)xc__shm_bcast_share((size_t)B, n, m->t->coop);
         if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
         return 2 * sync_cost(m) + (root > reader ? root : reader);

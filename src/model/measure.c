@@ -705,8 +705,15 @@ static xc_result_t measure_cold(xc_comm_t *comm, int xc_mem, double *alpha, doub
         double hot = 0, cold = 0;
         char *in = buf, *out = buf ? buf + sizes[1] : NULL;
         if (xc_mem) {
-            rc = xc_mem_alloc(sizes[s], (void **)&in);
-            if (rc == XC_OK) rc = xc_mem_alloc(sizes[s], (void **)&out);
+            /* Every rank learns of a failed allocation (none waits alone). */
+            xc_result_t ar = xc_mem_alloc(sizes[s], (void **)&in);
+            if (ar == XC_OK) ar = xc_mem_alloc(sizes[s], (void **)&out);
+            int32_t ok = ar == XC_OK;
+            rc = xc_allreduce(&ok, &ok, 1, XC_INT32, XC_MIN, comm);
+            if (rc == XC_OK && !ok)
+                rc = ar != XC_OK ? ar
+                                 : xc__err(XC_ERR_NOMEM, "a peer ran out of memory measuring the "
+                                                         "cost model's cold calls");
             if (rc == XC_OK) memset(in, 0x3c, sizes[s]), memset(out, 0, sizes[s]);
         }
         for (int i = -3; i < 15 && rc == XC_OK; i++) {
@@ -821,6 +828,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         uint64_t t1 = xc__now_ns();
         XC_CHECK(measure_cold(comm, 0, &out->cold_alpha, &out->cold_beta));
         XC_CHECK(measure_cold(comm, 1, &out->cold_huge_alpha, &out->cold_huge_beta));
+        out->cold_xcmem = 1;
         XC_TRACE("cost model: cold calls measured in %.2f ms", (double)(xc__now_ns() - t1) * 1e-6);
     }
     if ((what & XC__HAVE_HOST) && comm->rank == 0) {

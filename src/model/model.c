@@ -52,7 +52,7 @@ double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t, const x
 {
     if (!c->cold) return 0;
     double ws = xc__m_make(p, t, c).ws;
-    if (c->cold == XC__COLD_XCMEM && (p->cold_huge_alpha > 0 || p->cold_huge_beta > 0))
+    if (c->cold == XC__COLD_XCMEM && p->cold_xcmem)
         return p->cold_huge_alpha + p->cold_huge_beta * ws;
     return p->cold_alpha + p->cold_beta * ws;
 }
@@ -99,6 +99,8 @@ xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, xc__model_topo_
     t->slot_bytes = (size_t)cfg.shm_slot_kb * 1024;
     t->cma_min = (size_t)cfg.shm_cma_min_kb * 1024;
     t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    t->crowded = t->cores > 0 && ppn > t->cores;
+    t->coop = cfg.shm_coop >= 0 ? cfg.shm_coop : !t->crowded;
     return XC_OK;
 }
 
@@ -131,6 +133,9 @@ void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
     /* The CPUs this node's ranks may run on (the union of their affinity
      * masks, as the waiting policy uses); the machine's if unknown. */
     t->cores = comm->node_cpus > 0 ? comm->node_cpus : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* The runtime's own flags (shm_bcast.c, shm_common.h): agreed. */
+    t->crowded = comm->oversub;
+    t->coop = comm->cfg.shm_coop >= 0 ? comm->cfg.shm_coop : !comm->oversub;
 }
 
 uint32_t xc__model_needs(const xc_comm_t *comm)

@@ -110,9 +110,10 @@ typedef struct xc__profile {
     double cold_alpha, cold_beta;
     /* The same for buffers from xc_mem_alloc (from 1 MiB on transparent
      * huge pages: fewer pages to walk, pin and miss in the TLB); measured
-     * apart, with such buffers; 0 when not measured (the term above is
-     * used then). */
+     * apart, with such buffers; when not measured (cold_xcmem 0) the term
+     * above is used. */
     double cold_huge_alpha, cold_huge_beta;
+    int cold_xcmem;
     /* memcpy, seconds per byte copied, for working sets within cache_bytes
      * and beyond (measured at twice the cache). */
     double copy_cache, copy_mem;
@@ -153,6 +154,12 @@ typedef struct xc__model_topo {
     size_t cma_min;       /* single copy from this block size (XCOLL_SHM_CMA_MIN_KB) */
     int cores;            /* cores of a node (0: unknown); more ranks than
                            * cores scale predictions, never choices */
+    int crowded;          /* the runtime's agreed flag (comm->oversub: more
+                           * local ranks than the union of their CPUs): picks
+                           * the shm paths that depend on it (shm_coll.h),
+                           * so it may change choices -- every rank has it */
+    int coop;             /* the single-copy broadcast's root copies too
+                           * (XCOLL_SHM_COOP, else !crowded; shm_bcast.c) */
 } xc__model_topo_t;
 
 /* One call, as every rank sees it: `count` is the count argument of the

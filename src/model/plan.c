@@ -40,6 +40,8 @@ static void topo(const xc__plan_in_t *in, int g, int nodes, xc__model_topo_t *t)
     t->slot_bytes = 256 * 1024;
     t->cma_min = 64 * 1024;
     t->cores = 0; /* the cluster's, not this machine's: no crowding */
+    t->crowded = 0;
+    t->coop = 1;
 }
 
 /* The selector's price of one collective of `bytes` per rank (the count

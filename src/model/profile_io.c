@@ -87,7 +87,7 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
     if (p->cold_alpha > 0 || p->cold_beta > 0)
         fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
                 p->cold_alpha / US, p->cold_beta / PS);
-    if (p->cold_huge_alpha > 0 || p->cold_huge_beta > 0)
+    if (p->cold_xcmem)
         fprintf(f, "  \"cold_call_xc_mem\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
                 p->cold_huge_alpha / US, p->cold_huge_beta / PS);
     fprintf(f, "  \"host\": {\n    \"cache_bytes\": %.0f,\n", p->cache_bytes);
@@ -315,6 +315,7 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
     if (coldx) {
         p->cold_huge_alpha = num(&r, coldx, "cold_call_xc_mem", "alpha_us", US);
         p->cold_huge_beta = num(&r, coldx, "cold_call_xc_mem", "beta_ps", PS);
+        p->cold_xcmem = 1;
     }
     const xc__json_t *host = r.rc == XC_OK ? object(&r, root, "", "host", 1) : NULL;
     if (host) {

@@ -7,8 +7,9 @@
  * that it can read its node neighbour (process_vm_readv), and the name is
  * unlinked as soon as every rank has mapped it, so nothing survives in
  * /dev/shm whatever happens later.  All ranks agree, by one all-reduce, on
- * whether shared memory (and single copy) is used at all; if any rank
- * cannot map its node's segment, everybody runs over TCP.
+ * whether shared memory (and single copy) is used at all -- if any rank
+ * cannot map its node's segment, everybody runs over TCP -- and on the
+ * single-copy threshold (the smallest XCOLL_SHM_CMA_MIN_KB given).
  *
  * When all ranks share one node, the segment also carries the shared-memory
  * collectives (comm->shm); on several nodes it carries the channels between
@@ -89,7 +90,12 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     }
     /* every rank's pid and probe are published */
     XC_CHECK_GOTO(xc_barrier(comm), rc, fail);
-    int32_t ok[2] = {!mine || s != NULL, !mine};
+    /* [2], [3]: the smallest and (negated) largest XCOLL_SHM_CMA_MIN_KB --
+     * which path (single copy or staged) a collective takes depends on it,
+     * and a root writing into a peer that staged instead would write to a
+     * stale address: the ranks must agree. */
+    int32_t ok[4] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
+                     -comm->cfg.shm_cma_min_kb};
     if (s) {
         int right = (comm->local_rank + 1) % comm->local_size;
         uint64_t v = 0;
@@ -99,7 +105,11 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
                 v == comm->uid;
     }
     /* Everybody must agree to use it (and single copy). */
-    XC_CHECK_GOTO(xc_allreduce(ok, ok, 2, XC_INT32, XC_MIN, comm), rc, fail);
+    XC_CHECK_GOTO(xc_allreduce(ok, ok, 4, XC_INT32, XC_MIN, comm), rc, fail);
+    if (ok[2] != -ok[3])
+        XC_WARN("XCOLL_SHM_CMA_MIN_KB differs across ranks (%d..%d): all use %d", (int)ok[2],
+                (int)-ok[3], (int)ok[2]);
+    comm->cfg.shm_cma_min_kb = ok[2];
     /* Every rank has mapped it (or given up): unlink now, by anyone. */
     if (name[0]) xc__shm_unlink(name);
     if (!ok[0]) {

@@ -10,6 +10,11 @@
  *          part of the bcast is over before anyone can see the difference
  *          may return XC_OK (with root 0's data); their next call must then
  *          fail with XC_ERR_MISMATCH within the same few seconds.
+ *   bcast_cma  2 ranks bcast of 160 KiB (single copy, cooperative:
+ *          XCOLL_SHM_COOP=1, the root writes into the reader); rank 1
+ *          passes a quarter of the count (so it stages instead): the root
+ *          must not write into it, and nothing past rank 1's 40 KiB
+ *          changes
  *   coll   4 ranks; rank 2 calls allgather while the others allreduce
  *   p2p    2 ranks; rank 1 receives 50 elements of a 100-element send
  *   child  as count, on a child of xc_comm_split: the parent is not
@@ -76,6 +81,20 @@ static int run_root(xc_comm_t *comm, int rank, int size)
     return xc_bcast(fbuf, COUNT, XC_FLOAT32, rank == 3 ? 1 : 0, comm);
 }
 
+#define BIGC 40960 /* 160 KiB of fp32 */
+static float big[BIGC + 4096];
+
+static int run_bcast_cma(xc_comm_t *comm, int rank, int size)
+{
+    (void)size;
+    for (size_t k = 0; k < sizeof big / sizeof big[0]; k++) big[k] = rank ? 7.0f : 1.0f;
+    int rc = xc_bcast(big, rank ? BIGC / 4 : BIGC, XC_FLOAT32, 0, comm);
+    if (rank)
+        for (size_t k = BIGC / 4; k < sizeof big / sizeof big[0]; k++)
+            if (!XT_CHECK_DBL(big[k], ==, 7.0)) break;
+    return rc;
+}
+
 static int run_coll(xc_comm_t *comm, int rank, int size)
 {
     if (rank == 2)
@@ -106,6 +125,7 @@ static const scenario_t scenarios[] = {
     {"dtype", 4, run_dtype, NULL, "float", NULL, "int32"},
     {"op", 4, run_op, NULL, "sum", NULL, "max"},
     {"root", 4, run_root, "root", "root", NULL, "broadcast"},
+    {"bcast_cma", 2, run_bcast_cma, "40960", "163840", "10240", "40960"},
     {"coll", 4, run_coll, NULL, "all_gather", NULL, "all_reduce"},
     {"p2p", 2, run_p2p, "100", "400", "50", "200"},
     {"child", 4, run_count, "1000", "4000", "1001", "4004"},
@@ -223,7 +243,7 @@ static int rank_main(int rank, int size, void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s count|dtype|op|root|coll|p2p|child\n",
+        fprintf(stderr, "usage: %s count|dtype|op|root|bcast_cma|coll|p2p|child\n",
                 argv[0]);
         return 2;
     }
@@ -233,6 +253,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown scenario %s\n", argv[1]);
         return 2;
     }
+    if (strcmp(cur->name, "bcast_cma") == 0) setenv("XCOLL_SHM_COOP", "1", 1);
     xt_init(argv[0], cur->name);
     xt_job_t job;
     if (xt_job_start(&job, cur->size, rank_main, NULL, DEADLINE_MS, 45) != 0)

@@ -15,6 +15,7 @@
  */
 #include "harness.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 static void run_case(xc_dtype_t dt, size_t count, int root)
@@ -73,6 +74,13 @@ static void run_interleaved(void)
 
 int main(int argc, char **argv)
 {
+    /* XCOLL_TEST_COOP_MIXED=1: odd ranks ask for the cooperative
+     * broadcast, even ones not -- the root's setting decides, the readers
+     * follow the share it publishes (shm_bcast.c). */
+    if (getenv("XCOLL_TEST_COOP_MIXED")) {
+        const char *r = getenv("XCOLL_RANK");
+        setenv("XCOLL_SHM_COOP", r && atoi(r) % 2 ? "1" : "0", 1);
+    }
     h_init(argc, argv);
     run_rejects();
     if (H.size <= 256) run_interleaved();

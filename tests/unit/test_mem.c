@@ -85,6 +85,7 @@ int main(void)
     EXPECT(xc_mem_alloc(0, &p) == XC_ERR_INVALID && p == NULL, "0 bytes accepted");
     EXPECT(strstr(xc_last_error(), "0 bytes") != NULL, "message: %s", xc_last_error());
     EXPECT(xc_mem_alloc(64, NULL) == XC_ERR_INVALID, "NULL ptr accepted");
+    p = (void *)1;
     EXPECT(xc_mem_alloc(SIZE_MAX, &p) == XC_ERR_NOMEM && p == NULL, "SIZE_MAX bytes");
     EXPECT(xc_mem_free(NULL) == XC_OK, "free(NULL)");
 
@@ -98,8 +99,12 @@ int main(void)
         memset(big, 0x5a, 4 * MIB); /* rounded up to whole huge pages */
         if (thp_on()) {
             EXPECT(vma_hg(big), "big block not marked MADV_HUGEPAGE");
-            EXPECT(xc_mem_page_size(big) == 2 * MIB, "big block on %zu-byte pages with THP on",
-                   xc_mem_page_size(big));
+            /* Huge pages at fault time are best effort (fragmentation,
+             * cgroup limits): a note, not a failure. */
+            size_t ps = xc_mem_page_size(big);
+            EXPECT(ps == 2 * MIB || ps == base, "big block reports %zu", ps);
+            if (ps != 2 * MIB)
+                printf("test_mem: note: the kernel gave no huge page this time (%zu)\n", ps);
         } else {
             printf("test_mem: THP is off here: the huge-page checks are skipped\n");
             EXPECT(xc_mem_page_size(big) == base, "THP off yet %zu", xc_mem_page_size(big));
@@ -139,8 +144,15 @@ int main(void)
     if (plain) {
         memset(plain, 3, 4 * MIB);
         EXPECT(!vma_hg(plain), "XCOLL_HUGEPAGES=0 block marked for huge pages");
+        EXPECT(xc_mem_page_size(plain) == base, "XCOLL_HUGEPAGES=0 block on %zu-byte pages",
+               xc_mem_page_size(plain));
         EXPECT(xc_mem_free(plain) == XC_OK, "free plain");
     }
+    /* A malformed value: a clear error naming it, nothing mapped. */
+    setenv("XCOLL_HUGEPAGES", "yes", 1);
+    p = (void *)1;
+    EXPECT(xc_mem_alloc(4 * MIB, &p) == XC_ERR_INVALID && p == NULL, "XCOLL_HUGEPAGES=yes accepted");
+    EXPECT(strstr(xc_last_error(), "XCOLL_HUGEPAGES") != NULL, "message: %s", xc_last_error());
     unsetenv("XCOLL_HUGEPAGES");
 
     /* Concurrent allocation and release. */

@@ -19,6 +19,7 @@
  * values).
  */
 #include "algo/algos.h"
+#include "algo/shm_coll.h"
 #include "core/comm.h"
 #include "model/model.h"
 
@@ -493,6 +494,44 @@ static void test_link_classes(void)
                 xc__model_choose(&p, &shm, &ag, NULL, NULL, NULL));
 }
 
+/* The shared-memory rules the runtime and the model share (shm_coll.h):
+ * the cooperative broadcast's share and the reduce's single-copy
+ * threshold, and the model pricing what the runtime runs. */
+static void test_shm_rules(void)
+{
+    size_t mib = (size_t)1 << 20;
+    EXPECT_TRUE(xc__shm_bcast_share(mib, 2, 1) == mib / 2);
+    EXPECT_TRUE(xc__shm_bcast_share(mib, 2, 0) == 0);
+    EXPECT_TRUE(xc__shm_bcast_share(mib, 1, 1) == 0);
+    EXPECT_TRUE(xc__shm_bcast_share(8000, 2, 1) == 0);     /* under one 4 KiB unit */
+    EXPECT_TRUE(xc__shm_bcast_share(10000, 2, 1) == 4096);
+    for (size_t b = 1; b < 3 * mib; b = b * 3 + 1)
+        for (int L = 2; L <= 9; L++) {
+            size_t h = xc__shm_bcast_share(b, L, 1);
+            EXPECT_TRUE(h % 4096 == 0 && h * (size_t)L <= b);
+        }
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0) == XC__SHM_CMA_ROOTED_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 3, 0) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0) == XC__SHM_CMA_REDUCE_MIN);
+
+    xc__profile_t p = flat_profile(1e-6, 1e-10, 5e-11, 8e-11, 0.5e-6);
+    xc__model_topo_t t = shm_topo(2);
+    xc__model_call_t bc = {XC_COLL_BCAST, (4 * mib) / 4, XC_FLOAT32, XC_SUM, 0};
+    double plain = xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc);
+    t.coop = 1;
+    double coop = xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc);
+    /* each side copies half: about half the time, never more */
+    EXPECT_TRUE(coop > 0 && coop < plain && coop > 0.45 * plain);
+    /* a 512 KiB reduce: single copy on 2 uncrowded ranks, staged when crowded */
+    xc__model_call_t rd = {XC_COLL_REDUCE, (mib / 2) / 4, XC_FLOAT32, XC_SUM, 0};
+    t = shm_topo(2);
+    double free_ = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
+    t.crowded = 1;
+    double crowded = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
+    EXPECT_TRUE(free_ > 0 && crowded > 0 && free_ != crowded);
+}
+
 /* More ranks than cores: predictions scale by ranks/cores, choices do not
  * move. */
 static void test_crowding(void)
@@ -931,6 +970,7 @@ int main(void)
     test_dbtree_nodes();
     test_compressed();
     test_crowding();
+    test_shm_rules();
     test_argmin_grid();
     test_selector();
     test_roundtrip();
