@@ -16,20 +16,7 @@
 
 #define NR 4
 
-static int failures;
-static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
-
-#define EXPECT(cond, ...)                                                      \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            pthread_mutex_lock(&fail_mu);                                      \
-            failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            pthread_mutex_unlock(&fail_mu);                                    \
-        }                                                                      \
-    } while (0)
+#include "expect.h"
 
 /* ---- an in-memory store with the xc_store_t callbacks ---------------- */
 typedef struct kv {

@@ -13,16 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-#define EXPECT(cond, ...)                                                      \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-        }                                                                      \
-    } while (0)
+#include "expect.h"
 
 #define MIB ((size_t)1 << 20)
 

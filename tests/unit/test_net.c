@@ -8,16 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-#define EXPECT(cond, ...)                                                      \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-        }                                                                      \
-    } while (0)
+#include "expect.h"
 
 static int is_loop4(const struct sockaddr_storage *a)
 {
