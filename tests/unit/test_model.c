@@ -484,7 +484,7 @@ static void test_link_classes(void)
     coldx.cold = XC__COLD_XCMEM;
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &coldx),
                 hot + 40e-6 + 3e-10 * 3 * 4096);
-    p.cold_huge_alpha = 10e-6, p.cold_huge_beta = 1e-10;
+    p.cold_huge_alpha = 10e-6, p.cold_huge_beta = 1e-10, p.cold_xcmem = 1;
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &coldx),
                 hot + 10e-6 + 1e-10 * 3 * 4096);
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &cold),
@@ -727,7 +727,7 @@ static void test_roundtrip(void)
     p.sched_call = 0.3125e-6;
     p.shm_stage = 0.1875e-6;
     p.cold_alpha = 52.5e-6, p.cold_beta = 237.5e-12;
-    p.cold_huge_alpha = 12.5e-6, p.cold_huge_beta = 81.5e-12;
+    p.cold_huge_alpha = 12.5e-6, p.cold_huge_beta = 81.5e-12, p.cold_xcmem = 1;
     p.copy_cache = 6.5e-12;
     p.copy_mem = 75.25e-12;
     p.cache_bytes = 2097152;
@@ -774,6 +774,17 @@ static void test_roundtrip(void)
     EXPECT_NEAR(q.cold_beta, p.cold_beta);
     EXPECT_NEAR(q.cold_huge_alpha, p.cold_huge_alpha);
     EXPECT_NEAR(q.cold_huge_beta, p.cold_huge_beta);
+    EXPECT_TRUE(q.cold_xcmem == 1);
+    {
+        /* a measured zero (huge pages took the whole extra away) is kept */
+        xc__profile_t z = p, zq;
+        z.cold_huge_alpha = z.cold_huge_beta = 0;
+        char zpath[160];
+        snprintf(zpath, sizeof zpath, "%s/zero-cold.json", g_dir);
+        EXPECT_RC(xc__profile_write(&z, zpath), XC_OK);
+        EXPECT_RC(xc__profile_read(zpath, &zq), XC_OK);
+        EXPECT_TRUE(zq.cold_xcmem == 1 && zq.cold_huge_alpha == 0 && zq.cold_huge_beta == 0);
+    }
     EXPECT_NEAR(q.copy_cache, p.copy_cache);
     EXPECT_NEAR(q.copy_mem, p.copy_mem);
     EXPECT_NEAR(q.cache_bytes, p.cache_bytes);

@@ -287,13 +287,13 @@ static void test_cache(const xc__profile_t *p0)
     NEAR(c->t_call, h->t_call + 50e-6 + 2e-10 * 2 * h->msg);
     NEAR(cold.comm_s - hot.comm_s, c->calls * (c->t_call - h->t_call));
     /* --buffers xcoll: the profile's term for xc_mem_alloc's buffers */
-    p.cold_huge_alpha = 20e-6, p.cold_huge_beta = 0.5e-10;
+    p.cold_huge_alpha = 20e-6, p.cold_huge_beta = 0.5e-10, p.cold_xcmem = 1;
     in.hot = 0, in.xc_mem = 1;
     xc__plan_out_t cx;
     if (xc__plan(&p, &in, &cx) != XC_OK) FAIL("xc_mem: %s", xc_last_error());
     const xc__plan_row_t *x = row(&cx, "tp activation all-reduce");
     if (x) NEAR(x->t_call, h->t_call + 20e-6 + 0.5e-10 * 2 * h->msg);
-    p.cold_huge_alpha = 0, p.cold_huge_beta = 0;
+    p.cold_huge_alpha = 0, p.cold_huge_beta = 0, p.cold_xcmem = 0;
     in.xc_mem = 0;
     /* the compressed DP all-reduce pays the same term, so that advice
      * compares like with like */
