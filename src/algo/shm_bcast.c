@@ -11,7 +11,7 @@
  * Cooperative single copy: the root's core would idle while the others
  * read, so it copies too (the node not crowded, XCOLL_SHM_COOP).  Every
  * rank publishes its buffer, the root also `share`, the bytes of the
- * message's head (xc__shm_bcast_share: about 1/L, page aligned; 0 for
+ * message's head (xc__shm_bcast_share: about 1/L, whole 4 KiB; 0 for
  * the plain single copy) it writes into each other rank with
  * process_vm_writev while each of them reads the rest from it.  Only the
  * root decides (the others take its published share), so ranks whose

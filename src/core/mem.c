@@ -38,7 +38,6 @@ typedef struct mem_block {
 static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static mem_block_t *mem_head;
 
-
 xc_result_t xc_mem_alloc(size_t bytes, void **ptr)
 {
     if (!ptr) return xc__err(XC_ERR_INVALID, "xc_mem_alloc: ptr is NULL");
@@ -66,7 +65,7 @@ xc_result_t xc_mem_alloc(size_t bytes, void **ptr)
     if (map + span > p + len) munmap(p + len, (size_t)(map + span - (p + len)));
     /* Refused only where THP is not built in (EINVAL): ordinary pages then.
      * XCOLL_HUGEPAGES=0 keeps them out even where THP is "always". */
-    if (madvise(p, len, huge ? MADV_HUGEPAGE : want ? MADV_NORMAL : MADV_NOHUGEPAGE) != 0)
+    if ((huge || !want) && madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
         XC_TRACE("xc_mem_alloc: madvise refused (%s): the kernel's default pages", strerror(errno));
     b->p = p, b->len = len;
     pthread_mutex_lock(&mem_mu);
