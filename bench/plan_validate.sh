@@ -103,22 +103,18 @@ one_rep() {
     # profile, calibrated with 2 ranks there)
     NPROF=$OUT/node-profile.json
     "$B/xcoll-run" -n 2 "$B/xcoll-perf" --calibrate="$NPROF" >/dev/null 2>"$OUT/calibrate-node.err"
-    XCOLL_ALGO= XCOLL_PROFILE=$NPROF "$B/xcoll-run" -n 2 --no-prefix "$B/tp_mlp" --tp 2 --sync --batch 512 --hidden 512 \
-        --ffn 1024 --lr 0.01 --steps "$STEPS" >"$OUT/tp-shm.txt" 2>"$OUT/tp-shm.err" ||
-        echo "# tp-shm: the example's check failed (see $OUT)"
-    $PLAN --profile "$NPROF" --layers 1 --hidden 512 --ffn 1024 --global-batch 512 --micro-batch 512 \
-          --dp 1 --tp 2 --nodes 1 --rpn 2 --buffers xcoll >"$OUT/tp-shm.json"
-    m=$(sed -n 's/.*tensor parallel \([0-9.]*\) ms.*/\1/p' "$OUT/tp-shm.txt")
-    row "tp-shm: TP all-reduces" "$(pick "$OUT/tp-shm.json" "tp activation")" "$m"
-
-    # tp-shm-malloc: the same on calloc'd buffers (ordinary pages)
-    XCOLL_ALGO= XCOLL_PROFILE=$NPROF "$B/xcoll-run" -n 2 --no-prefix "$B/tp_mlp" --tp 2 --sync --batch 512 --hidden 512 \
-        --ffn 1024 --lr 0.01 --steps "$STEPS" --buffers malloc >"$OUT/tp-shm-malloc.txt" 2>"$OUT/tp-shm-malloc.err" ||
-        echo "# tp-shm-malloc: the example's check failed (see $OUT)"
-    $PLAN --profile "$NPROF" --layers 1 --hidden 512 --ffn 1024 --global-batch 512 --micro-batch 512 \
-          --dp 1 --tp 2 --nodes 1 --rpn 2 --buffers malloc >"$OUT/tp-shm-malloc.json"
-    m=$(sed -n 's/.*tensor parallel \([0-9.]*\) ms.*/\1/p' "$OUT/tp-shm-malloc.txt")
-    row "tp-shm-malloc: TP all-reduces" "$(pick "$OUT/tp-shm-malloc.json" "tp activation")" "$m"
+    # tp-shm (xc_mem_alloc's buffers) and tp-shm-malloc (calloc'd ones)
+    for kind in xcoll malloc; do
+        name=tp-shm
+        [ "$kind" = malloc ] && name=tp-shm-malloc
+        XCOLL_ALGO= XCOLL_PROFILE=$NPROF "$B/xcoll-run" -n 2 --no-prefix "$B/tp_mlp" --tp 2 --sync --batch 512 \
+            --hidden 512 --ffn 1024 --lr 0.01 --steps "$STEPS" --buffers "$kind" \
+            >"$OUT/$name.txt" 2>"$OUT/$name.err" || echo "# $name: the example's check failed (see $OUT)"
+        $PLAN --profile "$NPROF" --layers 1 --hidden 512 --ffn 1024 --global-batch 512 --micro-batch 512 \
+              --dp 1 --tp 2 --nodes 1 --rpn 2 --buffers "$kind" >"$OUT/$name.json"
+        m=$(sed -n 's/.*tensor parallel \([0-9.]*\) ms.*/\1/p' "$OUT/$name.txt")
+        row "$name: TP all-reduces" "$(pick "$OUT/$name.json" "tp activation")" "$m"
+    done
 
     # dp-wire: the same MLP data parallel over the link (2 MiB of gradients)
     bed 1 "$B/tp_mlp" --tp 1 --batch 1024 --hidden 512 --ffn 1024 --lr 0.01 --sync --steps "$STEPS" \

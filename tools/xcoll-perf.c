@@ -530,12 +530,18 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* A communication buffer from xc_mem_alloc (--buffers xcoll). */
-static void *xc_buf(size_t n)
+/* A benchmark buffer: from xc_mem_alloc (--buffers xcoll) or xmalloc. */
+static void *buf_alloc(size_t n, int xc)
 {
     void *p = NULL;
+    if (!xc) return xmalloc(n);
     XC(xc_mem_alloc(n ? n : 1, &p));
     return p;
+}
+static void buf_free(void *p, int xc)
+{
+    if (xc) XC(xc_mem_free(p));
+    else free(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1258,8 +1264,8 @@ int main(int argc, char **argv)
     print_job_header(&o, lead && O.table);
 
     bufs_t B;
-    B.send = o.xc_buffers ? xc_buf(o.maxbytes) : xmalloc(o.maxbytes);
-    B.recv = o.xc_buffers ? xc_buf(o.maxbytes) : xmalloc(o.maxbytes);
+    B.send = buf_alloc(o.maxbytes, o.xc_buffers);
+    B.recv = buf_alloc(o.maxbytes, o.xc_buffers);
     memset(B.send, 0, o.maxbytes); /* touch every page before timing */
     memset(B.recv, 0, o.maxbytes);
     if (o.xc_buffers && lead && O.table)
@@ -1340,13 +1346,8 @@ int main(int argc, char **argv)
     if (lead && O.table) printf("#\n");
 
     free(times);
-    if (o.xc_buffers) {
-        XC(xc_mem_free(B.send));
-        XC(xc_mem_free(B.recv));
-    } else {
-        free(B.send);
-        free(B.recv);
-    }
+    buf_free(B.send, o.xc_buffers);
+    buf_free(B.recv, o.xc_buffers);
     free(o.algo_env);
     free(o.side_buf);
     XC(xc_comm_destroy(g_comm));

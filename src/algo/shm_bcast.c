@@ -91,7 +91,7 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
 {
     size_t es = xc_dtype_size(a->dtype);
     if (xc__shm_use_cma(comm, a->count * es)) {
-        int coop = comm->cfg.shm_coop >= 0 ? comm->cfg.shm_coop : !comm->oversub;
+        int coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
         ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);
         return XC_OK;

@@ -210,8 +210,8 @@ XC__COST(shm_allgather)
     return T;
 }
 
-/* Single copy: every rank reads the root's buffer (two syncs); off a
- * crowded node the root writes the head of the message into each of them
+/* Single copy: every rank reads the root's buffer (two syncs); with
+ * `coop` the root writes the head of the message into each of them
  * meanwhile (xc__shm_bcast_share), the slower of the two sides counts.
  * Staged: the root stages chunk k+1 while the others copy chunk k out. */
 XC__COST(shm_bcast)

@@ -100,7 +100,7 @@ xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, xc__model_topo_
     t->cma_min = (size_t)cfg.shm_cma_min_kb * 1024;
     t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     t->crowded = t->cores > 0 && ppn > t->cores;
-    t->coop = cfg.shm_coop >= 0 ? cfg.shm_coop : !t->crowded;
+    t->coop = xc__shm_coop(cfg.shm_coop, t->crowded);
     return XC_OK;
 }
 
@@ -135,7 +135,7 @@ void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
     t->cores = comm->node_cpus > 0 ? comm->node_cpus : (int)sysconf(_SC_NPROCESSORS_ONLN);
     /* The runtime's own flags (shm_bcast.c, shm_common.h): agreed. */
     t->crowded = comm->oversub;
-    t->coop = comm->cfg.shm_coop >= 0 ? comm->cfg.shm_coop : !comm->oversub;
+    t->coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
 }
 
 uint32_t xc__model_needs(const xc_comm_t *comm)

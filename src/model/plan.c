@@ -44,6 +44,13 @@ static void topo(const xc__plan_in_t *in, int g, int nodes, xc__model_topo_t *t)
     t->coop = 1;
 }
 
+/* How the plan marks a collective's call: hot (back to back), or cold on
+ * the job's kind of buffers. */
+static int cold_kind(const xc__plan_in_t *in)
+{
+    return in->hot ? 0 : in->xc_mem ? XC__COLD_XCMEM : XC__COLD_MALLOC;
+}
+
 /* The selector's price of one collective of `bytes` per rank (the count
  * argument of the public call) on a group; its algorithm in *algo. */
 static double price(const xc__profile_t *p, const xc__plan_in_t *in, xc_coll_t coll, int g,
@@ -63,7 +70,7 @@ static double price(const xc__profile_t *p, const xc__plan_in_t *in, xc_coll_t c
      * with the buffers out of the cache unless the plan says hot. */
     *algo = xc__model_choose(p, &t, &c, &v, NULL, NULL);
     if (*algo != XC__ALGO_NONE && !in->hot) {
-        c.cold = in->xc_mem ? XC__COLD_XCMEM : XC__COLD_MALLOC;
+        c.cold = cold_kind(in);
         v = xc__model_predict(p, &t, *algo, &c);
     }
     return v > 0 ? v : 0;
@@ -150,8 +157,7 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
                            (xc__codec_scaled(in->compress) ? 4.0 / XC_COMPRESS_BLOCK : 0);
                 r->sent *= w / in->grad_bytes;
                 size_t count = (size_t)(msg / in->grad_bytes);
-                xc__model_call_t c = {XC_COLL_ALLREDUCE, count, gdt, XC_AVG,
-                                      in->hot ? 0 : in->xc_mem ? XC__COLD_XCMEM : XC__COLD_MALLOC};
+                xc__model_call_t c = {XC_COLL_ALLREDUCE, count, gdt, XC_AVG, cold_kind(in)};
                 r->t_call = xc__model_compressed(p, &t, count, gdt, XC_AVG, in->compress) +
                             xc__model_cold(p, &t, &c);
                 r->algo = XC__ALGO_NONE;
