@@ -157,9 +157,10 @@ XC_API const char *xc_op_name(xc_op_t op);          /* "sum", "avg", ...   */
  * pins one page per 2 MiB instead of 512, and a collective that follows
  * compute finds its translations in far fewer TLB entries
  * (docs/cost-model.md, "Cold calls").  Any buffer works with every call;
- * this one is faster back to back (measured 1.5-2.3x on 2 ranks).  Thread-safe.  XC_ERR_INVALID for 0 bytes, a NULL
- * `ptr` or an XCOLL_HUGEPAGES other than 0 or 1, XC_ERR_NOMEM when the
- * mapping fails (*ptr is NULL on every failure).
+ * this one is faster back to back (measured 1.5-2.3x on 2 ranks).
+ * Thread-safe.  XC_ERR_INVALID for 0 bytes, a NULL `ptr` or an
+ * XCOLL_HUGEPAGES other than 0 or 1, XC_ERR_NOMEM when the mapping fails
+ * (*ptr is NULL on every failure).
  */
 XC_API xc_result_t xc_mem_alloc(size_t bytes, void **ptr);
 /* Release a block of xc_mem_alloc.  NULL is a no-op (XC_OK); a pointer

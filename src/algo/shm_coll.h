@@ -117,6 +117,9 @@ XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, 
  * is (o->err, o->err_peer). */
 XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void *src,
                                   size_t len);
+/* Whether the broadcast's root copies too: XCOLL_SHM_COOP (`cfg`: 1, 0,
+ * or -1 for auto) or, by default, off a crowded node. */
+static inline int xc__shm_coop(int cfg, int crowded) { return cfg >= 0 ? cfg : !crowded; }
 /* Cooperative single-copy broadcast of `bytes` over L ranks: the bytes the
  * root itself writes into each other rank's buffer (the head, in whole
  * 4 KiB units) while each of them reads the rest, so that the root's core
@@ -124,9 +127,6 @@ XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off,
  * 0 without `coop` (XCOLL_SHM_COOP; by default off a crowded node, where
  * the root's core is someone's already).  The runtime (shm_bcast.c) and
  * the cost model use this one rule. */
-/* Whether the broadcast's root copies too: XCOLL_SHM_COOP (`cfg`: 1, 0,
- * or -1 for auto) or, by default, off a crowded node. */
-static inline int xc__shm_coop(int cfg, int crowded) { return cfg >= 0 ? cfg : !crowded; }
 static inline size_t xc__shm_bcast_share(size_t bytes, int L, int coop)
 {
     if (!coop || L < 2) return 0;
