@@ -147,28 +147,21 @@ static int on_ready_none(void *ctx, int p)
 
 static double g_issue_ms; /* time inside xc_bucketer_mark_ready this step */
 
-/* Mark gradient p ready -- whole, or elements [first, first + count) (a
- * block of rows of a weight gradient: a whole number of the bucketer's
- * pieces, see run_init) -- timing the call; 1 on failure (reported). */
-static int mark_bucketed(void *ctx, int p, int whole, size_t first, size_t count)
+/* Mark gradient p of bucketer b ready -- whole, or elements [first, first
+ * + count) (whole pieces of it, see set_blocks) -- timing the call; 1 on
+ * failure (reported). */
+static int mark_bucketed(xc_bucketer_t *b, int p, int whole, size_t first, size_t count)
 {
     double t0 = now_ms();
-    xc_result_t rc = whole ? xc_bucketer_mark_ready(ctx, p)
-                           : xc_bucketer_mark_ready_range(ctx, p, first, count);
+    xc_result_t rc = whole ? xc_bucketer_mark_ready(b, p)
+                           : xc_bucketer_mark_ready_range(b, p, first, count);
     g_issue_ms += now_ms() - t0;
     if (rc == XC_OK) return 0;
     char what[64] = "all elements";
     if (!whole) snprintf(what, sizeof what, "elements [%zu, %zu)", first, first + count);
     fprintf(stderr, "rank %d: marking gradient %d ready (%s): %s: %s\n", g_rank, p, what,
-            xc_err_name(rc), xc_bucketer_last_error(ctx));
+            xc_err_name(rc), xc_bucketer_last_error(b));
     return 1;
-}
-
-static int on_ready_bucketed(void *ctx, int p) { return mark_bucketed(ctx, p, 1, 0, 0); }
-
-static int on_part_bucketed(void *ctx, int p, size_t first, size_t count)
-{
-    return mark_bucketed(ctx, p, 0, first, count);
 }
 
 /* ------------------------------------------------------------ one run */
@@ -191,7 +184,75 @@ typedef struct runner {
     double fw_wait_ms, fw_opt_ms; /* forward mode, this step: waits, updates */
     double *per; /* per measured step: step, wait, fwd, bwd, opt, issue,
                   * trace comm, trace exposed */
+    /* A split weight gradient p: where its pieces end (elements, npiece[p]
+     * of them), and where the part not yet marked begins (set_blocks). */
+    size_t *piece_end[2 * MLP_MAX_LAYERS], part_from[2 * MLP_MAX_LAYERS];
+    int npiece[2 * MLP_MAX_LAYERS];
 } runner_t;
+
+static int on_ready_bucketed(void *ctx, int p)
+{
+    return mark_bucketed(((runner_t *)ctx)->b, p, 1, 0, 0);
+}
+
+/* Backward finished rows of weight gradient p, elements [first, first +
+ * count) (a block: inside one piece, set_blocks): mark the piece once its
+ * last block is done. */
+static int on_part_bucketed(void *ctx, int p, size_t first, size_t count)
+{
+    runner_t *r = ctx;
+    for (int i = 0; i < r->npiece[p]; i++)
+        if (r->piece_end[p][i] == first + count) {
+            size_t from = r->part_from[p];
+            r->part_from[p] = first + count;
+            return mark_bucketed(r->b, p, 0, from, first + count - from);
+        }
+    return 0;
+}
+
+static size_t gcd_size(size_t a, size_t b)
+{
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Before a backward: a split weight gradient is computed in blocks of rows
+ * that tile its pieces (the greatest common divisor of the pieces' sizes,
+ * when that is a whole number of rows; the pieces differ in size with
+ * forward_tail, and may change when the layout is rebuilt) and each piece
+ * is marked as soon as its last block is done; otherwise the gradient is
+ * marked whole. */
+static void set_blocks(runner_t *r)
+{
+    for (int p = 0; p < mlp_nparams(&r->m); p += 2) {
+        int k;
+        size_t off, blk = 0;
+        xc_bucket_t bk;
+        r->m.block[p] = 0;
+        r->npiece[p] = 0;
+        r->part_from[p] = 0;
+        CHECK(xc_bucketer_locate(r->b, p, &k, &off));
+        CHECK(xc_bucketer_bucket(r->b, k, &bk));
+        if (bk.ngrads != 1 || bk.count >= r->m.count[p]) continue; /* not split */
+        for (size_t at = 0; at < r->m.count[p]; k++) { /* its pieces: k, k + 1, ... */
+            CHECK(xc_bucketer_bucket(r->b, k, &bk));
+            at = bk.first_elem + bk.count;
+            blk = gcd_size(blk, bk.count);
+            size_t *e = realloc(r->piece_end[p], (size_t)(r->npiece[p] + 1) * sizeof *e);
+            if (!e) die("out of memory");
+            r->piece_end[p] = e;
+            e[r->npiece[p]++] = at;
+        }
+        if (blk % (size_t)r->m.out[p / 2] == 0) r->m.block[p] = blk;
+        else r->npiece[p] = 0;
+    }
+}
+
+
 
 enum { NQ = 8 };
 
@@ -240,18 +301,7 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
                                        XC_FLOAT32, name, NULL));
         }
         CHECK(xc_bucketer_commit(r->b));
-        /* A split weight gradient: backward computes and marks it piece by
-         * piece, when a piece is a whole number of rows (the piece size
-         * does not change when the layout is rebuilt). */
-        for (int p = 0; p < mlp_nparams(&r->m); p += 2) {
-            int k;
-            size_t off;
-            xc_bucket_t bk;
-            CHECK(xc_bucketer_locate(r->b, p, &k, &off));
-            CHECK(xc_bucketer_bucket(r->b, k, &bk));
-            if (bk.ngrads == 1 && bk.count < r->m.count[p] && bk.count % r->m.out[p / 2] == 0)
-                r->m.block[p] = bk.count;
-        }
+        set_blocks(r);
     }
     res->traced = xc_trace_enabled();
 }
@@ -339,7 +389,8 @@ static void run_step(runner_t *r, const opts_t *o, const dataset_t *d, int s)
     double t1b = now_ms();
     g_issue_ms = 0;
     xc_trace_begin("backward");
-    int brc = r->b ? mlp_backward_parts(m, r->bl, on_ready_bucketed, on_part_bucketed, r->b)
+    if (r->b) set_blocks(r); /* (the layout may have been rebuilt) */
+    int brc = r->b ? mlp_backward_parts(m, r->bl, on_ready_bucketed, on_part_bucketed, r)
                    : mlp_backward(m, r->bl, on_ready_none, NULL);
     xc_trace_end();
     if (brc) die("backward failed");
@@ -412,6 +463,7 @@ static void run_end(runner_t *r, const opts_t *o, const dataset_t *d)
      * on a shared machine. */
     for (int i = 0; i < NQ; i++) q[i] = median_of(r->per + i * o->steps, r->measured);
     free(r->per);
+    for (int p = 0; p < 2 * MLP_MAX_LAYERS; p++) free(r->piece_end[p]);
     if (r->b) {
         if (r->tune) {
             res->tune = (xc_bucket_tune_t)XC_BUCKET_TUNE_INIT;

@@ -714,11 +714,16 @@ typedef struct xc_bucketer_opts {
                              * those steps for the least time the next forward
                              * waits -- for callers that complete buckets with
                              * xc_bucketer_wait in the next forward
-                             * (docs/training.md); -1 or 0: arrival order.
-                             * Rank 0's choice and timing decide for every rank. */
+                             * (docs/training.md); and the last buckets (and
+                             * pieces) shrink: one begun with L bytes still to
+                             * arrive holds at most ~L/2 (not below 64 KiB), so
+                             * the first layer's is small.  -1 or 0: arrival
+                             * order.  Rank 0's choice and timing decide for
+                             * every rank. */
     int split;              /* -1: XCOLL_BUCKET_SPLIT, else 0; 1: a gradient larger
                              * than a bucket is split into pieces of the bucket
-                             * size (a multiple of 64 bytes), one bucket each, its
+                             * size (a multiple of 64 bytes; the last ones
+                             * smaller with forward_tail), one bucket each, its
                              * memory still contiguous (views); 0: one bucket of
                              * its own.  Must agree across ranks. */
 } xc_bucketer_opts_t;
@@ -810,7 +815,9 @@ XC_API xc_result_t xc_bucketer_mark_ready(xc_bucketer_t *b, int index);
  * gradient row block by row block), so that its pieces (opts.split) go
  * out as they are computed instead of when the whole gradient is.  The
  * range must consist of whole pieces: `first` is where a piece begins
- * (xc_bucket_t.first_elem; pieces hold the bucket size in bytes, a
+ * (xc_bucket_t.first_elem of its bucket; the pieces of a gradient are
+ * consecutive buckets from xc_bucketer_locate's, each the bucket size in
+ * bytes -- with forward_tail the last ones 1/2, 1/4, ... of it -- a
  * multiple of 64) and first + count where one ends or the gradient does;
  * a gradient that is not split has one piece, itself.  The gradient is
  * marked once its pieces are; a piece marked twice, a range outside the

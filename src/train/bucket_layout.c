@@ -6,7 +6,8 @@
  *
  * Invariants of the result: every gradient is in exactly one bucket, or,
  * split (a gradient larger than the capacity, when asked), in consecutive
- * buckets that each hold one cap-sized piece of it and nothing else; a
+ * buckets that each hold one piece of it and nothing else (cap-sized; with
+ * XC__LAYOUT_TAIL the last ones halved, see tail_cap); a
  * bucket holds one dtype; inside a bucket gradients follow the arrival
  * order at XC__BUCKET_ALIGN-byte aligned offsets; buckets are numbered by
  * the arrival position of their last gradient, i.e. in the order they are
@@ -33,12 +34,46 @@ void xc__layout_free(xc__layout_t *lay)
     memset(lay, 0, sizeof *lay);
 }
 
-/* A bucket under construction. */
+/* A bucket under construction (a piece: elem0, where it begins). */
 typedef struct open_bucket {
     xc_dtype_t dtype;
-    size_t bytes, cap;
+    size_t bytes, cap, elem0;
     int last_pos;
 } open_bucket_t;
+
+/* XC__LAYOUT_TAIL: a bucket opened (a piece begun) with `left` bytes of its
+ * dtype still to arrive, this one's included, holds at most half of them --
+ * the capacity c halved until c <= left/2, but never below
+ * XC__TAIL_MIN_BYTES.  So the last buckets shrink geometrically (the
+ * mirror of the small first bucket): the next forward's first wait is for
+ * a small bucket, and what is on the link when backward ends is small. */
+static size_t tail_cap(size_t c, size_t left)
+{
+    while (c / 2 >= XC__TAIL_MIN_BYTES && c > left / 2) c /= 2;
+    return c;
+}
+
+/* The next piece of a split gradient: `piece` bytes, or with the tail rule
+ * what of it `left` allows, a multiple of XC__BUCKET_ALIGN either way. */
+static size_t piece_at(size_t piece, int tail, size_t left)
+{
+    return tail ? tail_cap(piece, left) / XC__BUCKET_ALIGN * XC__BUCKET_ALIGN : piece;
+}
+
+/* Pieces of a gradient of `bytes` whose dtype has `left` bytes still to
+ * arrive (its own included); sizes[] (may be NULL) gets each one's. */
+static size_t plan_pieces(size_t bytes, size_t piece, int tail, size_t left, size_t *sizes)
+{
+    if (!sizes && (!tail || piece / 2 < XC__TAIL_MIN_BYTES)) /* all of `piece` bytes */
+        return (bytes + piece - 1) / piece;
+    size_t np = 0;
+    for (size_t at = 0; at < bytes; np++) {
+        size_t pb = XC__MIN(piece_at(piece, tail, left - at), bytes - at);
+        if (sizes) sizes[np] = pb;
+        at += pb;
+    }
+    return np;
+}
 
 /* By completion; the pieces of a split gradient (same last arrival) in
  * construction order, which is their order in the gradient. */
@@ -58,21 +93,25 @@ static size_t piece_bytes(int split, size_t cap)
 }
 
 xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtypes,
-                             const int *order, size_t first_cap, size_t cap, int split,
+                             const int *order, size_t first_cap, size_t cap, int flags,
                              xc__layout_t *out)
 {
     memset(out, 0, sizeof *out);
     if (n < 0) return xc__err(XC_ERR_INVALID, "bucket layout: %d gradients", n);
     xc_result_t rc = XC_OK;
-    size_t nn = (size_t)(n ? n : 1), piece = piece_bytes(split, cap);
+    int tail = (flags & XC__LAYOUT_TAIL) != 0;
+    size_t nn = (size_t)(n ? n : 1), piece = piece_bytes(flags & XC__LAYOUT_SPLIT, cap);
     int *tmp_bucket = malloc(nn * sizeof *tmp_bucket);  /* per gradient */
     int *seen = calloc(nn, sizeof *seen);
     int *renum = NULL;
+    size_t *left = malloc(nn * sizeof *left); /* per position: its dtype's bytes from there */
+    size_t *psize = NULL;                      /* per construction id: a piece's bytes */
     open_bucket_t *ob = NULL;
     out->bucket_of = malloc(nn * sizeof *out->bucket_of);
     out->offset_of = malloc(nn * sizeof *out->offset_of);
     out->npieces_of = malloc(nn * sizeof *out->npieces_of);
-    if (!tmp_bucket || !seen || !out->bucket_of || !out->offset_of || !out->npieces_of) {
+    if (!tmp_bucket || !seen || !left || !out->bucket_of || !out->offset_of ||
+        !out->npieces_of) {
         rc = xc__err(XC_ERR_NOMEM, "bucket layout: out of memory for %d gradients", n);
         goto out;
     }
@@ -89,8 +128,18 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
                          (int)dtypes[g]);
             goto out;
         }
+    }
+    size_t sum[XC_DTYPE_COUNT] = {0};
+    for (int p = n - 1; p >= 0; p--) {
+        int g = order[p];
+        left[p] = sum[dtypes[g]] += counts[g] * xc_dtype_size(dtypes[g]);
+    }
+    for (int p = 0; p < n; p++) {
+        int g = order[p];
         size_t bytes = counts[g] * xc_dtype_size(dtypes[g]);
-        size_t np = piece && bytes > cap ? (bytes + piece - 1) / piece : 1;
+        size_t np = piece && bytes > (tail ? piece_at(piece, 1, left[p]) : cap)
+                        ? plan_pieces(bytes, piece, tail, left[p], NULL)
+                        : 1;
         if (np > (size_t)INT_MAX - maxb) {
             rc = xc__err(XC_ERR_INVALID, "bucket layout: gradient %d (%zu bytes) in pieces of "
                                          "%zu bytes makes more than %d buckets", g, bytes, piece,
@@ -103,10 +152,11 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     maxb = maxb ? maxb : 1;
     renum = malloc(maxb * sizeof *renum); /* construction id -> index */
     ob = malloc(maxb * sizeof *ob);
+    psize = malloc(maxb * sizeof *psize);
     out->buckets = calloc(maxb, sizeof *out->buckets);
     out->grads = malloc(maxb * sizeof *out->grads);
     out->offsets = malloc(maxb * sizeof *out->offsets);
-    if (!renum || !ob || !out->buckets || !out->grads || !out->offsets) {
+    if (!renum || !ob || !psize || !out->buckets || !out->grads || !out->offsets) {
         rc = xc__err(XC_ERR_NOMEM, "bucket layout: out of memory for %zu buckets", maxb);
         goto out;
     }
@@ -120,13 +170,16 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
         xc_dtype_t d = dtypes[g];
         size_t es = xc_dtype_size(d), bytes = counts[g] * es;
         int k = open[d];
-        if (out->npieces_of[g] > 1) { /* split: cap-sized pieces, each a bucket */
+        if (out->npieces_of[g] > 1) { /* split: pieces, each a bucket */
             open[d] = -1;
             tmp_bucket[g] = nb;
             out->offset_of[g] = 0;
+            plan_pieces(bytes, piece, tail, left[p], psize);
+            size_t at = 0;
             for (int i = 0; i < out->npieces_of[g]; i++) {
-                size_t at = (size_t)i * piece, pb = bytes - at < piece ? bytes - at : piece;
-                ob[nb++] = (open_bucket_t){.dtype = d, .cap = cap, .bytes = pb, .last_pos = p};
+                ob[nb++] = (open_bucket_t){.dtype = d, .cap = cap, .bytes = psize[i],
+                                           .elem0 = at / es, .last_pos = p};
+                at += psize[i];
                 created[d]++;
             }
             continue;
@@ -134,8 +187,9 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
         if (k >= 0 && ob[k].bytes > 0 && align_up(ob[k].bytes, XC__BUCKET_ALIGN) + bytes > ob[k].cap)
             k = open[d] = -1; /* would overflow: close it first */
         if (k < 0) {
+            size_t c = created[d]++ ? cap : first_cap;
             k = open[d] = nb++;
-            ob[k] = (open_bucket_t){.dtype = d, .cap = created[d]++ ? cap : first_cap};
+            ob[k] = (open_bucket_t){.dtype = d, .cap = tail ? tail_cap(c, left[p]) : c};
         }
         size_t off = align_up(ob[k].bytes, XC__BUCKET_ALIGN);
         tmp_bucket[g] = k;
@@ -154,6 +208,7 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
         bk->dtype = ob[k].dtype;
         bk->count = ob[k].bytes / xc_dtype_size(ob[k].dtype);
         bk->last_pos = ob[k].last_pos;
+        bk->elem0 = ob[k].elem0;
         bk->first = k; /* the construction id, until renumbered below */
     }
     qsort(out->buckets, (size_t)nb, sizeof *out->buckets, by_last_pos);
@@ -180,7 +235,6 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
             int at = bk->first + bk->ngrads++;
             out->grads[at] = g;
             out->offsets[at] = i ? 0 : out->offset_of[g];
-            bk->elem0 = (size_t)i * (piece / xc_dtype_size(bk->dtype));
         }
     }
     out->nbuckets = nb;
@@ -190,6 +244,8 @@ out:
     free(tmp_bucket);
     free(seen);
     free(renum);
+    free(left);
+    free(psize);
     free(ob);
     if (rc != XC_OK) xc__layout_free(out);
     return rc;

@@ -157,14 +157,20 @@ static xc_result_t mark(xc_bucketer_t *b, const char *fn, int index, int whole, 
             if (i0 >= 0 && at + n == first + count) i1 = i + 1;
         }
         if (i0 < 0 || i1 < 0) {
-            size_t at, n;
-            piece_span(b, index, 0, &at, &n);
-            if (np > 1)
+            if (np > 1) { /* name the piece the range cuts into */
+                size_t edge = i0 < 0 ? first : first + count, at = 0, n = 0;
+                int i = 0;
+                for (; i < np; i++) {
+                    piece_span(b, index, i, &at, &n);
+                    if (edge < at + n || i == np - 1) break;
+                }
                 return xc__bk_fail(b, XC_ERR_INVALID, "%s: elements [%zu, %zu) of gradient '%s' "
-                                                      "(index %d) are not whole pieces: its %d "
-                                                      "pieces hold %zu elements each (the last "
-                                                      "the rest)",
-                                   fn, first, first + count, g->name, index, np, n);
+                                                      "(index %d) are not whole pieces: element "
+                                                      "%zu is inside piece %d of %d, elements "
+                                                      "[%zu, %zu) (xc_bucket_t.first_elem, count)",
+                                   fn, first, first + count, g->name, index, edge, i + 1, np, at,
+                                   at + n);
+            }
             return xc__bk_fail(b, XC_ERR_INVALID, "%s: elements [%zu, %zu) of gradient '%s' "
                                                   "(index %d): it is not split (opts.split, or "
                                                   "not larger than a bucket), so the range must "
@@ -351,7 +357,7 @@ static xc_result_t rebuild(xc_bucketer_t *b)
         dtypes[g] = b->grads[g].dtype;
     }
     xc__layout_t lay;
-    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, b->split, &lay);
+    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, xc__bk_layout_flags(b), &lay);
     if (rc != XC_OK) {
         xc__bk_fail(b, rc, "xc_bucketer_finish: rebuilding the buckets: %s", xc__tls_error());
         goto out;

@@ -47,7 +47,7 @@ double xc__bk_comm_end(int n, const size_t *counts, const xc_dtype_t *dtypes, co
                        size_t cap, int *nbuckets)
 {
     xc__layout_t lay;
-    if (xc__layout_build(n, counts, dtypes, order, first_cap, cap, m->split, &lay) != XC_OK)
+    if (xc__layout_build(n, counts, dtypes, order, first_cap, cap, m->layout_flags, &lay) != XC_OK)
         return -1;
     double end = 0, B = (double)m->backward_ns;
     for (int k = 0; k < lay.nbuckets; k++) {
@@ -237,7 +237,7 @@ xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_tune: no complete step to learn "
                                               "from yet (on rank 0)");
     xc__bk_model_t m = {.alpha_ns = in[0] * 1e3, .ns_per_byte = in[1] > 0 ? 1.0 / in[1] : 0,
-                        .slowdown = in[2], .split = b->split};
+                        .slowdown = in[2], .layout_flags = xc__bk_layout_flags(b)};
     if (in[0] < 0 || in[1] <= 0) {
         double a = 0, s = 0;
         XC_CHECK(measure(b, &a, &s));

@@ -31,6 +31,7 @@
 #define XC__BK_HIST 8       /* complete steps the tuner learns from */
 #define XC__TAIL_STEPS 3    /* steps on the final layout forward_tail learns from */
 #define XC__TAIL_CANDIDATES 256 /* tail starts tried: the last buckets only */
+#define XC__TAIL_MIN_BYTES (64 * 1024) /* XC__LAYOUT_TAIL halves no bucket below */
 
 /* One bucket of a layout (its gradients are a slice of the layout's arrays). */
 typedef struct xc__bucket {
@@ -62,17 +63,23 @@ typedef struct xc__layout {
  * open bucket; a bucket closes when the next gradient would overflow it or
  * when it reaches its capacity -- first_cap for the first bucket of a
  * dtype, cap after.  A gradient larger than the capacity gets a bucket of
- * its own -- or, with `split` (and cap >= XC__BUCKET_ALIGN), one bucket per
- * piece of cap bytes (rounded down to XC__BUCKET_ALIGN), adjacent and in
- * order, so that the gradient stays contiguous in the arena.  Buckets are
- * numbered by the arrival position of their last gradient (the order in
- * which they complete; a split gradient's pieces in their order).  Pure;
- * XC_ERR_INVALID if `order` is not a permutation or a dtype is invalid.
+ * its own -- or, with XC__LAYOUT_SPLIT (and cap >= XC__BUCKET_ALIGN), one
+ * bucket per piece of cap bytes (rounded down to XC__BUCKET_ALIGN),
+ * adjacent and in order, so that the gradient stays contiguous in the
+ * arena.  With XC__LAYOUT_TAIL (forward_tail) a bucket or piece begun with
+ * L bytes of its dtype left to arrive is capped at about L/2 (the capacity
+ * halved, not below XC__TAIL_MIN_BYTES): the last buckets and pieces
+ * shrink geometrically.  Buckets are numbered by the arrival position of
+ * their last gradient (the order in which they complete; a split
+ * gradient's pieces in their order).  Pure; XC_ERR_INVALID if `order` is
+ * not a permutation or a dtype is invalid.
  */
+#define XC__LAYOUT_SPLIT 1 /* flags of xc__layout_build */
+#define XC__LAYOUT_TAIL 2
 XC__HIDDEN xc_result_t xc__layout_build(int n, const size_t *counts,
                                         const xc_dtype_t *dtypes,
                                         const int *order, size_t first_cap,
-                                        size_t cap, int split, xc__layout_t *out);
+                                        size_t cap, int flags, xc__layout_t *out);
 XC__HIDDEN void xc__layout_free(xc__layout_t *lay);
 
 /* A registered gradient. */
@@ -162,6 +169,12 @@ struct xc_bucketer {
     char err[XC__ERRMSG_LEN];
 };
 
+/* The xc__layout_build flags of b's options (split, forward_tail). */
+static inline int xc__bk_layout_flags(const xc_bucketer_t *b)
+{
+    return (b->split ? XC__LAYOUT_SPLIT : 0) | (b->forward_tail ? XC__LAYOUT_TAIL : 0);
+}
+
 /* Record an error as the bucketer's and the thread's last error. */
 XC__HIDDEN xc_result_t xc__bk_fail(xc_bucketer_t *b, xc_result_t rc,
                                    const char *fmt, ...) XC__PRINTF(3, 4);
@@ -210,7 +223,7 @@ XC__HIDDEN xc_result_t xc__bk_agree_tail(xc_bucketer_t *b);
 typedef struct xc__bk_model {
     double alpha_ns, ns_per_byte, slowdown;
     uint64_t backward_ns;
-    int split;          /* the layouts split large gradients (opts.split)   */
+    int layout_flags;   /* of the layouts (xc__bk_layout_flags)             */
 } xc__bk_model_t;
 /* Rank 0, with forward_tail: where the launch sequence turns (the tail,
  * issued last-arrived first, starts there), learnt from the complete steps

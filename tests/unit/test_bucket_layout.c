@@ -5,7 +5,8 @@
  * with interleaved dtypes, buckets numbered by the arrival of their last
  * gradient, arrival order inside a bucket, 64-byte aligned offsets, the
  * arena, a rebuild from another order, empty gradients, zero capacity,
- * splitting large gradients into pieces, and the rejection of orders that
+ * splitting large gradients into pieces, the tail rule (forward_tail:
+ * the last buckets and pieces halved), and the rejection of orders that
  * are not permutations.  Plus a randomised
  * check of every invariant on 300 random inputs.  Standalone: exit 0 on
  * success, 1 on any failure, each failure printed with both values.
@@ -28,20 +29,47 @@ static int g_failures;
 
 #define KIB 1024u
 
-/* Every invariant of a layout of n gradients built from `order` (split:
- * gradients larger than cap were to be cut into cap-sized pieces). */
-static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, const int *order,
-                             size_t first_cap, size_t cap, int split, const xc__layout_t *l)
+/* The tail rule, restated: with `left` bytes of the dtype still to arrive
+ * a new bucket (piece) gets capacity c halved until c <= left/2, but not
+ * below 64 KiB. */
+static size_t tail_limit(size_t c, size_t left)
 {
+    while (c > left / 2 && c / 2 >= 64 * KIB) c /= 2;
+    return c;
+}
+
+/* The size of the piece of a split gradient that begins with `left` bytes
+ * of its dtype to arrive, of full pieces of `piece` bytes. */
+static size_t piece_size(size_t piece, int tail, size_t left)
+{
+    return tail ? tail_limit(piece, left) / 64 * 64 : piece;
+}
+
+/* Every invariant of a layout of n gradients built from `order` with
+ * `flags` (XC__LAYOUT_SPLIT: gradients larger than cap were to be cut into
+ * cap-sized pieces; XC__LAYOUT_TAIL: the last ones halved, and so are the
+ * capacities of the last buckets). */
+static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, const int *order,
+                             size_t first_cap, size_t cap, int flags, const xc__layout_t *l)
+{
+    int split = flags & XC__LAYOUT_SPLIT, tail = (flags & XC__LAYOUT_TAIL) != 0;
     CHECK_I64(l->ngrads, n);
     int *pos = malloc(sizeof(int) * (size_t)(n + 1)), *seen = calloc((size_t)n + 1, sizeof(int));
+    size_t *left = calloc((size_t)n + 1, sizeof(size_t)); /* per gradient: dtype bytes from it */
     for (int p = 0; p < n; p++) pos[order[p]] = p;
+    for (int p = 0; p < n; p++)
+        for (int q = p; q < n; q++)
+            if (dt[order[q]] == dt[order[p]])
+                left[order[p]] += counts[order[q]] * xc_dtype_size(dt[order[q]]);
     int j = 0, entries = 0, first_of[XC_DTYPE_COUNT];
     for (int d = 0; d < XC_DTYPE_COUNT; d++) first_of[d] = -1;
     size_t arena = 0, piece = cap / 64 * 64;
     for (int g = 0; g < n; g++) {
         size_t bytes = counts[g] * xc_dtype_size(dt[g]);
-        int want = split && piece && bytes > cap ? (int)((bytes + piece - 1) / piece) : 1;
+        int want = 1;
+        if (split && piece && bytes > (tail ? piece_size(piece, 1, left[g]) : cap))
+            for (size_t at = want = 0; at < bytes; want++)
+                at += piece_size(piece, tail, left[g] - at);
         CHECK_I64(l->npieces_of[g], want);
         entries += l->npieces_of[g];
     }
@@ -60,8 +88,10 @@ static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, 
             int i = k - l->bucket_of[g0];
             CHECK_I64(b->ngrads, 1);
             CHECK_I64(i >= 0 && i < l->npieces_of[g0], 1);
-            CHECK_I64(b->elem0, (size_t)i * (piece / es));
-            CHECK_I64(b->count, XC__MIN(piece / es, counts[g0] - b->elem0));
+            size_t e0 = i ? l->buckets[k - 1].elem0 + l->buckets[k - 1].count : 0;
+            CHECK_I64(b->elem0, e0); /* contiguous, in order */
+            size_t want = piece_size(piece, tail, left[g0] - e0 * es) / es;
+            CHECK_I64(b->count, XC__MIN(want, counts[g0] - b->elem0));
             CHECK_I64(b->byte_off, l->buckets[l->bucket_of[g0]].byte_off + b->elem0 * es);
             CHECK_I64(b->last_pos, pos[g0]);
             CHECK_I64(l->offsets[j], 0);
@@ -92,6 +122,7 @@ static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, 
         CHECK_I64(b->last_pos, lastp);
         /* capacity: exceeded only by one (non-empty) gradient alone */
         size_t lim = first_of[b->dtype] < 0 ? first_cap : cap;
+        if (tail) lim = tail_limit(lim, left[l->grads[b->first]]);
         if (nonempty > 1 && b->count * es > lim && ++g_failures <= 50) {
             fprintf(stderr, "FAIL: bucket %d holds %d gradients, %zu bytes > capacity %zu\n", k,
                     b->ngrads, b->count * es, lim);
@@ -103,6 +134,7 @@ static void check_invariants(int n, const size_t *counts, const xc_dtype_t *dt, 
     for (int g = 0; g < n; g++) CHECK_I64(seen[g], l->npieces_of[g]);
     free(pos);
     free(seen);
+    free(left);
 }
 
 /* Split: a 2.5 MiB gradient with 1 MiB buckets becomes pieces of 1, 1 and
@@ -143,6 +175,69 @@ static void test_split(void)
     CHECK_I64(xc__layout_build(N, counts, dt, order, 0, 1000, 1, &l), XC_OK);
     check_invariants(N, counts, dt, order, 0, 1000, 1, &l);
     CHECK_I64(l.buckets[l.bucket_of[1]].count, 960 / 4);
+    xc__layout_free(&l);
+}
+
+/* The tail rule (forward_tail) on the shape of train_mlp's token model:
+ * backward delivers 4 hidden layers (1 MiB weights), an 8 MiB weight,
+ * then the token layers' 256, 256 and 32 KiB weights, each with its bias.
+ * Without it the three token layers share one 0.54 MiB bucket that the
+ * next forward waits for whole; with it each bucket holds at most half of
+ * what is left to arrive, so the big weight ends in two half pieces and
+ * the token layers come in buckets of their own, the first layer's last. */
+static void test_tail(void)
+{
+    enum { N = 16 };
+    size_t counts[N] = {8 * KIB,   256, 64 * KIB,  256, 64 * KIB,  256, 2048 * KIB, 512,
+                        256 * KIB, 512, 256 * KIB, 512, 256 * KIB, 512, 256 * KIB,  512};
+    xc_dtype_t dt[N];
+    int order[N];
+    for (int g = 0; g < N; g++) {
+        dt[g] = XC_FLOAT32;
+        order[g] = N - 1 - (g ^ 1); /* the weight, then its bias, last layer first */
+    }
+    xc__layout_t l;
+    int flags = XC__LAYOUT_SPLIT | XC__LAYOUT_TAIL;
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 1024 * KIB, 1024 * KIB, flags, &l), XC_OK);
+    check_invariants(N, counts, dt, order, 1024 * KIB, 1024 * KIB, flags, &l);
+    /* the big weight (6): 7 pieces of 1 MiB (more than 2 MiB left after
+     * each), then 0.5 + 0.5 MiB (1.54 MiB left: halved once) */
+    CHECK_I64(l.npieces_of[6], 9);
+    CHECK_I64(l.buckets[l.bucket_of[6] + 6].count, 256 * KIB);
+    CHECK_I64(l.buckets[l.bucket_of[6] + 7].count, 128 * KIB);
+    CHECK_I64(l.buckets[l.bucket_of[6] + 8].count, 128 * KIB);
+    CHECK_I64(l.buckets[l.bucket_of[6] + 8].elem0, 1920 * KIB);
+    /* its bias opens a bucket with 0.54 MiB left: capacity 256 KiB, so
+     * the 256 KiB weight of layer 2 (4) does not fit beside it */
+    CHECK_I64(l.bucket_of[7] == l.bucket_of[4], 0);
+    /* layer 2's weight (4) and layer 1's (2, in pieces of 128, 64 and 64
+     * KiB) in buckets apart; the last bucket: layer 1's bias and layer 0's
+     * weight and bias (0, 1), 34 KiB */
+    CHECK_I64(l.npieces_of[2], 3);
+    CHECK_I64(l.bucket_of[4] == l.bucket_of[2], 0);
+    CHECK_I64(l.bucket_of[0], l.nbuckets - 1);
+    CHECK_I64(l.bucket_of[1], l.nbuckets - 1);
+    CHECK_I64(l.buckets[l.nbuckets - 1].ngrads, 3); /* and layer 1's bias */
+    xc__layout_free(&l);
+    /* Without the rule: the three token layers and the big bias share a
+     * bucket; the big weight is 8 whole pieces. */
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 1024 * KIB, 1024 * KIB, XC__LAYOUT_SPLIT, &l),
+              XC_OK);
+    CHECK_I64(l.npieces_of[6], 8);
+    CHECK_I64(l.bucket_of[0], l.bucket_of[4]);
+    CHECK_I64(l.bucket_of[7], l.bucket_of[4]);
+    xc__layout_free(&l);
+    /* Small capacities are not halved (64 KiB floor), and the rule alone
+     * (no split) leaves the big weight whole. */
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 64 * KIB, 64 * KIB, flags, &l), XC_OK);
+    check_invariants(N, counts, dt, order, 64 * KIB, 64 * KIB, flags, &l);
+    CHECK_I64(l.npieces_of[6], 128);
+    xc__layout_free(&l);
+    CHECK_I64(xc__layout_build(N, counts, dt, order, 1024 * KIB, 1024 * KIB, XC__LAYOUT_TAIL, &l),
+              XC_OK);
+    check_invariants(N, counts, dt, order, 1024 * KIB, 1024 * KIB, XC__LAYOUT_TAIL, &l);
+    CHECK_I64(l.npieces_of[6], 1);
+    CHECK_I64(l.bucket_of[0], l.nbuckets - 1);
     xc__layout_free(&l);
 }
 
@@ -275,9 +370,10 @@ static void test_random(void)
         }
         size_t first = (size_t)(rand() % 40000), cap = (size_t)(rand() % 100000);
         xc__layout_t l;
-        int split = it % 3 == 0;
-        CHECK_I64(xc__layout_build(n, counts, dt, order, first, cap, split, &l), XC_OK);
-        check_invariants(n, counts, dt, order, first, cap, split, &l);
+        int flags = (it % 3 == 0 ? XC__LAYOUT_SPLIT : 0) | (it % 4 < 2 ? XC__LAYOUT_TAIL : 0);
+        if (flags & XC__LAYOUT_TAIL) first *= 16, cap *= 16; /* sizes the rule halves */
+        CHECK_I64(xc__layout_build(n, counts, dt, order, first, cap, flags, &l), XC_OK);
+        check_invariants(n, counts, dt, order, first, cap, flags, &l);
         xc__layout_free(&l);
         free(counts);
         free(dt);
@@ -292,6 +388,7 @@ int main(void)
     test_rebuild_order();
     test_edges();
     test_split();
+    test_tail();
     test_random();
     if (g_failures) {
         fprintf(stderr, "test_bucket_layout: %d failure(s)\n", g_failures);
