@@ -87,6 +87,8 @@ struct xc__conn {
     uint64_t rchunk;    /* striped chunks read so far (whole frames) */
     int wblock;         /* stream the writer waits on (full), -1 none */
     uint32_t armed[XC__MAX_STREAMS]; /* epoll events registered per stream */
+    int rlowat[XC__MAX_STREAMS];     /* SO_RCVLOWAT set per stream (0: 1)   */
+    int rlowat_cap;                  /* its cap (0: not looked up yet)      */
 };
 
 /* Move bytes for stream.c: returns the bytes moved (> 0), 0 if nothing can
