@@ -105,7 +105,7 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     int *seen = calloc(nn, sizeof *seen);
     int *renum = NULL;
     size_t *left = malloc(nn * sizeof *left); /* per position: its dtype's bytes from there */
-    size_t *psize = NULL;                      /* per construction id: a piece's bytes */
+    size_t *psize = NULL;                      /* the pieces of the gradient at hand */
     open_bucket_t *ob = NULL;
     out->bucket_of = malloc(nn * sizeof *out->bucket_of);
     out->offset_of = malloc(nn * sizeof *out->offset_of);
