@@ -252,8 +252,6 @@ static void set_blocks(runner_t *r)
     }
 }
 
-
-
 enum { NQ = 8 };
 
 /* Held-out rows after the training rows (the same teacher). */
@@ -300,8 +298,7 @@ static void run_init(runner_t *r, const opts_t *o, int mode, double bucket_mb, i
             CHECK(xc_bucketer_register(r->b, r->views ? NULL : r->m.grad[p], r->m.count[p],
                                        XC_FLOAT32, name, NULL));
         }
-        CHECK(xc_bucketer_commit(r->b));
-        set_blocks(r);
+        CHECK(xc_bucketer_commit(r->b)); /* (set_blocks: before each backward) */
     }
     res->traced = xc_trace_enabled();
 }

@@ -50,9 +50,9 @@
  * The reader of stream s (descriptor fd) found it empty and needs `want`
  * more bytes of the frame it is in: set the socket's receive low-water mark
  * so that poll reports it readable only once min(want, 64 KiB) bytes are
- * there.  Otherwise every segment of a long payload on a slow link wakes
- * the engine (at 100 Mbit/s ~8000 times a second, each a context switch
- * taken from the compute on the same cores) to copy 1.5 KB.  Those bytes
+ * there.  Otherwise every arrival of a long payload on a slow link wakes
+ * the engine (1.5 KB segments at 100 Mbit/s: ~8000 times a second, each a
+ * context switch taken from the compute on the same cores).  Those bytes
  * are certain to come (a dead peer's end of file or error still wakes the
  * poll), and every wait for input follows such an empty read, so the mark
  * never exceeds what is coming.  Capped at a quarter of a fixed receive

@@ -46,7 +46,15 @@ for i in $(seq 100); do
     sleep 0.2
 done
 [ "$np" -eq 4 ] || echo "note: $np of 4 ranks ready: $pids"
-sleep 1   # the others reach the 10th all-reduce
+# The others reach the 10th all-reduce: every rank has said it finished
+# the 9th (communicator creation may take seconds on a loaded machine, so
+# no fixed sleep), then a moment for them to enter the 10th.
+for i in $(seq 150); do
+    [ "$(grep -c ': 9 done' "$dir/out2" 2>/dev/null)" -ge 4 ] && break
+    sleep 0.2
+done
+[ "$(grep -c ': 9 done' "$dir/out2")" -ge 4 ] || echo "note: not every rank finished the 9th all-reduce"
+sleep 0.5
 for p in $pids; do kill -USR1 "$p"; done
 sleep 1
 n=$(ls "$dir" | grep -c '^xcoll-flight-.*\.txt$')

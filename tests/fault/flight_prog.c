@@ -1,7 +1,7 @@
 /*
  * flight_prog.c -- a job for the flight-recorder test (flight.sh): every
- * rank runs 9 all-reduces, then rank `late` sleeps `sleep_ms` before the
- * 10th, and every rank prints the result of the 10th.
+ * rank runs 9 all-reduces and says so, then rank `late` sleeps `sleep_ms`
+ * before the 10th, and every rank prints the result of the 10th.
  *
  *   flight_prog LATE SLEEP_MS
  */
@@ -26,6 +26,8 @@ int main(int argc, char **argv)
     float x[1000] = {0};
     for (int i = 0; i < 9; i++)
         if (xc_allreduce(x, x, 1000, XC_FLOAT32, XC_SUM, c) != XC_OK) return 1;
+    printf("rank %d: 9 done\n", xc_comm_rank(c)); /* flight.sh waits for these */
+    fflush(stdout);
     if (xc_comm_rank(c) == late) {
         struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L}, rem;
         while (nanosleep(&ts, &rem) != 0) ts = rem; /* SIGUSR1 must not end the stall */
