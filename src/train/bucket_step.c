@@ -357,7 +357,7 @@ static xc_result_t rebuild(xc_bucketer_t *b)
         dtypes[g] = b->grads[g].dtype;
     }
     xc__layout_t lay;
-    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, xc__bk_layout_flags(b), &lay);
+    rc = xc__bk_layout_of(b, n, counts, dtypes, order, &lay);
     if (rc != XC_OK) {
         xc__bk_fail(b, rc, "xc_bucketer_finish: rebuilding the buckets: %s", xc__tls_error());
         goto out;

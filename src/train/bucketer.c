@@ -269,7 +269,7 @@ xc_result_t xc_bucketer_commit(xc_bucketer_t *b)
         order[g] = n - 1 - g; /* backward meets the last layers first */
     }
     xc__layout_t lay;
-    rc = xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap, xc__bk_layout_flags(b), &lay);
+    rc = xc__bk_layout_of(b, n, counts, dtypes, order, &lay);
     if (rc != XC_OK) {
         xc__bk_fail(b, rc, "xc_bucketer_commit: %s", xc__tls_error());
         goto out;

@@ -175,6 +175,16 @@ static inline int xc__bk_layout_flags(const xc_bucketer_t *b)
     return (b->split ? XC__LAYOUT_SPLIT : 0) | (b->forward_tail ? XC__LAYOUT_TAIL : 0);
 }
 
+/* b's layout of its n gradients (counts, dtypes) arriving in `order`: its
+ * capacities and options. */
+static inline xc_result_t xc__bk_layout_of(const xc_bucketer_t *b, int n, const size_t *counts,
+                                           const xc_dtype_t *dtypes, const int *order,
+                                           xc__layout_t *out)
+{
+    return xc__layout_build(n, counts, dtypes, order, b->first_cap, b->cap,
+                            xc__bk_layout_flags(b), out);
+}
+
 /* Record an error as the bucketer's and the thread's last error. */
 XC__HIDDEN xc_result_t xc__bk_fail(xc_bucketer_t *b, xc_result_t rc,
                                    const char *fmt, ...) XC__PRINTF(3, 4);

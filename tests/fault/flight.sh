@@ -53,7 +53,8 @@ for i in $(seq 150); do
     [ "$(grep -c ': 9 done' "$dir/out2" 2>/dev/null)" -ge 4 ] && break
     sleep 0.2
 done
-[ "$(grep -c ': 9 done' "$dir/out2")" -ge 4 ] || echo "note: not every rank finished the 9th all-reduce"
+[ "$(grep -c ': 9 done' "$dir/out2")" -ge 4 ] ||
+    echo "note: not every rank finished the 9th all-reduce"
 sleep 0.5
 for p in $pids; do kill -USR1 "$p"; done
 sleep 1
