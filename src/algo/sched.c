@@ -4,26 +4,69 @@
 #include "../core/comm.h"
 #include "../reduce/reduce.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-void xc__sched_init(xc__sched_t *s) { memset(s, 0, sizeof *s); }
+void xc__sched_init(xc__sched_t *s, void **pool)
+{
+    memset(s, 0, sizeof *s);
+    s->pool = pool;
+}
+
+/* Scratch blocks carry their capacity in a 64-byte header before them. */
+#define HDR 64
+static size_t cap_of(const void *p) { return *(const size_t *)((const char *)p - HDR); }
+static void block_free(void *p)
+{
+    if (p) free((char *)p - HDR);
+}
+
+/* Give block p back to the pool, which keeps the larger of it and the one
+ * it holds; every block taken out of the pool is either put back or freed,
+ * whatever other threads do in between. */
+static void give_back(void **pool, void *p)
+{
+    if (!p) return;
+    if (!pool) {
+        block_free(p);
+        return;
+    }
+    void *old = __atomic_exchange_n(pool, p, __ATOMIC_ACQ_REL);
+    if (old && cap_of(old) > cap_of(p)) old = __atomic_exchange_n(pool, old, __ATOMIC_ACQ_REL);
+    block_free(old);
+}
+
+void xc__sched_pool_free(void **pool) { block_free(__atomic_exchange_n(pool, NULL, __ATOMIC_ACQ_REL)); }
 
 void xc__sched_free(xc__sched_t *s)
 {
     free(s->steps);
     free(s->round_end);
-    free(s->scratch);
+    give_back(s->pool, s->scratch);
+    void **pool = s->pool;
     memset(s, 0, sizeof *s);
+    s->pool = pool;
 }
 
 void *xc__sched_scratch(xc__sched_t *s, size_t bytes)
 {
-    if (bytes == 0) bytes = 64;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, (bytes + 63) & ~(size_t)63) != 0) p = NULL;
+    bytes = bytes ? (bytes + 63) & ~(size_t)63 : 64;
+    give_back(s->pool, s->scratch);
+    s->scratch = NULL;
+    void *p = s->pool ? __atomic_exchange_n(s->pool, NULL, __ATOMIC_ACQ_REL) : NULL;
+    if (p && cap_of(p) < bytes) {
+        block_free(p); /* too small: the larger one replaces it */
+        p = NULL;
+    }
+    if (!p) {
+        void *raw = NULL;
+        if (bytes <= SIZE_MAX - HDR && posix_memalign(&raw, 64, HDR + bytes) == 0) {
+            *(size_t *)raw = bytes;
+            p = (char *)raw + HDR;
+        }
+    }
     if (!p) s->nomem = 1;
-    free(s->scratch);
     s->scratch = p;
     return p;
 }

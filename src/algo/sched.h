@@ -10,7 +10,10 @@
  * from may be overwritten by that round's local steps.
  *
  * One schedule per operation; built at issue time with the caller's buffers
- * and a scratch area owned by the schedule.
+ * and a scratch area owned by the schedule while it runs, taken from and
+ * given back to its communicator's scratch pool (one cached block, the
+ * largest given back): glibc maps blocks of 32 MiB and more afresh on every
+ * malloc, and faulting them in cost ~100 ms per 32 MiB call on a VM.
  */
 #ifndef XC_SCHED_H
 #define XC_SCHED_H
@@ -47,6 +50,7 @@ typedef struct xc__sched {
     int cur;            /* round being executed            */
     int posted;         /* its sends/receives are posted   */
     void *scratch;      /* owned scratch memory            */
+    void **pool;        /* the communicator's cached block (NULL: none) */
     int nomem;          /* a builder allocation failed     */
 } xc__sched_t;
 
@@ -57,11 +61,17 @@ typedef struct xc__sched {
 #define XC__PIPE_ALPHA_BYTES ((size_t)64 << 10)
 XC__HIDDEN size_t xc__pipe_segments(size_t bytes, size_t c, size_t most);
 
-XC__HIDDEN void xc__sched_init(xc__sched_t *s);
+/* `pool`: where the schedule takes its scratch from and gives it back to
+ * (a communicator's; NULL: plain allocations). */
+XC__HIDDEN void xc__sched_init(xc__sched_t *s, void **pool);
+/* Frees the steps; the scratch goes back to the pool. */
 XC__HIDDEN void xc__sched_free(xc__sched_t *s);
 /* Scratch of `bytes` (64-byte aligned), valid until xc__sched_free.  May be
- * called once per schedule. */
+ * called once per schedule.  Lock-free: schedules of one communicator are
+ * built and freed on any thread. */
 XC__HIDDEN void *xc__sched_scratch(xc__sched_t *s, size_t bytes);
+/* Free a pool's cached block (the communicator's destruction). */
+XC__HIDDEN void xc__sched_pool_free(void **pool);
 
 XC__HIDDEN void xc__sched_send(xc__sched_t *s, int peer, const void *buf,
                                size_t bytes);

@@ -91,6 +91,7 @@ void xc__comm_free(xc_comm_t *c)
     if (c->node_shm != c->shm) xc__shm_close(c->node_shm);
     xc__shm_close(c->shm);
     free(c->cma_tmp);
+    xc__sched_pool_free(&c->scratch_pool);
     free(c->profile); /* cost model profile and selector state: one block */
     xc__store_server_stop(c->store_srv);
     pthread_mutex_destroy(&c->mu);

@@ -86,6 +86,7 @@ struct xc_comm {
     int shm_ok;              /* all ranks agreed to use shared memory (the same
                               * on every rank, also those alone on a node) */
     char *cma_tmp;           /* scratch of single-copy reductions (lazy) */
+    void *scratch_pool;      /* schedules' scratch, cached between calls (sched.c) */
     struct xc__profile *profile; /* cost model profile + selector state (model.h); NULL while created */
 
     pthread_mutex_t mu;

@@ -71,7 +71,7 @@ static void op_setup(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t
     op->req = req;
     op->desc.coll = (uint8_t)coll;
     op->is_p2p = coll == XC_COLL_SEND || coll == XC_COLL_RECV;
-    xc__sched_init(&op->sched);
+    xc__sched_init(&op->sched, &comm->scratch_pool);
 }
 
 xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll, xc__op_t **opp,

@@ -25,7 +25,7 @@ XC__COST(allreduce_ring)
     XC__COST_SETUP();
     double B = xc__m_bytes(m), blk = xc__m_blk(m, n);
     if (n == 1) return single(m, B);
-    return xc__m_copy(m, B) + xc__m_fin(m, blk) + xc__m_scratch(m, blk) +
+    return xc__m_copy(m, B) + xc__m_fin(m, blk) +
            (n - 1) * (2 * xc__m_shift(m, XC__XF, 1, blk) + xc__m_reduce(m, blk, 2));
 }
 
@@ -37,7 +37,7 @@ XC__COST(allreduce_tree)
     XC__COST_SETUP();
     double B = xc__m_bytes(m);
     if (n == 1) return single(m, B);
-    double T = xc__m_copy(m, B) + xc__m_fin(m, B) + xc__m_scratch(m, B);
+    double T = xc__m_copy(m, B) + xc__m_fin(m, B);
     for (int d = 1; d < n; d <<= 1) T += 2 * xc__m_xor(m, XC__1F, d, B) + xc__m_reduce(m, B, 2);
     return T;
 }
@@ -51,7 +51,7 @@ XC__COST(allreduce_rd)
     int pw = xc__pow2_floor(n);
     double B = xc__m_bytes(m);
     if (n == 1) return single(m, B);
-    double T = fold(m, B) + xc__m_fin(m, B) + xc__m_scratch(m, B);
+    double T = fold(m, B) + xc__m_fin(m, B);
     for (int d = 1; d < pw; d <<= 1)
         T += xc__m_xor(m, d == 1 && pw == n ? XC__X : XC__XF, d, B) + xc__m_reduce(m, B, 2);
     return T;
@@ -66,8 +66,7 @@ XC__COST(allreduce_rhd)
     int pw = xc__pow2_floor(n);
     double B = xc__m_bytes(m);
     if (n == 1) return single(m, B);
-    double T = fold(m, B) + xc__m_fin(m, xc__m_blk(m, pw)) +
-               xc__m_scratch(m, pw == n ? B / 2 : B);
+    double T = fold(m, B) + xc__m_fin(m, xc__m_blk(m, pw));
     for (int d = pw / 2; d >= 1; d >>= 1) {
         double part = (double)((c_->count * (size_t)d + (size_t)pw - 1) / (size_t)pw) * m->es;
         /* Halving: the first round sends the caller's input (unless

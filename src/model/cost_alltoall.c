@@ -36,7 +36,7 @@ XC__COST(alltoall_bruck)
     XC__COST_SETUP();
     double b = xc__m_bytes(m);
     if (n == 1) return xc__m_copy(m, b);
-    double T = 2 * xc__m_copy(m, n * b) + xc__m_scratch(m, (n + 2 * (n / 2)) * b);
+    double T = 2 * xc__m_copy(m, n * b);
     for (int d = 1; d < n; d <<= 1) {
         int k = 0;
         for (int i = d; i < n; i++) k += (i & d) != 0;

@@ -30,7 +30,7 @@ XC__COST(allreduce_hier)
     if (!two_level(t_, &L, &K)) return -1;
     double B = xc__m_bytes(m), nb = B / L, xb = nb / K;
     int intra = xc__model_intra(t_);
-    return xc__m_copy(m, B) + xc__m_scratch(m, nb) + xc__m_fin(m, xb) +
+    return xc__m_copy(m, B) + xc__m_fin(m, xb) +
            (L - 1) * (2 * xc__m_link(m, intra, XC__XF, nb, 1) + xc__m_reduce(m, nb, 2)) +
            (K - 1) * (2 * xc__m_link(m, XC__LINK_TCP_NET, XC__XF, xb, L) + xc__m_reduce(m, xb, 2));
 }
@@ -45,7 +45,7 @@ XC__COST(alltoall_hier)
     if (!two_level(t_, &L, &K)) return -1;
     double b = xc__m_bytes(m);
     int intra = xc__model_intra(t_);
-    return 3 * xc__m_copy(m, n * b) + xc__m_scratch(m, 4 * n * b) +
+    return 3 * xc__m_copy(m, n * b) +
            (L - 1) * xc__m_link(m, intra, XC__X, K * b, 1) +
            (K - 1) * xc__m_link(m, XC__LINK_TCP_NET, XC__X, L * b, L);
 }
@@ -54,7 +54,7 @@ XC__COST(alltoall_hier)
  * every other rank, then one N-way reduction of the own block. */
 static double det_gather(const xc__m_t *m, int n, double blk)
 {
-    double T = xc__m_reduce(m, blk, n) + xc__m_fin(m, blk) + xc__m_scratch(m, (n - 1) * blk);
+    double T = xc__m_reduce(m, blk, n) + xc__m_fin(m, blk);
     for (int s = 1; s < n; s++) T += xc__m_shift(m, XC__X, s, blk);
     return T;
 }

@@ -54,7 +54,6 @@ XC__COST(reduce_binomial)
 {
     XC__COST_SETUP();
     double B = xc__m_bytes(m), T = xc__m_copy(m, B) + xc__m_fin(m, B);
-    if (n > 1) T += xc__m_scratch(m, B);
     for (int d = 1; d < n; d <<= 1)
         T += xc__m_xor(m, d == 1 ? XC__X : XC__1F, d, B) + xc__m_reduce(m, B, 2);
     return T;
@@ -67,7 +66,7 @@ XC__COST(reduce_rs_gather)
     XC__COST_SETUP();
     double B = xc__m_bytes(m), blk = xc__m_blk(m, n);
     if (n == 1) return xc__m_copy(m, B) + xc__m_fin(m, B);
-    double T = xc__m_fin(m, blk) + xc__m_scratch(m, B + blk) + xc__m_shift(m, XC__X, 1, blk) +
+    double T = xc__m_fin(m, blk) + xc__m_shift(m, XC__X, 1, blk) +
                (n - 2) * xc__m_shift(m, XC__XF, 1, blk) + (n - 1) * xc__m_reduce(m, blk, 2);
     for (int d = 1; d < n; d <<= 1) T += xc__m_xor(m, XC__1F, d, B * d / n);
     return T;

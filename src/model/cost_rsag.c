@@ -13,7 +13,7 @@ XC__COST(reduce_scatter_ring)
     double b = xc__m_bytes(m), T = xc__m_fin(m, b);
     if (n == 1) return T + xc__m_copy(m, b);
     /* The first round sends the caller's block, later ones partial sums. */
-    return T + xc__m_scratch(m, 2 * b) + xc__m_shift(m, XC__X, 1, b) +
+    return T + xc__m_shift(m, XC__X, 1, b) +
            (n - 2) * xc__m_shift(m, XC__XF, 1, b) + (n - 1) * xc__m_reduce(m, b, 2);
 }
 
@@ -23,7 +23,6 @@ XC__COST(reduce_scatter_pairwise)
     XC__COST_SETUP();
     double b = xc__m_bytes(m), T = xc__m_fin(m, b);
     if (n == 1) return T + xc__m_copy(m, b);
-    T += xc__m_scratch(m, b);
     for (int s = 1; s < n; s++) T += xc__m_shift(m, XC__X, s, b) + xc__m_reduce(m, b, 2);
     return T;
 }
@@ -38,7 +37,6 @@ XC__COST(reduce_scatter_rhalving)
     double b = xc__m_bytes(m), whole = n * b;
     double T = xc__m_fin(m, b) + xc__m_copy(m, b);
     if (n == 1) return T;
-    T += xc__m_scratch(m, whole + whole / 2);
     if (pw != n)
         T += xc__m_shift(m, XC__1, 1, whole) + xc__m_reduce(m, whole, 2) +
              xc__m_shift(m, XC__1, 1, b);
@@ -69,7 +67,7 @@ XC__COST(allgather_bruck)
     if (n == 1) return T;
     for (int d = 1; d < n; d <<= 1)
         T += xc__m_shift(m, d == 1 ? XC__X : XC__XF, d, (d < n - d ? d : n - d) * b);
-    return T + xc__m_copy(m, n * b) + xc__m_scratch(m, n * b);
+    return T + xc__m_copy(m, n * b);
 }
 
 /* Power-of-two N: log2 N rounds, distance d swapping d blocks; otherwise
