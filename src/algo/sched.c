@@ -32,8 +32,9 @@ static void give_back(void **pool, void *p)
         block_free(p);
         return;
     }
+    size_t cap = cap_of(p); /* before p is in the pool: then it may be taken and freed */
     void *old = __atomic_exchange_n(pool, p, __ATOMIC_ACQ_REL);
-    if (old && cap_of(old) > cap_of(p)) old = __atomic_exchange_n(pool, old, __ATOMIC_ACQ_REL);
+    if (old && cap_of(old) > cap) old = __atomic_exchange_n(pool, old, __ATOMIC_ACQ_REL);
     block_free(old);
 }
 
