@@ -180,18 +180,6 @@ static inline double xc__m_fin(const xc__m_t *m, double bytes)
     return bytes * xc__m_blend(m, ws, g[0], g[1] * xc__m_tier(m->p, ws));
 }
 
-/* Memory of `bytes` allocated and freed in every call (the compressed
- * all-reduce's buffers; a schedule's scratch comes from its communicator's
- * pool and costs nothing after the first call): from glibc's largest mmap
- * threshold on (4 MiB x sizeof(long) = 32 MiB on 64-bit; smaller blocks
- * are recycled from the heap once freed), every call gets a fresh mapping
- * and pays its page faults and zeroing. */
-static inline double xc__m_scratch(const xc__m_t *m, double bytes)
-{
-    const double fresh_from = 4.0 * 1024 * 1024 * sizeof(long);
-    return bytes >= fresh_from ? bytes * m->p->fault : 0;
-}
-
 /* Bytes of the whole call vector (count x dtype size). */
 static inline double xc__m_bytes(const xc__m_t *m) { return (double)m->c->count * m->es; }
 

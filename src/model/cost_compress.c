@@ -22,6 +22,18 @@
 #include "cost.h"
 
 /* The unscaled time of the selector's choice for a call (< 0: none). */
+/* The compressed all-reduce's buffers of `bytes`, allocated and freed in
+ * every call (a schedule's scratch, by contrast, comes from its
+ * communicator's pool): from glibc's largest mmap threshold on (4 MiB x
+ * sizeof(long) = 32 MiB on 64-bit; smaller blocks are recycled from the
+ * heap once freed), every call gets a fresh mapping and pays its page
+ * faults and zeroing. */
+static double per_call_memory(const xc__m_t *m, double bytes)
+{
+    const double fresh_from = 4.0 * 1024 * 1024 * sizeof(long);
+    return bytes >= fresh_from ? bytes * m->p->fault : 0;
+}
+
 static double best(const xc__profile_t *p, const xc__model_topo_t *t, xc_coll_t coll,
                    size_t count, xc_dtype_t dt, xc_op_t op)
 {
@@ -91,5 +103,5 @@ double xc__model_compressed(const xc__profile_t *p, const xc__model_topo_t *t0, 
         if (a < 0) return -1;
         T += a;
     }
-    return T + xc__m_scratch(&m, (double)nch * (3.0 * n + 1) * (double)seg_full + 4.0 * (double)count);
+    return T + per_call_memory(&m, (double)nch * (3.0 * n + 1) * (double)seg_full + 4.0 * (double)count);
 }
