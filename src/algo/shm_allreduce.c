@@ -21,7 +21,7 @@
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
-static void out_one_shot(xc__shm_op_t *o, uint64_t k) { xc__shm_reduce_all(o, k, o->a.rbuf); }
+static void out_one_shot(xc__shm_op_t *o, uint64_t k) { xc__shm_reduce_all(o, k, o->a.rbuf, NULL); }
 
 static void stage_addrs(xc__shm_op_t *o, uint64_t k, char *slot)
 {

@@ -85,21 +85,24 @@ struct xc__shm_op {
  * communicator's scratch, then reduce them with one k-way pass. */
 #define XC__SHM_CMA_PIECE (256 * 1024)
 /* Reductions go single-copy from this many bytes (below, the staged
- * pipeline's cache-resident chunks win) -- a reduce to a root on 2 ranks
- * off a crowded node from XC__SHM_CMA_ROOTED_MIN: there only the root
- * copies the staged result out, and the single copy's split of the work
- * over both cores won from 256 KiB (xcoll-perf -C reduce, fp32: 256 KiB
- * 11.7-11.9 GB/s against 5.1-7.0 staged, 512 KiB 13.1 against 5.4-5.6;
- * bench/RESULTS.md; more ranks not measured).  The runtime and the cost
- * model use this one rule; `crowded` is the agreed comm->oversub. */
+ * pipeline's cache-resident chunks win).  A reduce to a root on 2 ranks of
+ * an uncrowded node does not (xc__shm_reduce_root_reads): there the root
+ * reduces the other rank's staged chunks with its own input while that
+ * rank stages the next one, which measured faster than the single copy at
+ * 64 KiB-2 MiB (4.1 against 10.2 us at 64 KiB, 54-58 against 78-86 us at
+ * 1 MiB) and no slower to 64 MiB (bench/RESULTS.md, sixteenth session).
+ * The runtime and the cost model use this one rule; `crowded` is the
+ * agreed comm->oversub. */
 #define XC__SHM_CMA_REDUCE_MIN (1024 * 1024)
-#define XC__SHM_CMA_ROOTED_MIN (256 * 1024)
+static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
+{
+    return nranks == 2 && !crowded;
+}
 static inline size_t xc__shm_cma_reduce_min(int rooted, int nranks, int crowded)
 {
-    return rooted && nranks == 2 && !crowded ? XC__SHM_CMA_ROOTED_MIN : XC__SHM_CMA_REDUCE_MIN;
+    return rooted && xc__shm_reduce_root_reads(nranks, crowded) ? SIZE_MAX
+                                                                : XC__SHM_CMA_REDUCE_MIN;
 }
-/* The communicator's scratch for that, allocated on first use (NULL if out
- * of memory: use the staged path). */
 XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
 
 /* Single-copy (CMA) helpers: publish a buffer address in the inline slot;

@@ -99,13 +99,16 @@ static inline void xc__shm_stage_input(xc__shm_op_t *o, uint64_t k, char *slot)
 }
 
 /* Reduce chunk k of every rank's staged input (whole, in rank order) into
- * `dst`, then finalise (one-shot all-reduce, small reduce). */
-static inline void xc__shm_reduce_all(xc__shm_op_t *o, uint64_t k, char *dst)
+ * `dst`, then finalise (one-shot all-reduce, reduce).  `own`: this rank's
+ * input, read in place instead of its staged copy (a reduce's root, which
+ * stages nothing since nobody reads it); dst may be `own` (in place). */
+static inline void xc__shm_reduce_all(xc__shm_op_t *o, uint64_t k, char *dst, const char *own)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
     if (!n) return;
     const void *srcs[XC__SHM_MAX_RANKS];
     for (int j = 0; j < o->L; j++) srcs[j] = xc__shm_src(o, j, o->base + k + 1);
+    if (own) srcs[o->me] = own + off * o->es;
     dst += off * o->es;
     xc__shm_reduce(o, dst, srcs, o->L, n);
     xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);

@@ -1,9 +1,14 @@
 /*
  * shm_reduce.c -- reduction to a root through shared memory.
  *
- * Small: every rank stages its input and the root reduces them all.
- * Chunked: as the chunked all-reduce, every rank reduces its share into the
- * result slot, and only the root copies it out.
+ * Small: every other rank stages its input and the root reduces them all
+ * with its own, read in place.  On 2 ranks of an uncrowded node this runs
+ * at every size, chunk after slot-sized chunk (the root reads: below): the
+ * other rank stages chunk k+1 while the root reduces chunk k, and returns
+ * as soon as its last chunk is staged.
+ * Chunked (more ranks, or a crowded node): as the chunked all-reduce, every
+ * rank reduces its share into the result slot, and only the root copies it
+ * out.
  * Single copy (large, when ranks may read each other's memory): every rank
  * publishes its input's address and the root also its output's.  Rank r
  * reduces block r (xc__block) of every rank's input, pulled in pieces with
@@ -25,9 +30,15 @@ static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_small(const xc__shm_op_t *o, int j) { (void)j; return o->me == o->a.root; }
 static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 
+/* Only the root reads staged inputs: it stages nothing. */
+static void stage_small(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    if (o->me != o->a.root) xc__shm_stage_input(o, k, slot);
+}
+
 static void out_small(xc__shm_op_t *o, uint64_t k)
 {
-    if (o->me == o->a.root) xc__shm_reduce_all(o, k, o->a.rbuf);
+    if (o->me == o->a.root) xc__shm_reduce_all(o, k, o->a.rbuf, o->a.sbuf);
 }
 
 static void out_large(xc__shm_op_t *o, uint64_t k)
@@ -60,7 +71,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     }
 }
 
-static const xc__shm_coll_t small = {nchunks, reads_small, xc__shm_stage_input, NULL, out_small, 0};
+static const xc__shm_coll_t small = {nchunks, reads_small, stage_small, NULL, out_small, 0};
 static const xc__shm_coll_t large = {nchunks, reads_all, xc__shm_stage_input,
                                      xc__shm_reduce_share, out_large, 0};
 static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, NULL, out_direct, 1};
@@ -86,5 +97,7 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
      * the one-shot size). */
     if (tiny || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
         return xc__shm_op_init(comm, op, a, &small, tiny ? ce : a->count ? a->count : 1, tiny);
+    if (xc__shm_reduce_root_reads(comm->size, comm->oversub))
+        return xc__shm_op_init(comm, op, a, &small, ce, 0);
     return xc__shm_op_init(comm, op, a, &large, ce, 0);
 }

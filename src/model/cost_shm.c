@@ -165,6 +165,23 @@ XC__COST(shm_reduce)
                (n > 1 ? cma_x(m, blk, 0) : 0);
     }
     if (one_shot_size(m, B)) return one_shot(m, B);
+    if (xc__shm_reduce_root_reads(n, m->t->crowded)) {
+        /* Slot-sized chunks: the other rank stages chunk k+1 (the copy-in
+         * half of a staged exchange) while the root reads and reduces chunk
+         * k from its slot (the copy-out half, overlapped with the reduction
+         * that consumes it): per chunk a sync and the slower of the two --
+         * measured, the sum of both overprices 2-3x (bench/RESULTS.md). */
+        double ce = chunk_elems(m, 1), full, last;
+        chunks((double)c_->count, ce, &full, &last);
+        double T = 0;
+        for (int i = 0; i < 2; i++) {
+            double cb = (i ? last : ce) * m->es, times = i ? (last > 0) : full;
+            if (times <= 0) continue;
+            double mv = xfer(m, cb) / 2, red = slot_reduce(m, cb, 2) + slot_fin(m, cb);
+            T += times * (sync_cost(m) + stage(m) + (mv > red ? mv : red));
+        }
+        return T;
+    }
     return chunked_reduce(m);
 }
 

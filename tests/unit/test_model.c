@@ -510,7 +510,10 @@ static void test_shm_rules(void)
             size_t h = xc__shm_bcast_share(b, L, 1);
             EXPECT_TRUE(h % 4096 == 0 && h * (size_t)L <= b);
         }
-    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0) == XC__SHM_CMA_ROOTED_MIN);
+    /* a reduce on 2 uncrowded ranks never goes single copy: the root reads */
+    EXPECT_TRUE(xc__shm_reduce_root_reads(2, 0) && !xc__shm_reduce_root_reads(2, 1) &&
+                !xc__shm_reduce_root_reads(3, 0));
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0) == SIZE_MAX);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1) == XC__SHM_CMA_REDUCE_MIN);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 3, 0) == XC__SHM_CMA_REDUCE_MIN);
     EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0) == XC__SHM_CMA_REDUCE_MIN);
@@ -523,13 +526,20 @@ static void test_shm_rules(void)
     double coop = xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc);
     /* each side copies half: about half the time, never more */
     EXPECT_TRUE(coop > 0 && coop < plain && coop > 0.45 * plain);
-    /* a 512 KiB reduce: single copy on 2 uncrowded ranks, staged when crowded */
+    /* a 512 KiB reduce: the root-reads pipeline on 2 uncrowded ranks, the
+     * chunked reduce when crowded */
     xc__model_call_t rd = {XC_COLL_REDUCE, (mib / 2) / 4, XC_FLOAT32, XC_SUM, 0};
     t = shm_topo(2);
     double free_ = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
     t.crowded = 1;
     double crowded = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
     EXPECT_TRUE(free_ > 0 && crowded > 0 && free_ != crowded);
+    /* the pipeline is priced per slot-sized chunk: 4 MiB about 8x 512 KiB */
+    t = shm_topo(2);
+    xc__model_call_t rd8 = rd;
+    rd8.count *= 8;
+    double big = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd8);
+    EXPECT_TRUE(big > 4 * free_ && big < 16 * free_);
 }
 
 /* More ranks than cores: predictions scale by ranks/cores, choices do not
