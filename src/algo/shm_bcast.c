@@ -4,7 +4,8 @@
  * Staged: the root stages each chunk, the others copy it out.  Only the
  * root's chunks are read; the driver's description check with the right
  * neighbour still lets the root see a rank that disagrees on the root.
- * Single copy (large messages, when ranks may read each other's memory):
+ * Single copy (large messages -- on 2 ranks of an uncrowded node from
+ * xc__shm_bcast_cma_min -- when ranks may read each other's memory):
  * the root publishes its buffer's address, every other rank reads it
  * directly with process_vm_readv, and the root returns once all have.
  *
@@ -89,8 +90,9 @@ static const xc__shm_coll_t direct = {one, reads_direct, stage_addr, NULL, out_d
 
 xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    size_t es = xc_dtype_size(a->dtype);
-    if (xc__shm_use_cma(comm, a->count * es)) {
+    size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
+    if (xc__shm_use_cma(comm, bytes) &&
+        (!comm->cfg.shm_cma_min_kb || bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub))) {
         int coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
         ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);

@@ -120,6 +120,18 @@ XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, 
  * is (o->err, o->err_peer). */
 XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void *src,
                                   size_t len);
+/* A broadcast on 2 ranks of an uncrowded node stays staged below this
+ * many bytes (also above XCOLL_SHM_CMA_MIN_KB, unless that is 0): the root
+ * runs ahead by ring entries (<= 64 KiB) or slots, and the staged copy
+ * measured 2.4-2.5 against 4.8 us at 64 KiB and 4.3-4.5 against 5.7 at
+ * 128 KiB; from 256 KiB the cooperative single copy wins (bench/RESULTS.md,
+ * sixteenth session).  The runtime and the cost model use this one rule. */
+#define XC__SHM_BCAST_CMA_MIN_2 (256 * 1024)
+static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded)
+{
+    return nranks == 2 && !crowded ? XC__SHM_BCAST_CMA_MIN_2 : 0;
+}
+
 /* Whether the broadcast's root copies too: XCOLL_SHM_COOP (`cfg`: 1, 0,
  * or -1 for auto) or, by default, off a crowded node. */
 static inline int xc__shm_coop(int cfg, int crowded) { return cfg >= 0 ? cfg : !crowded; }

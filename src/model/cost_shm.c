@@ -164,24 +164,30 @@ XC__COST(shm_reduce)
         return 2 * sync_cost(m) + cma_reduce_block(m, blk, n == 1) +
                (n > 1 ? cma_x(m, blk, 0) : 0);
     }
-    if (one_shot_size(m, B)) return one_shot(m, B);
-    if (xc__shm_reduce_root_reads(n, m->t->crowded)) {
-        /* Slot-sized chunks: the other rank stages chunk k+1 (the copy-in
-         * half of a staged exchange) while the root reads and reduces chunk
-         * k from its slot (the copy-out half, overlapped with the reduction
-         * that consumes it): per chunk a sync and the slower of the two --
-         * measured, the sum of both overprices 2-3x (bench/RESULTS.md). */
+    if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > XC__SHM_INLINE) {
+        /* Slot-sized chunks, back to back: the other rank stages chunk k+1
+         * (a local copy) while the root reads chunk k from its slot (the
+         * one-way cross-core rate; the chunk is cache-resident) into the
+         * reduction with its own input; per chunk a sync and the slowest
+         * of the three. */
         double ce = chunk_elems(m, 1), full, last;
         chunks((double)c_->count, ce, &full, &last);
         double T = 0;
         for (int i = 0; i < 2; i++) {
             double cb = (i ? last : ce) * m->es, times = i ? (last > 0) : full;
             if (times <= 0) continue;
-            double mv = xfer(m, cb) / 2, red = slot_reduce(m, cb, 2) + slot_fin(m, cb);
-            T += times * (sync_cost(m) + stage(m) + (mv > red ? mv : red));
+            xc__m_t ck = *m; /* the slot's chunk stays in cache */
+            ck.ws = 2 * cb;
+            double side = xc__m_copy(m, cb), rd = cma_x(&ck, cb, 0);
+            /* the own input and the output stream from memory beyond it */
+            double red = xc__m_reduce_mix(m, cb, 2, m->ws, 2) + xc__m_fin(m, cb);
+            if (rd > side) side = rd;
+            if (red > side) side = red;
+            T += times * (sync_cost(m) + side);
         }
         return T;
     }
+    if (one_shot_size(m, B)) return one_shot(m, B);
     return chunked_reduce(m);
 }
 
@@ -236,7 +242,7 @@ XC__COST(shm_bcast)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma(m, B)) {
+    if (use_cma(m, B) && (!m->t->cma_min || B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded))) {
         double h = (double)xc__shm_bcast_share((size_t)B, n, m->t->coop);
         if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
@@ -245,7 +251,8 @@ XC__COST(shm_bcast)
     double ce = B <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cb = (ce < (double)c_->count ? ce : (double)c_->count) * m->es;
-    return nk * (sync_cost(m) + xfer(m, cb)) + xc__m_copy(m, cb);
+    double rd = cma_x(m, cb, 0), cp = xc__m_copy(m, cb);
+    return nk * (sync_cost(m) + (rd > cp ? rd : cp));
 }
 
 /* Single copy (not in place): two syncs, L-1 blocks read.  Staged: per
