@@ -3,7 +3,9 @@
  *
  * Small (one shot): every rank stages its whole input (inline in its
  * control line up to 24 bytes) and every rank reduces all inputs itself, in
- * rank order -- one synchronisation, identical bits everywhere.
+ * rank order -- one synchronisation, identical bits everywhere.  On 2 ranks
+ * of an uncrowded node one shot per slot-sized chunk at every size
+ * (xc__shm_allreduce_one_shot_all).
  * Chunked: chunks of a staging slot; each rank reduces its 1/L share of the
  * chunk from every rank's slot into the shared result slot (reading each
  * input once, one store), then every rank copies the whole result chunk
@@ -60,7 +62,8 @@ static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, mid_direct, o
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
-    if (xc__shm_use_cma_reduce(comm, bytes, 0)) {
+    int all = xc__shm_allreduce_one_shot_all(comm->size, comm->oversub);
+    if ((!all || !comm->cfg.shm_cma_min_kb) && xc__shm_use_cma_reduce(comm, bytes, 0)) {
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;
@@ -70,5 +73,5 @@ xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__arg
     /* One shot stages the whole input: it must fit a slot. */
     if (tiny || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
         return xc__shm_op_init(comm, op, a, &one_shot, tiny ? ce : a->count ? a->count : 1, tiny);
-    return xc__shm_op_init(comm, op, a, &chunked, ce, 0);
+    return xc__shm_op_init(comm, op, a, all ? &one_shot : &chunked, ce, 0);
 }

@@ -98,6 +98,16 @@ static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
 {
     return nranks == 2 && !crowded;
 }
+/* An all-reduce on 2 ranks of an uncrowded node runs one shot per
+ * slot-sized chunk at every size (each rank stages the chunk, both reduce
+ * both inputs): one sync per chunk instead of the halves' two and their
+ * copy-out, and no single copy (unless XCOLL_SHM_CMA_MIN_KB=0) -- 1.15-2.1x
+ * faster from 32 KiB to 8 MiB, in place and not (bench/RESULTS.md,
+ * sixteenth session). */
+static inline int xc__shm_allreduce_one_shot_all(int nranks, int crowded)
+{
+    return nranks == 2 && !crowded;
+}
 static inline size_t xc__shm_cma_reduce_min(int rooted, int nranks, int crowded)
 {
     return rooted && xc__shm_reduce_root_reads(nranks, crowded) ? SIZE_MAX

@@ -141,6 +141,26 @@ XC__COST(shm_allreduce)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
+    if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_INLINE &&
+        m->t->cma_min) {
+        /* One shot per slot-sized chunk: stage it (a local copy), sync, and
+         * reduce both inputs -- the peer's read across cores at the chunk's
+         * cache-resident working set, consumed by the reduction (the own
+         * input and the output memory streams beyond the cache). */
+        double ce = chunk_elems(m, 1), full, last;
+        chunks((double)c_->count, ce, &full, &last);
+        double T = 0;
+        for (int i = 0; i < 2; i++) {
+            double cb = (i ? last : ce) * m->es, times = i ? (last > 0) : full;
+            if (times <= 0) continue;
+            xc__m_t ck = *m;
+            ck.ws = 2 * cb;
+            double rd = cma_x(&ck, cb, 1), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
+            T += times * (sync_cost(m) + stage(m) + xc__m_copy(m, cb) + (rd > red ? rd : red) +
+                          xc__m_fin(m, cb));
+        }
+        return T;
+    }
     if (use_cma_reduce(m, B, 0)) {
         /* Three syncs; block r of every input reduced, then the other
          * blocks pulled from their owners. */

@@ -540,6 +540,17 @@ static void test_shm_rules(void)
     rd8.count *= 8;
     double big = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd8);
     EXPECT_TRUE(big > 4 * free_ && big < 16 * free_);
+    /* the all-reduce on 2 uncrowded ranks: one shot per chunk, priced per
+     * chunk too (4 MiB about 8x 512 KiB), and never the single copy's
+     * price (which does not scale with the chunks) */
+    EXPECT_TRUE(xc__shm_allreduce_one_shot_all(2, 0) && !xc__shm_allreduce_one_shot_all(2, 1) &&
+                !xc__shm_allreduce_one_shot_all(4, 0));
+    xc__model_call_t ar1 = {XC_COLL_ALLREDUCE, (mib / 2) / 4, XC_FLOAT32, XC_SUM, 0};
+    xc__model_call_t ar8 = ar1;
+    ar8.count *= 8;
+    double a1 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar1);
+    double a8 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar8);
+    EXPECT_TRUE(a1 > 0 && a8 > 4 * a1 && a8 < 16 * a1);
 }
 
 /* More ranks than cores: predictions scale by ranks/cores, choices do not
