@@ -90,6 +90,25 @@ static void chunks(double count, double ce, double *full, double *last)
     if (count == 0) *last = 0, *full = 0;
 }
 
+/* Σ over the call's slot-sized chunks (the full ones and the last) of one
+ * chunk's price. */
+static double over_chunks(const xc__m_t *m, double (*chunk)(const xc__m_t *m, double bytes))
+{
+    double ce = chunk_elems(m, 1), full, last;
+    chunks((double)m->c->count, ce, &full, &last);
+    return full * chunk(m, ce * m->es) + (last > 0 ? chunk(m, last * m->es) : 0);
+}
+
+/* Reading a peer's staged chunk of `bytes` across cores: the one-way rate
+ * at the chunk's own working set (it stays in cache); `fresh`: written by
+ * the peer just before, for this call. */
+static double chunk_read(const xc__m_t *m, double bytes, int fresh)
+{
+    xc__m_t ck = *m;
+    ck.ws = 2 * bytes;
+    return cma_x(&ck, bytes, fresh);
+}
+
 /* A k-way reduction of `bytes` from the slots. */
 static double slot_reduce(const xc__m_t *m, double bytes, int k)
 {
@@ -122,13 +141,27 @@ static double one_shot(const xc__m_t *m, double B)
     return sync_cost(m) + stage(m) + xfer(m, (L - 1) * B) + slot_reduce(m, B, L) + slot_fin(m, B);
 }
 
-static double chunked_reduce(const xc__m_t *m)
+/* One chunk of the all-reduce on 2 uncrowded ranks (one shot per chunk):
+ * stage it (a local copy), sync, reduce both inputs -- the peer's chunk,
+ * just written, read across cores and consumed by the reduction (the own
+ * input and the output memory streams beyond the cache). */
+static double one_shot_chunk(const xc__m_t *m, double cb)
 {
-    double ce = chunk_elems(m, 1), full, last;
-    chunks((double)m->c->count, ce, &full, &last);
-    double T = full * chunk_reduce(m, ce * m->es);
-    if (last > 0) T += chunk_reduce(m, last * m->es);
-    return T;
+    double rd = chunk_read(m, cb, 1), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
+    return sync_cost(m) + stage(m) + xc__m_copy(m, cb) + (rd > red ? rd : red) + xc__m_fin(m, cb);
+}
+
+/* One chunk of the reduce on 2 uncrowded ranks, back to back: the other
+ * rank stages chunk k+1 (a local copy) while the root reads chunk k from
+ * its slot into the reduction with its own input (the own input and the
+ * output memory streams beyond the cache): a sync and the slowest side. */
+static double root_reads_chunk(const xc__m_t *m, double cb)
+{
+    double side = xc__m_copy(m, cb), rd = chunk_read(m, cb, 0);
+    double red = xc__m_reduce_mix(m, cb, 2, m->ws, 2) + xc__m_fin(m, cb);
+    if (rd > side) side = rd;
+    if (red > side) side = red;
+    return sync_cost(m) + side;
 }
 
 static int one_shot_size(const xc__m_t *m, double B)
@@ -143,23 +176,7 @@ XC__COST(shm_allreduce)
     double B = xc__m_bytes(m);
     if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_INLINE &&
         m->t->cma_min) {
-        /* One shot per slot-sized chunk: stage it (a local copy), sync, and
-         * reduce both inputs -- the peer's read across cores at the chunk's
-         * cache-resident working set, consumed by the reduction (the own
-         * input and the output memory streams beyond the cache). */
-        double ce = chunk_elems(m, 1), full, last;
-        chunks((double)c_->count, ce, &full, &last);
-        double T = 0;
-        for (int i = 0; i < 2; i++) {
-            double cb = (i ? last : ce) * m->es, times = i ? (last > 0) : full;
-            if (times <= 0) continue;
-            xc__m_t ck = *m;
-            ck.ws = 2 * cb;
-            double rd = cma_x(&ck, cb, 1), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
-            T += times * (sync_cost(m) + stage(m) + xc__m_copy(m, cb) + (rd > red ? rd : red) +
-                          xc__m_fin(m, cb));
-        }
-        return T;
+        return over_chunks(m, one_shot_chunk); /* one shot per slot-sized chunk */
     }
     if (use_cma_reduce(m, B, 0)) {
         /* Three syncs; block r of every input reduced, then the other
@@ -168,7 +185,7 @@ XC__COST(shm_allreduce)
         return 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
     }
     if (one_shot_size(m, B)) return one_shot(m, B);
-    return chunked_reduce(m);
+    return over_chunks(m, chunk_reduce);
 }
 
 XC__COST(shm_reduce)
@@ -185,30 +202,10 @@ XC__COST(shm_reduce)
                (n > 1 ? cma_x(m, blk, 0) : 0);
     }
     if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > XC__SHM_INLINE) {
-        /* Slot-sized chunks, back to back: the other rank stages chunk k+1
-         * (a local copy) while the root reads chunk k from its slot (the
-         * one-way cross-core rate; the chunk is cache-resident) into the
-         * reduction with its own input; per chunk a sync and the slowest
-         * of the three. */
-        double ce = chunk_elems(m, 1), full, last;
-        chunks((double)c_->count, ce, &full, &last);
-        double T = 0;
-        for (int i = 0; i < 2; i++) {
-            double cb = (i ? last : ce) * m->es, times = i ? (last > 0) : full;
-            if (times <= 0) continue;
-            xc__m_t ck = *m; /* the slot's chunk stays in cache */
-            ck.ws = 2 * cb;
-            double side = xc__m_copy(m, cb), rd = cma_x(&ck, cb, 0);
-            /* the own input and the output stream from memory beyond it */
-            double red = xc__m_reduce_mix(m, cb, 2, m->ws, 2) + xc__m_fin(m, cb);
-            if (rd > side) side = rd;
-            if (red > side) side = red;
-            T += times * (sync_cost(m) + side);
-        }
-        return T;
+        return over_chunks(m, root_reads_chunk); /* the root reads, back to back */
     }
     if (one_shot_size(m, B)) return one_shot(m, B);
-    return chunked_reduce(m);
+    return over_chunks(m, chunk_reduce);
 }
 
 /* Per chunk of c elements per block: stage L blocks, sync, reduce the own
