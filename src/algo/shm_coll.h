@@ -113,6 +113,8 @@ static inline size_t xc__shm_cma_reduce_min(int rooted, int nranks, int crowded)
     return rooted && xc__shm_reduce_root_reads(nranks, crowded) ? SIZE_MAX
                                                                 : XC__SHM_CMA_REDUCE_MIN;
 }
+/* The communicator's scratch for that, allocated on first use (NULL if out
+ * of memory: use the staged path). */
 XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
 
 /* Single-copy (CMA) helpers: publish a buffer address in the inline slot;

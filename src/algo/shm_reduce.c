@@ -3,7 +3,7 @@
  *
  * Small: every other rank stages its input and the root reduces them all
  * with its own, read in place.  On 2 ranks of an uncrowded node this runs
- * at every size, chunk after slot-sized chunk (the root reads: below): the
+ * at every size, chunk after slot-sized chunk (xc__shm_reduce_root_reads): the
  * other rank stages chunk k+1 while the root reduces chunk k, and returns
  * as soon as its last chunk is staged.
  * Chunked (more ranks, or a crowded node): as the chunked all-reduce, every
