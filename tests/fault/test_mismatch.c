@@ -10,10 +10,11 @@
  *          part of the bcast is over before anyone can see the difference
  *          may return XC_OK (with root 0's data); their next call must then
  *          fail with XC_ERR_MISMATCH within the same few seconds.
- *   bcast_cma  2 ranks bcast of 160 KiB (single copy, cooperative:
+ *   bcast_cma  2 ranks bcast of 320 KiB (single copy -- on 2 ranks from
+ *          256 KiB, xc__shm_bcast_cma_min --, cooperative:
  *          XCOLL_SHM_COOP=1, the root writes into the reader); rank 1
  *          passes a quarter of the count (so it stages instead): the root
- *          must not write into it, and nothing past rank 1's 40 KiB
+ *          must not write into it, and nothing past rank 1's 80 KiB
  *          changes
  *   coll   4 ranks; rank 2 calls allgather while the others allreduce
  *   p2p    2 ranks; rank 1 receives 50 elements of a 100-element send
@@ -81,7 +82,7 @@ static int run_root(xc_comm_t *comm, int rank, int size)
     return xc_bcast(fbuf, COUNT, XC_FLOAT32, rank == 3 ? 1 : 0, comm);
 }
 
-#define BIGC 40960 /* 160 KiB of fp32 */
+#define BIGC 81920 /* 320 KiB of fp32 */
 static float big[BIGC + 4096];
 
 static int run_bcast_cma(xc_comm_t *comm, int rank, int size)
@@ -125,7 +126,7 @@ static const scenario_t scenarios[] = {
     {"dtype", 4, run_dtype, NULL, "float", NULL, "int32"},
     {"op", 4, run_op, NULL, "sum", NULL, "max"},
     {"root", 4, run_root, "root", "root", NULL, "broadcast"},
-    {"bcast_cma", 2, run_bcast_cma, "40960", "163840", "10240", "40960"},
+    {"bcast_cma", 2, run_bcast_cma, "81920", "327680", "20480", "81920"},
     {"coll", 4, run_coll, NULL, "all_gather", NULL, "all_reduce"},
     {"p2p", 2, run_p2p, "100", "400", "50", "200"},
     {"child", 4, run_count, "1000", "4000", "1001", "4004"},
