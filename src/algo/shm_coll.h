@@ -108,10 +108,14 @@ static inline int xc__shm_allreduce_one_shot_all(int nranks, int crowded)
 {
     return nranks == 2 && !crowded;
 }
-static inline size_t xc__shm_cma_reduce_min(int rooted, int nranks, int crowded)
+/* The reduction asking xc__shm_cma_reduce_min: reduce-scatter, reduce,
+ * all-reduce. */
+enum { XC__SHM_RED_SCATTER = 0, XC__SHM_RED_ROOTED = 1, XC__SHM_RED_ALL = 2 };
+static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded)
 {
-    return rooted && xc__shm_reduce_root_reads(nranks, crowded) ? SIZE_MAX
-                                                                : XC__SHM_CMA_REDUCE_MIN;
+    if (kind == XC__SHM_RED_ROOTED && xc__shm_reduce_root_reads(nranks, crowded)) return SIZE_MAX;
+    if (kind == XC__SHM_RED_ALL && xc__shm_allreduce_one_shot_all(nranks, crowded)) return SIZE_MAX;
+    return XC__SHM_CMA_REDUCE_MIN;
 }
 /* The communicator's scratch for that, allocated on first use (NULL if out
  * of memory: use the staged path). */

@@ -79,7 +79,7 @@ static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, NULL, out_dir
 xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
-    if (xc__shm_use_cma_reduce(comm, bytes, 1)) {
+    if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ROOTED)) {
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;

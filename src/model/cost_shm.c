@@ -53,11 +53,12 @@ static int use_cma(const xc__m_t *m, double bytes)
     return m->t->cma && bytes > 0 && bytes >= (double)m->t->cma_min;
 }
 
-/* The single-copy reductions run from xc__shm_cma_reduce_min bytes
- * (xc__shm_use_cma_reduce; `rooted`: reduce). */
-static int use_cma_reduce(const xc__m_t *m, double bytes, int rooted)
+/* The single-copy reductions run from xc__shm_cma_reduce_min bytes, or at
+ * every size with XCOLL_SHM_CMA_MIN_KB=0 (xc__shm_use_cma_reduce; `kind`:
+ * XC__SHM_RED_*). */
+static int use_cma_reduce(const xc__m_t *m, double bytes, int kind)
 {
-    size_t min = xc__shm_cma_reduce_min(rooted, m->t->nranks, m->t->crowded);
+    size_t min = m->t->cma_min ? xc__shm_cma_reduce_min(kind, m->t->nranks, m->t->crowded) : 0;
     return bytes >= (double)min && use_cma(m, bytes);
 }
 
@@ -174,16 +175,14 @@ XC__COST(shm_allreduce)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_INLINE &&
-        m->t->cma_min) {
-        return over_chunks(m, one_shot_chunk); /* one shot per slot-sized chunk */
-    }
-    if (use_cma_reduce(m, B, 0)) {
+    if (use_cma_reduce(m, B, XC__SHM_RED_ALL)) {
         /* Three syncs; block r of every input reduced, then the other
          * blocks pulled from their owners. */
         double blk = xc__m_blk(m, n);
         return 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
     }
+    if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_INLINE)
+        return over_chunks(m, one_shot_chunk); /* one shot per slot-sized chunk */
     if (one_shot_size(m, B)) return one_shot(m, B);
     return over_chunks(m, chunk_reduce);
 }
@@ -193,7 +192,7 @@ XC__COST(shm_reduce)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma_reduce(m, B, 1)) {
+    if (use_cma_reduce(m, B, XC__SHM_RED_ROOTED)) {
         /* Two syncs; block r of every input reduced, and (off the root)
          * written, piece by piece from the scratch, into the root's output
          * with process_vm_writev. */
@@ -215,7 +214,7 @@ XC__COST(shm_reduce_scatter)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     /* Single copy: two syncs; block r of every input reduced into recvbuf. */
-    if (use_cma_reduce(m, xc__m_bytes(m) * n, 0))
+    if (use_cma_reduce(m, xc__m_bytes(m) * n, XC__SHM_RED_SCATTER))
         return 2 * sync_cost(m) + cma_reduce_block(m, xc__m_bytes(m), 1);
     double ce = chunk_elems(m, n), full, last;
     if (xc__m_bytes(m) * n <= XC__SHM_INLINE) ce = c_->count ? (double)c_->count : 1;
