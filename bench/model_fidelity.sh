@@ -33,6 +33,10 @@
 #                small-message times here switch between modes ~1.3x apart
 #                every ~100 ms, so algorithms run at different moments are
 #                compared across modes
+#     -F         fresh inputs (xcoll-perf --fresh): every rank rewrites its
+#                input before each call, as a training step leaves a
+#                gradient or an activation, instead of reusing one whose
+#                lines the peers still hold from the last call
 #     -U         do not pin ranks (default: rank r on core r mod cores, with
 #                taskset; unpinned ranks of a 2-core VM often share one core,
 #                which turns every wait into a context switch, ~6 us)
@@ -41,16 +45,17 @@
 # and the regret table.  Ranks <= cores for meaningful numbers; runs with
 # more ranks than cores are oversubscribed (see docs/cost-model.md).
 set -eu
-B=build N=2 MODE=shm F=2 ITERS=20 MINT=0 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1 SIDE=1
-while getopts B:n:m:f:i:T:e:p:o:r:R:U1 opt; do
+B=build N=2 MODE=shm F=2 ITERS=20 MINT=0 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1 SIDE=1 FRESH=
+while getopts B:n:m:f:i:T:e:p:o:r:R:FU1 opt; do
     case $opt in
     B) B=$OPTARG ;; n) N=$OPTARG ;; m) MODE=$OPTARG ;; f) F=$OPTARG ;;
     i) ITERS=$OPTARG ;; T) MINT=$OPTARG ;; e) MAX=$OPTARG ;; p) PROF=$OPTARG ;; o) OUT=$OPTARG ;;
     r) RATE=$OPTARG ;;
     R) ROUNDS=$OPTARG ;;
+    F) FRESH=--fresh ;;
     U) PIN=0 ;;
     1) SIDE=0 ;;
-    *) sed -n '2,42p' "$0"; exit 2 ;;
+    *) sed -n '2,46p' "$0"; exit 2 ;;
     esac
 done
 case $MODE in
@@ -91,16 +96,16 @@ while [ $round -le "$ROUNDS" ]; do
             # Every algorithm of the collective in one run, side by side
             # (interleaved blocks): the regret compares them under the same
             # machine state.
-            eval "$RUN $PERF -C $c --algo ${algos%,} -b 8 -e $MAX -f $F -n $ITERS -T $MINT -w 3 -c 0 \
+            eval "$RUN $PERF -C $c --algo ${algos%,} -b 8 -e $MAX -f $F -n $ITERS -T $MINT -w 3 -c 0 $FRESH \
                 --csv=\"$OUT/$c.r$round.csv\"" >/dev/null
             continue
         fi
         for a in $(echo "$algos" | tr ',' ' '); do
-            eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -T $MINT -w 3 -c 0 \
+            eval "$RUN $PERF -C $c --algo $a -b 8 -e $MAX -f $F -n $ITERS -T $MINT -w 3 -c 0 $FRESH \
                 --csv=\"$OUT/$c.$a.r$round.csv\"" >/dev/null
         done
     done
     round=$((round + 1))
 done
-echo "# records and profile in $OUT ($MODE${RATE:+ at $RATE}, $N ranks$( [ "$PIN" = 1 ] && echo ', pinned'), $ROUNDS round(s))"
+echo "# records and profile in $OUT ($MODE${RATE:+ at $RATE}${FRESH:+, fresh inputs}, $N ranks$( [ "$PIN" = 1 ] && echo ', pinned'), $ROUNDS round(s))"
 "$B/bench_model_fidelity" --profile "$PROF" --nodes $NODES "$OUT"/*.csv

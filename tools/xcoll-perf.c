@@ -138,6 +138,7 @@ typedef struct opts {
     int op_index;
     int check;
     int inplace;
+    int fresh;           /* --fresh: inputs rewritten before each timed call */
     int root;
     int colls[C_COUNT]; /* selected collectives */
     const char *algo;   /* --algo as given */
@@ -211,6 +212,10 @@ static void usage(FILE *f)
         "                           a row each (ratios from one run on a noisy machine)\n"
         "      --buffers KIND       malloc (default: posix_memalign, ordinary pages) or xcoll\n"
         "                           (xc_mem_alloc: 2 MiB-aligned, transparent huge pages)\n"
+        "      --fresh[=0|1]        before each call (untimed) rewrite every cache line of this\n"
+        "                           rank's input, as training does when it computes a gradient:\n"
+        "                           a peer must then fetch it from the writer's cache, not from\n"
+        "                           its own copy of the last call's (default 0, as nccl-tests)\n"
         "      --csv[=FILE]         CSV records to FILE, or to stdout instead of the table\n"
         "      --json[=FILE]        a JSON array of the same records, likewise\n"
         "      --calibrate[=FILE]   measure alpha, beta, gamma for the cost model and write\n"
@@ -384,7 +389,7 @@ static void resolve_algo(opts_t *o)
 
 static void parse_args(opts_t *o, int argc, char **argv)
 {
-    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS };
+    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS, OPT_FRESH };
     static const struct option longopts[] = {
         {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'},
@@ -403,6 +408,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"json", optional_argument, NULL, OPT_JSON},
         {"calibrate", optional_argument, NULL, OPT_CALIBRATE},
         {"buffers", required_argument, NULL, OPT_BUFFERS},
+        {"fresh", optional_argument, NULL, OPT_FRESH},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -452,6 +458,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
             break;
         }
         case OPT_INPLACE: o->inplace = optarg ? (int)parse_int("--inplace", optarg, 0, 1) : 1; break;
+        case OPT_FRESH: o->fresh = optarg ? (int)parse_int("--fresh", optarg, 0, 1) : 1; break;
         case OPT_ALGO: o->algo = optarg; break;
         case OPT_CSV: o->csv_path = optarg ? optarg : "-"; break;
         case OPT_JSON: o->json_path = optarg ? optarg : "-"; break;
@@ -877,6 +884,20 @@ static void fill_inputs(const bench_t *b, const bufs_t *B, size_t count)
     for (size_t k = 0; k < nin; k++) put_bits(in, k, b->esize, input_bits(b, b->rank, k));
 }
 
+/* --fresh: dirty every cache line of this rank's input in its own cache
+ * (the values stay), so that a peer reading it next meets the state a
+ * freshly computed input is in -- not its own cached copy of the last
+ * call's, which an unchanged send buffer lets it keep. */
+static void touch_inputs(const bench_t *b, const bufs_t *B, size_t count)
+{
+    char *in, *out;
+    size_t nin, nout;
+    regions(b, B, count, &in, &nin, &out, &nout);
+    if (b->coll == C_BROADCAST && b->rank != b->root) return;
+    volatile char *p = in;
+    for (size_t i = 0, n = nin * b->esize; i < n; i += 64) p[i] = p[i];
+}
+
 /* Poison the output, then write the input (which may lie inside it). */
 static void prepare_check(const bench_t *b, const bufs_t *B, size_t count)
 {
@@ -1001,7 +1022,10 @@ static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts
     double fastest = 0;
     for (int j = 0; j < k; j++) {
         double t0 = now_us();
-        for (int i = 0; i < o->warmup; i++) run_checked(comms[j], b, B, count);
+        for (int i = 0; i < o->warmup; i++) {
+            if (o->fresh) touch_inputs(b, B, count);
+            run_checked(comms[j], b, B, count);
+        }
         double per = o->warmup ? (now_us() - t0) / o->warmup : 0;
         if (j == 0 || per < fastest) fastest = per;
     }
@@ -1026,6 +1050,7 @@ static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts
         for (int j = 0; j < k; j++) {
             if (k > 1) run_checked(comms[j], b, B, count);
             for (int i = lo; i < hi; i++) {
+                if (o->fresh) touch_inputs(b, B, count);
                 double t0 = now_us();
                 run_checked(comms[j], b, B, count);
                 times[(size_t)j * iters + i] = now_us() - t0;
@@ -1162,8 +1187,9 @@ static void print_job_header(const opts_t *o, int print)
         printf("  dtype: %s  op: %s  root: %d\n", o->dtype->name, k_ops[o->op_index].name,
                o->root);
         printf("# minBytes %zu maxBytes %zu step: %lu(factor) warmup iters: %d iters: %d "
-               "validation: %d inplace: %d\n",
-               o->minbytes, o->maxbytes, o->factor, o->warmup, o->iters, o->check, o->inplace);
+               "validation: %d inplace: %d fresh: %d\n",
+               o->minbytes, o->maxbytes, o->factor, o->warmup, o->iters, o->check, o->inplace,
+               o->fresh);
         if (o->min_ms > 0)
             printf("# min-time: %g ms per size and algorithm (more iterations where -n is "
                    "quicker)\n", o->min_ms);

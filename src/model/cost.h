@@ -87,6 +87,36 @@ static inline double xc__m_blend(const xc__m_t *m, double ws, double cached, dou
     return f <= 0 ? cached : f >= 1 ? mem : cached + f * (mem - cached);
 }
 
+/* Per byte beyond the cache, a link's transfer within a working set of
+ * `ws` costs mem_beta * *k + *e: a link inside the node is memory traffic
+ * and slows by the whole tier (*k = tier, *e = 0); across nodes only the
+ * host's copies into and out of the socket (two per byte) slow down, the
+ * wire does not (*k = 1) -- scaling the wire's 8 ns/B by the tier priced
+ * a 32 MiB all-reduce on the 1 Gbit/s bed at twice its time.  The
+ * calibration fits mem_beta through the same terms (measure.c), so that
+ * the line reproduces the points it was fitted to. */
+static inline void xc__m_mem_terms(const xc__profile_t *p, int lc, double ws, double *k,
+                                   double *e)
+{
+    double tier = xc__m_tier(p, ws);
+    *k = lc == XC__LINK_TCP_NET ? 1 : tier;
+    *e = lc == XC__LINK_TCP_NET ? 2 * p->copy_mem * (tier - 1) : 0;
+}
+
+/* A link line's cost per byte beyond the cache at working set `ws`: the
+ * memory-bound rate above, but never below the line's in-cache rate -- a
+ * transfer bound by something else (a fresh block moves line by line
+ * from the writer's cache at ~120 ps/B here, in the cache or not) does not
+ * get faster with more data, nor slower by memcpy's tier. */
+static inline double xc__m_mem_beta(const xc__profile_t *p, int lc, const xc__line_t *l,
+                                    double ws)
+{
+    double k, e;
+    xc__m_mem_terms(p, lc, ws, &k, &e);
+    double b = l->mem_beta * k + e;
+    return b > l->big_beta ? b : l->big_beta;
+}
+
 /* A transfer of `bytes` of pattern `x` (XC__ONEWAY / XC__EXCHANGE) on link
  * class `lc` whose bandwidth `flows` flows share (each gets 1/flows). */
 static inline double xc__m_link(const xc__m_t *m, int lc, int x, double bytes, double flows)
@@ -95,15 +125,9 @@ static inline double xc__m_link(const xc__m_t *m, int lc, int x, double bytes, d
     const xc__line_t *l = &lp->line[x];
     double ws = m->ws > 2 * bytes ? m->ws : 2 * bytes;
     if (bytes < xc__line_big_from(lp, x)) return l->alpha + flows * bytes * l->beta;
-    /* Working sets beyond the ladder's first rung: a link inside the node
-     * is memory traffic and slows by the whole tier; across nodes only the
-     * host's copies into and out of the socket (two per byte) slow down,
-     * the wire does not -- scaling the wire's 8 ns/B by the tier priced a
-     * 32 MiB all-reduce on the 1 Gbit/s bed at twice its time. */
-    double tier = xc__m_tier(m->p, ws), mem_beta = l->mem_beta * tier;
-    if (lc == XC__LINK_TCP_NET) mem_beta = l->mem_beta + 2 * m->p->copy_mem * (tier - 1);
+    /* Working sets beyond the ladder's first rung: xc__m_mem_terms. */
     return xc__m_blend(m, ws, l->big_alpha + flows * bytes * l->big_beta,
-                       l->mem_alpha + flows * bytes * mem_beta);
+                       l->mem_alpha + flows * bytes * xc__m_mem_beta(m->p, lc, l, ws));
 }
 
 /* A round where rank r transfers `bytes` to/from ranks r+d and r-d (mod
@@ -128,8 +152,19 @@ static inline double xc__m_xor(const xc__m_t *m, int x, int d, double bytes)
     return xc__m_link(m, XC__LINK_TCP_NET, x, bytes, t->ppn);
 }
 
-#define XC__1 XC__ONEWAY
-#define XC__X XC__EXCHANGE
+/* Patterns of a round: XC__1 / XC__X move the caller's data (its input),
+ * XC__1F / XC__XF data the call itself wrote (a copy, a partial result).
+ * With XC__CALLER_FRESH the caller's data is priced as freshly written
+ * too: a training step calls a collective on the gradient or activation
+ * it just computed (and an in-place call's buffer was rewritten by the
+ * previous call), so its lines sit modified in the writer's cache -- not
+ * in the peer's, from the last call, as when a benchmark reuses one
+ * unchanged send buffer (xcoll-perf --fresh, docs/xcoll-perf.md). */
+#ifndef XC__CALLER_FRESH
+#define XC__CALLER_FRESH 1
+#endif
+#define XC__1 (XC__CALLER_FRESH ? XC__ONEWAY_FRESH : XC__ONEWAY)
+#define XC__X (XC__CALLER_FRESH ? XC__EXCHANGE_FRESH : XC__EXCHANGE)
 #define XC__1F XC__ONEWAY_FRESH
 #define XC__XF XC__EXCHANGE_FRESH
 

@@ -31,7 +31,7 @@ static double cma_x(const xc__m_t *m, double bytes, int fresh)
      * these reads do not have). */
     const xc__line_t *l = &m->p->link[XC__LINK_SHM].line[fresh ? XC__ONEWAY_FRESH : XC__ONEWAY];
     double ws = m->ws > 2 * bytes ? m->ws : 2 * bytes;
-    return bytes * xc__m_blend(m, ws, l->big_beta, l->mem_beta * xc__m_tier(m->p, ws));
+    return bytes * xc__m_blend(m, ws, l->big_beta, xc__m_mem_beta(m->p, XC__LINK_SHM, l, ws));
 }
 
 /* Moving `bytes` of one rank's staging slot into another rank's buffer
@@ -46,7 +46,8 @@ static double xfer(const xc__m_t *m, double bytes)
     return bytes * (l->beta + xc__m_mem(m, m->ws) * extra);
 }
 
-static double cma(const xc__m_t *m, double bytes) { return cma_x(m, bytes, 0); }
+/* A single-copy read of the caller's data (XC__CALLER_FRESH, cost.h). */
+static double cma(const xc__m_t *m, double bytes) { return cma_x(m, bytes, XC__CALLER_FRESH); }
 
 static int use_cma(const xc__m_t *m, double bytes)
 {

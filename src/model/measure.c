@@ -48,6 +48,7 @@
 #include "../algo/algos.h"
 #include "../compress/codec.h"
 #include "../reduce/reduce.h"
+#include "cost.h"
 #include "model.h"
 
 #include <float.h>
@@ -298,9 +299,27 @@ static double cache_size(void)
     return c > 0 ? (double)c / 2 : 524288.0;
 }
 
+/* The fit's view of the memory regime: a link of class `lc` is priced
+ * beyond the cache as mem_alpha + m (mem_beta k + e) with k, e from the
+ * working set (xc__m_mem_terms: memcpy's ladder in `lad`, none yet in a
+ * quick run); a series' working set is its two buffers, 2 m.  Fitting
+ * mem_beta to m k against t - m e makes the priced line pass through the
+ * measured points: a slope fitted to raw times and multiplied by the tier
+ * again priced a 16 MiB exchange (measured at a working set of 32 MiB,
+ * 2.5x memcpy's cost beyond L2 here) at 2.5x its time. */
+typedef struct fit_ctx {
+    const xc__profile_t *lad;
+    int lc;
+} fit_ctx_t;
+
+static void mem_terms(const fit_ctx_t *f, double m, double *k, double *e)
+{
+    xc__m_mem_terms(f->lad, f->lc, 2 * m, k, e);
+}
+
 /* Fit the three lines of one pattern to n points (m ascending). */
-static void fit_line(const double *m, const double *t, int n, double big_from, double cache,
-                     xc__line_t *out)
+static void fit_line(const fit_ctx_t *f, const double *m, const double *t, int n, double big_from,
+                     double cache, xc__line_t *out)
 {
     /* A line per regime: below big_from; from there while both buffers fit
      * the cache; beyond the cache (derived later if not measured). */
@@ -318,30 +337,41 @@ static void fit_line(const double *m, const double *t, int n, double big_from, d
         /* Few points far from zero: keep the in-cache intercept (the
          * per-message cost does not depend on where the data is), fit the
          * slope. */
-        out->mem_beta = slope(m + j, t + j, n - j, out->mem_alpha);
-        if (out->mem_beta < out->big_beta) out->mem_beta = out->big_beta;
+        double mk[32], te[32];
+        for (int i = j; i < n; i++) {
+            double tk, te_;
+            mem_terms(f, m[i], &tk, &te_);
+            mk[i - j] = m[i] * tk, te[i - j] = t[i] - m[i] * te_;
+        }
+        /* Not clamped to big_beta: the price is never below the in-cache
+         * rate anyway (xc__m_mem_beta), and a clamped slope multiplied by
+         * the tier priced fresh exchanges beyond the cache at 2.5x. */
+        out->mem_beta = slope(mk, te, n - j, out->mem_alpha);
+        if (out->mem_beta < 0) out->mem_beta = 0;
     } else {
         out->mem_beta = -1; /* derived from memcpy by xc__measure */
     }
 }
 
 /* What the fitted lines predict for m bytes (mem_beta < 0: not fitted). */
-static double line_at(const xc__line_t *l, double big_from, double cache, double m)
+static double line_at(const fit_ctx_t *f, const xc__line_t *l, double big_from, double cache,
+                      double m)
 {
     if (m < big_from) return l->alpha + m * l->beta;
     if (2 * m <= cache || l->mem_beta < 0) return l->big_alpha + m * l->big_beta;
-    return l->mem_alpha + m * l->mem_beta;
+    return l->mem_alpha + m * xc__m_mem_beta(f->lad, f->lc, l, 2 * m);
 }
 
 /* Sum of squared relative errors of one pattern's lines fitted with this
  * split, over every size. */
-static double split_error(const double *m, const double *t, int n, double big_from, double cache)
+static double split_error(const fit_ctx_t *f, const double *m, const double *t, int n,
+                          double big_from, double cache)
 {
     double e = 0;
     xc__line_t l;
-    fit_line(m, t, n, big_from, cache, &l);
+    fit_line(f, m, t, n, big_from, cache, &l);
     for (int i = 0; i < n; i++) {
-        double r = t[i] > 0 ? (line_at(&l, big_from, cache, m[i]) - t[i]) / t[i] : 0;
+        double r = t[i] > 0 ? (line_at(f, &l, big_from, cache, m[i]) - t[i]) / t[i] : 0;
         e += r * r;
     }
     return e;
@@ -355,26 +385,29 @@ static double split_error(const double *m, const double *t, int n, double big_fr
  * where an exchange's time bends where the burst runs out and a one-way
  * stream's (measure_link) hardly at all, so one split for both fitted
  * neither. */
-static double best_split_of(const double *m, double t[][32], int x0, int x1, int n, double cache)
+static double best_split_of(const fit_ctx_t *f, const double *m, double t[][32], int x0, int x1,
+                            int n, double cache)
 {
     double best = 0, best_e = DBL_MAX;
     for (int k = 2; k + 2 <= n; k++) {
         double from = sqrt(m[k - 1] * m[k]), e = 0;
-        for (int x = x0; x < x1; x++) e += split_error(m, t[x], n, from, cache);
+        for (int x = x0; x < x1; x++) e += split_error(f, m, t[x], n, from, cache);
         if (e < best_e) best_e = e, best = from;
     }
     return best;
 }
 
-static double best_split(const double *m, double t[][32], int x, int n, double cache)
+static double best_split(const fit_ctx_t *f, const double *m, double t[][32], int x, int n,
+                         double cache)
 {
-    return best_split_of(m, t, x, x + 1, n, cache);
+    return best_split_of(f, m, t, x, x + 1, n, cache);
 }
 
 /* One split for every pattern: the least error summed over them. */
-static double best_split_all(const double *m, double t[][32], int n, double cache)
+static double best_split_all(const fit_ctx_t *f, const double *m, double t[][32], int n,
+                             double cache)
 {
-    return best_split_of(m, t, 0, XC__XFER_COUNT, n, cache);
+    return best_split_of(f, m, t, 0, XC__XFER_COUNT, n, cache);
 }
 
 /* Both patterns of the link between rank 0 and rank q (only they take
@@ -384,8 +417,10 @@ static double best_split_all(const double *m, double t[][32], int n, double cach
  * (sustained rate: on a shaped link, ping-pongs below the burst run at
  * the veth's speed while back-to-back collectives get the shaped rate). */
 static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int stream,
-                                const plan_t *pl, xc__link_params_t *out)
+                                const plan_t *pl, const xc__profile_t *lad, int lc,
+                                xc__link_params_t *out)
 {
+    const fit_ctx_t f = {lad, lc};
     if (comm->rank != 0 && comm->rank != q) return XC_OK;
     const size_t *bigs = big_from < 0 ? pl->tcp_big : pl->big;
     int ns = count_sizes(pl->small), nb = count_sizes(bigs);
@@ -441,10 +476,10 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
      * once on loopback (ping-pongs and exchanges bend alike; fitted per
      * pattern, the one-way split landed at 2 MiB and priced
      * bcast.chain's 256 KiB segments at a third of their time). */
-    if (big_from < 0 && !stream) big_from = best_split_all(m, t, n, cache);
+    if (big_from < 0 && !stream) big_from = best_split_all(&f, m, t, n, cache);
     for (int x = 0; x < XC__XFER_COUNT; x++) {
-        double from = big_from < 0 ? best_split(m, t, x, n, cache) : big_from;
-        fit_line(m, t[x], n, from, cache, &out->line[x]);
+        double from = big_from < 0 ? best_split(&f, m, t, x, n, cache) : big_from;
+        fit_line(&f, m, t[x], n, from, cache, &out->line[x]);
         out->line[x].big_from = big_from < 0 ? from : 0;
     }
     /* The link's own split (lines without one use it): the exchange's. */
@@ -769,6 +804,15 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
      * takes as long as the scheduler's turns, whose times scatter widely;
      * a few reps would pick the shm or the schedule algorithms at random. */
     int sync_reps = pl->sync_reps * (comm->nnodes == 1 && comm->oversub ? 6 : 1);
+    /* The host first: the links' lines beyond the cache are fitted through
+     * memcpy's ladder (fit_line).  The other ranks wait in the first
+     * measurement meanwhile. */
+    if ((what & XC__HAVE_HOST) && comm->rank == 0) {
+        uint64_t t1 = xc__now_ns();
+        XC_CHECK(measure_host(pl, out));
+        XC_TRACE("cost model: memcpy and gamma measured in %.2f ms",
+                 (double)(xc__now_ns() - t1) * 1e-6);
+    }
     if ((what & XC__HAVE_SHM) && !comm->shm) {
         /* Several nodes: the channels between node peers, priced from
          * memcpy (no shared-memory collectives, no sync to measure). */
@@ -778,7 +822,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     } else if (what & XC__HAVE_SHM) {
         if (comm->chans) {
             double big_from = comm->cma ? (double)comm->cfg.shm_cma_min_kb * 1024 : 0;
-            XC_CHECK(measure_link(comm, 1, big_from, 0, pl, &out->link[XC__LINK_SHM]));
+            XC_CHECK(measure_link(comm, 1, big_from, 0, pl, out, XC__LINK_SHM, &out->link[XC__LINK_SHM]));
         } else {
             /* No channels (frames go over loopback TCP): the class only
              * prices the shm collectives' single-copy reads; take memcpy's. */
@@ -799,12 +843,13 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     if (what & XC__HAVE_TCP_NET) {
         int q = peer_of(comm, 0);
         if (q < 0) return xc__err(XC_ERR_INTERNAL, "cost model: no pair across nodes to measure");
-        XC_CHECK(measure_link(comm, q, -1, 1, pl, &out->link[XC__LINK_TCP_NET]));
+        XC_CHECK(measure_link(comm, q, -1, 1, pl, out, XC__LINK_TCP_NET, &out->link[XC__LINK_TCP_NET]));
     }
     if (what & XC__HAVE_TCP_LOCAL) {
         int q = peer_of(comm, 1);
         if (q >= 0)
-            XC_CHECK(measure_link(comm, q, -1, 0, pl, &out->link[XC__LINK_TCP_LOCAL]));
+            XC_CHECK(measure_link(comm, q, -1, 0, pl, out, XC__LINK_TCP_LOCAL,
+                                  &out->link[XC__LINK_TCP_LOCAL]));
         else if (what & XC__HAVE_TCP_NET) /* rank 0 alone on its node: loopback ~ network */
             out->link[XC__LINK_TCP_LOCAL] = out->link[XC__LINK_TCP_NET];
         else
@@ -830,12 +875,6 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         XC_CHECK(measure_cold(comm, 1, &out->cold_huge_alpha, &out->cold_huge_beta));
         out->cold_xcmem = 1;
         XC_TRACE("cost model: cold calls measured in %.2f ms", (double)(xc__now_ns() - t1) * 1e-6);
-    }
-    if ((what & XC__HAVE_HOST) && comm->rank == 0) {
-        uint64_t t1 = xc__now_ns();
-        XC_CHECK(measure_host(pl, out));
-        XC_TRACE("cost model: memcpy and gamma measured in %.2f ms",
-                 (double)(xc__now_ns() - t1) * 1e-6);
     }
     if (comm->rank == 0) {
         p->have |= what;

@@ -359,21 +359,28 @@ static void test_link_classes(void)
         EXPECT_NEAR(xc__model_predict(&q, &lo4, XC__ALGO_BCAST_BINOMIAL, &bc),
                     15e-6 + 100 * 3e-10 + 6e-6 + 100 * 3e-10);
     }
-    /* Data written during the call costs a reader on another core more: the
-     * all-gather ring sends the block it has just copied (fresh), recursive
-     * doubling on 2 ranks the caller's input (clean). */
+    /* Data is priced as freshly written whether the call wrote it (the
+     * all-gather ring sends the block it has just copied) or the caller did
+     * (recursive doubling on 2 ranks sends the caller's input): a training
+     * step hands over what it just computed (XC__CALLER_FRESH, cost.h).
+     * The reused-buffer line (a benchmark's unchanged send buffer, which
+     * the peer still caches) prices nothing. */
     {
         xc__profile_t q = p;
         xc__line_t slow = {1e-6, 1e-9, 1e-6, 1e-9, 1e-6, 1e-9, 0};
+        xc__line_t absurd = {1, 1, 1, 1, 1, 1, 0};
         q.link[XC__LINK_SHM].line[XC__EXCHANGE_FRESH] = slow;
+        q.link[XC__LINK_SHM].line[XC__EXCHANGE] = absurd;
+        q.link[XC__LINK_SHM].line[XC__ONEWAY] = absurd;
         xc__model_topo_t t2 = shm_topo(2);
         xc__model_call_t ag = {XC_COLL_ALLGATHER, 4096, XC_UINT8, XC_SUM, 0};
         double c = 1e-11;
         EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLGATHER_RING, &ag),
                     c * 4096 + 1e-6 + 4096 * 1e-9);
         EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLGATHER_RD, &ag),
-                    c * 4096 + 1e-6 + 4096 * 1e-10);
-        EXPECT_TRUE(xc__model_choose(&q, &t2, &ag, NULL, NULL, NULL) != XC__ALGO_ALLGATHER_RING);
+                    c * 4096 + 1e-6 + 4096 * 1e-9);
+        xc__model_call_t ar = {XC_COLL_ALLREDUCE, 1024, XC_FLOAT32, XC_SUM, 0};
+        EXPECT_TRUE(xc__model_predict(&q, &t2, XC__ALGO_ALLREDUCE_RD, &ar) < 1e-3);
     }
     /* Two ranks sharing memory: frames through shm channels. */
     xc__model_topo_t shm = shm_topo(2);
@@ -444,6 +451,18 @@ static void test_link_classes(void)
     double b = (double)ag.count;
     EXPECT_NEAR(xc__model_predict(&p, &shm, XC__ALGO_ALLGATHER_RING, &ag),
                 12e-11 * b + 9e-6 + b * 2e-10 * 3);
+    /* ... but never below the line's in-cache rate: a transfer bound by
+     * the cross-core move of freshly written lines (in the cache or not)
+     * has a memory slope that the tier scales from below that rate. */
+    {
+        xc__profile_t q = p;
+        for (int x = 0; x < XC__XFER_COUNT; x++) q.link[XC__LINK_SHM].line[x].mem_beta = 1e-11;
+        EXPECT_NEAR(xc__model_predict(&q, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                    12e-11 * b + 9e-6 + b * 5e-11);
+        for (int x = 0; x < XC__XFER_COUNT; x++) q.link[XC__LINK_SHM].line[x].mem_beta = 2e-11;
+        EXPECT_NEAR(xc__model_predict(&q, &shm, XC__ALGO_ALLGATHER_RING, &ag),
+                    12e-11 * b + 9e-6 + b * 6e-11);
+    }
     /* Across nodes the ladder slows only the host's two copies per byte
      * (into and out of the socket), not the wire: 1 Gbit/s stays 8 ns/B. */
     for (int x = 0; x < XC__XFER_COUNT; x++) {
