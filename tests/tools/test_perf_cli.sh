@@ -50,6 +50,22 @@ expect_eq "bare name: exit code" 0 $?
 expect_grep "bare name: allreduce.ring" '^allreduce,64,.*,allreduce\.ring,' "$TMP/bare.csv"
 expect_grep "bare name: allgather.ring" '^allgather,64,.*,allgather\.ring,' "$TMP/bare.csv"
 
+# --fresh: every collective, in place and not, inputs rewritten before
+# each call; the values stay, so the checked results are right
+for ip in 0 1; do
+    run -C all -b 4 -e 256K -f 64 -n 3 -w 1 -i $ip --fresh --csv="$TMP/fresh$ip.csv" \
+        >"$TMP/out$ip" 2>"$TMP/err"
+    expect_eq "fresh, in place $ip: exit code" 0 $?
+    expect_grep "fresh, in place $ip: header" 'fresh: 1' "$TMP/out$ip"
+    # 7 collectives at 4 B, 256 B, 16 KiB (4 B has no block per rank for
+    # reduce-scatter, all-gather, all-to-all): 18 rows, none wrong
+    expect_count "fresh, in place $ip: every row checked and right" 18 \
+        '^[a-z]+,[0-9]+,[0-9]+,float,[a-z]+,[^,]+,[0-9.]+,[0-9.]+,[0-9.]+,0,[0-9.]+,2,[01],3$' \
+        "$TMP/fresh$ip.csv"
+done
+$bad_fresh_out
+EOF2
+
 # bad input: exit 2 and a message that names the cause
 bad() {
     what=$1 want=$2; shift 2
@@ -61,6 +77,7 @@ bad "unknown algorithm" 'no algorithm "nosuch"' --algo nosuch
 bad "sizes reversed" '-b 4096 is larger than -e 8' -b 4K -e 8
 bad "-T without warm-up" 'needs -w 1 or more' -T 10 -w 0
 bad "unknown collective" 'nosuchcoll' -C nosuchcoll
+bad "--fresh=2" '--fresh' --fresh=2
 
 [ "$FAILS" = 0 ] || { echo "$FAILS check(s) failed" >&2; exit 1; }
 echo "all checks passed"
