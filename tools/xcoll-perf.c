@@ -212,10 +212,11 @@ static void usage(FILE *f)
         "                           a row each (ratios from one run on a noisy machine)\n"
         "      --buffers KIND       malloc (default: posix_memalign, ordinary pages) or xcoll\n"
         "                           (xc_mem_alloc: 2 MiB-aligned, transparent huge pages)\n"
-        "      --fresh[=0|1]        before each call (untimed) rewrite every cache line of this\n"
-        "                           rank's input, as training does when it computes a gradient:\n"
-        "                           a peer must then fetch it from the writer's cache, not from\n"
-        "                           its own copy of the last call's (default 0, as nccl-tests)\n"
+        "      --fresh[=0|1]        before each call (untimed, then a barrier) rewrite every cache\n"
+        "                           line of this rank's input, as training does when it computes\n"
+        "                           a gradient: a peer must then fetch it from the writer's cache,\n"
+        "                           not from its own copy of the last call's (default 0, as\n"
+        "                           nccl-tests)\n"
         "      --csv[=FILE]         CSV records to FILE, or to stdout instead of the table\n"
         "      --json[=FILE]        a JSON array of the same records, likewise\n"
         "      --calibrate[=FILE]   measure alpha, beta, gamma for the cost model and write\n"
@@ -887,7 +888,9 @@ static void fill_inputs(const bench_t *b, const bufs_t *B, size_t count)
 /* --fresh: dirty every cache line of this rank's input in its own cache
  * (the values stay), so that a peer reading it next meets the state a
  * freshly computed input is in -- not its own cached copy of the last
- * call's, which an unchanged send buffer lets it keep. */
+ * call's, which an unchanged send buffer lets it keep.  A barrier follows
+ * (untimed): only the root of a broadcast has an input to write, and the
+ * other ranks' clocks would otherwise run while they wait for it. */
 static void touch_inputs(const bench_t *b, const bufs_t *B, size_t count)
 {
     char *in, *out;
@@ -896,6 +899,12 @@ static void touch_inputs(const bench_t *b, const bufs_t *B, size_t count)
     if (b->coll == C_BROADCAST && b->rank != b->root) return;
     volatile char *p = in;
     for (size_t i = 0, n = nin * b->esize; i < n; i += 64) p[i] = p[i];
+}
+
+static void fresh_inputs(xc_comm_t *c, const bench_t *b, const bufs_t *B, size_t count)
+{
+    touch_inputs(b, B, count);
+    XC(xc_barrier(c));
 }
 
 /* Poison the output, then write the input (which may lie inside it). */
@@ -985,6 +994,8 @@ static void algo_delta(const xc_stats_t *s0, const xc_stats_t *s1, char *out, si
         const char *name = xc_algo_name(id);
         char unknown[32];
         if (!name) snprintf(unknown, sizeof unknown, "algo%d", id), name = unknown;
+        /* No collective measured here is a barrier: those are --fresh's. */
+        if (!strncmp(name, "barrier.", 8)) continue;
         size_t len = strlen(out);
         snprintf(out + len, cap - len, "%s%s", len ? "+" : "", name);
     }
@@ -1023,7 +1034,7 @@ static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts
     for (int j = 0; j < k; j++) {
         double t0 = now_us();
         for (int i = 0; i < o->warmup; i++) {
-            if (o->fresh) touch_inputs(b, B, count);
+            if (o->fresh) fresh_inputs(comms[j], b, B, count);
             run_checked(comms[j], b, B, count);
         }
         double per = o->warmup ? (now_us() - t0) / o->warmup : 0;
@@ -1050,7 +1061,7 @@ static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts
         for (int j = 0; j < k; j++) {
             if (k > 1) run_checked(comms[j], b, B, count);
             for (int i = lo; i < hi; i++) {
-                if (o->fresh) touch_inputs(b, B, count);
+                if (o->fresh) fresh_inputs(comms[j], b, B, count);
                 double t0 = now_us();
                 run_checked(comms[j], b, B, count);
                 times[(size_t)j * iters + i] = now_us() - t0;

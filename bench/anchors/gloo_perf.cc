@@ -212,10 +212,19 @@ int bench_size(const Ctx &ctx, const perf_opts_t &o, const perf_layout_t &l,
     Op op(ctx, o.coll, l, send.data(), recv.data());
 
     perf_fill(o.coll, &l, r, send.data(), recv.data());
-    for (int i = 0; i < o.warmup; i++)
+    for (int i = 0; i < o.warmup; i++) {
+        if (o.fresh) {
+            perf_touch(o.coll, &l, r, send.data());
+            barrier(ctx);
+        }
         op.run();
+    }
     barrier(ctx);
     for (int i = 0; i < o.iters; i++) {
+        if (o.fresh) {
+            perf_touch(o.coll, &l, r, send.data());
+            barrier(ctx);
+        }
         double t0 = now_s();
         op.run();
         t[i] = now_s() - t0;

@@ -61,10 +61,19 @@ static int bench_size(const perf_opts_t *o, const perf_layout_t *l, int rank,
     }
     long long bad = 0, badsum = -1;
     perf_fill(o->coll, l, rank, send, recv);
-    for (int i = 0; i < o->warmup; i++)
+    for (int i = 0; i < o->warmup; i++) {
+        if (o->fresh) {
+            perf_touch(o->coll, l, rank, send);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
         run_op(o->coll, l, send, recv, rank, n);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < o->iters; i++) {
+        if (o->fresh) {
+            perf_touch(o->coll, l, rank, send);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
         double t0 = MPI_Wtime();
         run_op(o->coll, l, send, recv, rank, n);
         t[i] = MPI_Wtime() - t0;

@@ -69,6 +69,7 @@ typedef struct perf_opts {
     int warmup;       /* -w: untimed iterations per size */
     int check;        /* -c 0|1: verify the result once per size */
     int huge;         /* --huge: buffers on transparent huge pages */
+    int fresh;        /* --fresh: inputs rewritten before each call */
 } perf_opts_t;
 
 /* --huge: buffers made the way xc_mem_alloc makes them (src/core/mem.c;
@@ -144,11 +145,12 @@ static void perf_usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s -C COLL [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
-            "[-w WARMUP] [-c 0|1] [--huge] [--csv]\n"
+            "[-w WARMUP] [-c 0|1] [--huge] [--fresh] [--csv]\n"
             "  COLL: allreduce reducescatter allgather broadcast reduce "
             "alltoall sendrecv\n"
             "  sizes in bytes, K/M/G suffixes allowed; fp32 sum; CSV on "
-            "stdout of rank 0; --huge: buffers on huge pages\n",
+            "stdout of rank 0; --huge: buffers on huge pages; --fresh: "
+            "every cache line of the input rewritten before each call\n",
             prog);
 }
 
@@ -163,6 +165,7 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
     o->warmup = 5;
     o->check = 1;
     o->huge = 0;
+    o->fresh = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -170,6 +173,10 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
             continue; /* CSV is the only output format */
         if (strcmp(a, "--huge") == 0) {
             o->huge = 1;
+            continue;
+        }
+        if (strcmp(a, "--fresh") == 0) {
+            o->fresh = 1;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0' || a[2] != '\0' || !v) {
@@ -262,6 +269,22 @@ static void perf_fill(int coll, const perf_layout_t *l, int r, float *send,
     if (coll == PERF_BROADCAST && r != 0)
         for (size_t i = 0; i < l->sendc; i++)
             send[i] = -1.0f; /* broadcast works in `send` on every rank */
+}
+
+/* --fresh (xcoll-perf --fresh): before each call, dirty every cache line
+ * of rank r's input in its own cache, values unchanged, as a training step
+ * leaves what it just computed -- not a send buffer the peers still hold
+ * from the last call.  Broadcast's input is the root's buffer only; the
+ * callers meet in a barrier after it (untimed), so that no rank's clock
+ * runs while it waits for another's writing. */
+static void perf_touch(int coll, const perf_layout_t *l, int r, float *send)
+{
+    if (coll == PERF_BROADCAST && r != 0)
+        return;
+    volatile char *p = (volatile char *)send;
+    size_t n = l->sendc * sizeof(float);
+    for (size_t i = 0; i < n; i += 64)
+        p[i] = p[i];
 }
 
 /* Number of wrong elements in rank r's result (root 0 for reduce and

@@ -165,6 +165,10 @@ def header(meta, limits, lim):
                           "(xcoll: `xc_mem_alloc`; anchors: `--huge`, mapped "
                           "alike)" if st.get("buffers") == "huge" else
                           "malloc (ordinary 4 KiB pages)"),
+         "- inputs: " + ("fresh: every rank rewrites its input before each "
+                         "call (`--fresh`), as a training step leaves it"
+                         if st.get("fresh") else
+                         "one unchanged send buffer, as nccl-tests"),
          "- launch: " + "; ".join(f"{LIB_NAMES[k]}: `{c}`"
                                   for k, c in meta["launch"].items()
                                   if k in st["libs"])]
