@@ -154,8 +154,9 @@ static inline double xc__m_xor(const xc__m_t *m, int x, int d, double bytes)
 
 /* Patterns of a round: XC__1 / XC__X move the caller's data (its input),
  * XC__1F / XC__XF data the call itself wrote (a copy, a partial result).
- * With XC__CALLER_FRESH the caller's data is priced as freshly written
- * too: a training step calls a collective on the gradient or activation
+ * With XC__CALLER_FRESH a schedule's transfer of the caller's data is
+ * priced as freshly written too (the shared-memory collectives' reads of
+ * the caller's buffer keep the reused-buffer line: cost_shm.c, cma()): a training step calls a collective on the gradient or activation
  * it just computed (and an in-place call's buffer was rewritten by the
  * previous call), so its lines sit modified in the writer's cache -- not
  * in the peer's, from the last call, as when a benchmark reuses one

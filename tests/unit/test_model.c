@@ -363,8 +363,10 @@ static void test_link_classes(void)
      * all-gather ring sends the block it has just copied) or the caller did
      * (recursive doubling on 2 ranks sends the caller's input): a training
      * step hands over what it just computed (XC__CALLER_FRESH, cost.h).
-     * The reused-buffer line (a benchmark's unchanged send buffer, which
-     * the peer still caches) prices nothing. */
+     * The reused-buffer lines (a benchmark's unchanged send buffer, which
+     * the peer may still cache) price none of the schedules (the shared-
+     * memory collectives' single-copy reads keep the one-way one, whose
+     * fit they were measured with: cost_shm.c). */
     {
         xc__profile_t q = p;
         xc__line_t slow = {1e-6, 1e-9, 1e-6, 1e-9, 1e-6, 1e-9, 0};
