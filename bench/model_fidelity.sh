@@ -37,6 +37,12 @@
 #                input before each call, as a training step leaves a
 #                gradient or an activation, instead of reusing one whose
 #                lines the peers still hold from the last call
+#     -A         calibrate a second profile after the measurements and
+#                print the median error with it too: the host switches
+#                between states (small-message latency ~2.5x apart) on a
+#                scale of minutes, and a profile taken in the other state
+#                than the records reads 50-60 % off everywhere; the two
+#                medians side by side show whether that happened
 #     -U         do not pin ranks (default: rank r on core r mod cores, with
 #                taskset; unpinned ranks of a 2-core VM often share one core,
 #                which turns every wait into a context switch, ~6 us)
@@ -45,17 +51,18 @@
 # and the regret table.  Ranks <= cores for meaningful numbers; runs with
 # more ranks than cores are oversubscribed (see docs/cost-model.md).
 set -eu
-B=build N=2 MODE=shm F=2 ITERS=20 MINT=0 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1 SIDE=1 FRESH=
-while getopts B:n:m:f:i:T:e:p:o:r:R:FU1 opt; do
+B=build N=2 MODE=shm F=2 ITERS=20 MINT=0 MAX=64M PROF= OUT= PIN=1 RATE= ROUNDS=1 SIDE=1 FRESH= AFTER=
+while getopts B:n:m:f:i:T:e:p:o:r:R:FAU1 opt; do
     case $opt in
     B) B=$OPTARG ;; n) N=$OPTARG ;; m) MODE=$OPTARG ;; f) F=$OPTARG ;;
     i) ITERS=$OPTARG ;; T) MINT=$OPTARG ;; e) MAX=$OPTARG ;; p) PROF=$OPTARG ;; o) OUT=$OPTARG ;;
     r) RATE=$OPTARG ;;
     R) ROUNDS=$OPTARG ;;
     F) FRESH=--fresh ;;
+    A) AFTER=1 ;;
     U) PIN=0 ;;
     1) SIDE=0 ;;
-    *) sed -n '2,46p' "$0"; exit 2 ;;
+    *) sed -n '2,52p' "$0"; exit 2 ;;
     esac
 done
 case $MODE in
@@ -109,3 +116,10 @@ while [ $round -le "$ROUNDS" ]; do
 done
 echo "# records and profile in $OUT ($MODE${RATE:+ at $RATE}${FRESH:+, fresh inputs}, $N ranks$( [ "$PIN" = 1 ] && echo ', pinned'), $ROUNDS round(s))"
 "$B/bench_model_fidelity" --profile "$PROF" --nodes $NODES "$OUT"/*.csv
+if [ -n "$AFTER" ]; then
+    eval "$RUN $PERF --calibrate=\"$OUT/profile-after.json\"" >/dev/null
+    echo
+    echo "# the same records scored with a profile calibrated after them ($OUT/profile-after.json):"
+    "$B/bench_model_fidelity" --profile "$OUT/profile-after.json" --nodes $NODES "$OUT"/*.csv |
+        sed -n '/^# fidelity/,/^$/p'
+fi
