@@ -106,8 +106,8 @@ static inline void xc__m_mem_terms(const xc__profile_t *p, int lc, double ws, do
 /* A link line's cost per byte beyond the cache at working set `ws`: the
  * memory-bound rate above, but never below the line's in-cache rate -- a
  * transfer bound by something else (a fresh block moves line by line
- * from the writer's cache at ~120 ps/B here, in the cache or not) does not
- * get faster with more data, nor slower by memcpy's tier. */
+ * from the writer's cache, ~70-80 ps/B here, in the cache or not) does
+ * not get faster with more data. */
 static inline double xc__m_mem_beta(const xc__profile_t *p, int lc, const xc__line_t *l,
                                     double ws)
 {
@@ -155,12 +155,13 @@ static inline double xc__m_xor(const xc__m_t *m, int x, int d, double bytes)
 /* Patterns of a round: XC__1 / XC__X move the caller's data (its input),
  * XC__1F / XC__XF data the call itself wrote (a copy, a partial result).
  * With XC__CALLER_FRESH a schedule's transfer of the caller's data is
- * priced as freshly written too (the shared-memory collectives' reads of
- * the caller's buffer keep the reused-buffer line: cost_shm.c, cma()): a training step calls a collective on the gradient or activation
- * it just computed (and an in-place call's buffer was rewritten by the
- * previous call), so its lines sit modified in the writer's cache -- not
- * in the peer's, from the last call, as when a benchmark reuses one
- * unchanged send buffer (xcoll-perf --fresh, docs/xcoll-perf.md). */
+ * priced as freshly written too: a training step calls a collective on
+ * the gradient or activation it just computed (and an in-place call's
+ * buffer was rewritten by the previous call), so its lines sit modified
+ * in the writer's cache -- not in the peer's, from the last call, as when
+ * a benchmark reuses one unchanged send buffer (xcoll-perf --fresh,
+ * docs/xcoll-perf.md).  The shared-memory collectives' reads of the
+ * caller's buffer keep the reused-buffer line (cost_shm.c, cma()). */
 #ifndef XC__CALLER_FRESH
 #define XC__CALLER_FRESH 1
 #endif
