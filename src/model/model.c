@@ -57,6 +57,25 @@ double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t, const x
     return p->cold_alpha + p->cold_beta * ws;
 }
 
+/* A crowded node (more ranks than cores): up to this many bytes per rank
+ * the shared-memory algorithm is chosen whatever the prices say.  There a
+ * schedule's every round waits for a partner that may not be running
+ * (a yield and a wake-up each, several microseconds), while the shm
+ * collectives synchronise once or twice; the quick profile cannot price
+ * that -- its pair of ranks measures the link with the others asleep, and
+ * its synchronisation time swings 30x between starts (0.66-38 us
+ * predicted for one 8-byte broadcast) -- and in one start of two it put
+ * tiny collectives on p2p schedules: bcast.chain 23-100 us and
+ * reduce_scatter.rhalving 26-250 us against the shm paths' 0.4 and 13 us
+ * (4 ranks on 2 cores, seventeenth session, bench/RESULTS.md). */
+#define XC__CROWDED_SHM_MAX ((size_t)32 << 10)
+
+static int crowded_small(const xc__model_topo_t *t, const xc__model_call_t *c)
+{
+    return t->crowded && t->nnodes == 1 && t->shm &&
+           c->count * xc_dtype_size(c->dtype) <= XC__CROWDED_SHM_MAX;
+}
+
 int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
                      const xc__model_call_t *c, double *pred, int *second, double *second_pred)
 {
@@ -64,10 +83,14 @@ int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
     const xc__algo_t *tab = xc__algo_table(&n);
     int best = XC__ALGO_NONE, next = XC__ALGO_NONE;
     double bt = -1, nt = -1;
+    int shm_only = 0;
+    for (size_t i = 0; i < n && crowded_small(t, c); i++)
+        shm_only |= tab[i].needs_shm && !tab[i].explicit_only && cost_of(&tab[i], p, t, c) >= 0;
     for (size_t i = 0; i < n; i++) {
         if (tab[i].explicit_only) continue;
         double v = cost_of(&tab[i], p, t, c);
         if (v < 0) continue;
+        if (shm_only && !tab[i].needs_shm) continue;
         if (best == XC__ALGO_NONE || v < bt) {
             next = best, nt = bt;
             best = tab[i].id, bt = v;

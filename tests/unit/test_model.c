@@ -413,6 +413,20 @@ static void test_link_classes(void)
     /* A slow synchronisation makes the schedule win instead. */
     p.sync_per_rank = 100e-6;
     EXPECT_ALGO(xc__model_choose(&p, &shm, &tiny, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_RD);
+    /* ... except on a crowded node, where up to 32 KiB per rank the shm
+     * algorithm is chosen whatever the prices (a schedule's rounds each
+     * wait for a partner that may not be running); above, the prices. */
+    {
+        xc__model_topo_t cr = shm;
+        cr.crowded = 1;
+        EXPECT_ALGO(xc__model_choose(&p, &cr, &tiny, NULL, NULL, NULL), XC__ALGO_SHM_ALLREDUCE);
+        xc__model_call_t at = {XC_COLL_ALLREDUCE, 8192, XC_FLOAT32, XC_SUM, 0};
+        EXPECT_ALGO(xc__model_choose(&p, &cr, &at, NULL, NULL, NULL), XC__ALGO_SHM_ALLREDUCE);
+        at.count = 8193;
+        EXPECT_TRUE(xc__model_choose(&p, &cr, &at, NULL, NULL, NULL) != XC__ALGO_SHM_ALLREDUCE);
+        xc__model_call_t bc = {XC_COLL_BCAST, 8, XC_UINT8, XC_SUM, 0};
+        EXPECT_ALGO(xc__model_choose(&p, &cr, &bc, NULL, NULL, NULL), XC__ALGO_SHM_BCAST);
+    }
 
     /* The rendezvous line from big_from on. */
     p.link[XC__LINK_SHM] = lk(1e-6, 1e-10, 3e-6, 5e-11, 65536);
