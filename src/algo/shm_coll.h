@@ -94,9 +94,15 @@ struct xc__shm_op {
  * The runtime and the cost model use this one rule; `crowded` is the
  * agreed comm->oversub. */
 #define XC__SHM_CMA_REDUCE_MIN (1024 * 1024)
-static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
+/* Two ranks of an uncrowded node, each on a core of its own: the case
+ * the pair rules below (reduce, all-reduce, broadcast) measured. */
+static inline int xc__shm_pair(int nranks, int crowded)
 {
     return nranks == 2 && !crowded;
+}
+static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
+{
+    return xc__shm_pair(nranks, crowded);
 }
 /* An all-reduce on 2 ranks of an uncrowded node runs one shot per
  * slot-sized chunk at every size (each rank stages the chunk, both reduce
@@ -106,7 +112,7 @@ static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
  * sixteenth session). */
 static inline int xc__shm_allreduce_one_shot_all(int nranks, int crowded)
 {
-    return nranks == 2 && !crowded;
+    return xc__shm_pair(nranks, crowded);
 }
 /* The reduction asking xc__shm_cma_reduce_min: reduce-scatter, reduce,
  * all-reduce. */
@@ -145,7 +151,7 @@ XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off,
 #define XC__SHM_BCAST_CMA_MIN_2 (256 * 1024)
 static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded)
 {
-    return nranks == 2 && !crowded ? XC__SHM_BCAST_CMA_MIN_2 : 0;
+    return xc__shm_pair(nranks, crowded) ? XC__SHM_BCAST_CMA_MIN_2 : 0;
 }
 
 /* Whether the broadcast's root copies too: XCOLL_SHM_COOP (`cfg`: 1, 0,
