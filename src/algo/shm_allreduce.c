@@ -64,14 +64,14 @@ xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__arg
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
     int all = xc__shm_allreduce_one_shot_all(comm->size, comm->oversub);
     if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ALL)) {
-        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;
     }
-    int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
+    int lines;
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
     /* One shot stages the whole input: it must fit a slot. */
-    if (tiny || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
-        return xc__shm_op_init(comm, op, a, &one_shot, tiny ? ce : a->count ? a->count : 1, tiny);
+    if (lines || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
+        return xc__shm_op_init(comm, op, a, &one_shot, lines ? ce : a->count ? a->count : 1, lines);
     return xc__shm_op_init(comm, op, a, all ? &one_shot : &chunked, ce, 0);
 }

@@ -43,8 +43,8 @@ xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args
 {
     size_t es = xc_dtype_size(a->dtype);
     if (a->sbuf != a->rbuf && xc__shm_use_cma(comm, a->count * es))
-        return xc__shm_op_init(comm, op, a, &direct, a->count, 1);
-    int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &tiny);
-    return xc__shm_op_init(comm, op, a, &staged, ce, tiny);
+        return xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS);
+    int lines;
+    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &lines);
+    return xc__shm_op_init(comm, op, a, &staged, ce, lines);
 }

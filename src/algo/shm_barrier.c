@@ -11,5 +11,5 @@ static const xc__shm_coll_t vt = {one, reads_all, NULL, NULL, NULL, 0};
 
 xc_result_t xc__build_shm_barrier(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    return xc__shm_op_init(comm, op, a, &vt, 1, 1);
+    return xc__shm_op_init(comm, op, a, &vt, 1, XC__SHM_LINES_INPUT);
 }

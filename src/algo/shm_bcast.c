@@ -94,7 +94,7 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
     if (xc__shm_use_cma(comm, bytes) &&
         (!comm->cfg.shm_cma_min_kb || bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub))) {
         int coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
-        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);
         return XC_OK;
     }
@@ -104,7 +104,7 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
         ((xc__shm_op_t *)op->privbuf)->ring = 1;
         return XC_OK;
     }
-    int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
-    return xc__shm_op_init(comm, op, a, &staged, ce, tiny);
+    int lines;
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
+    return xc__shm_op_init(comm, op, a, &staged, ce, lines);
 }

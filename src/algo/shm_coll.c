@@ -90,6 +90,65 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
     return 0;
 }
 
+/* Flagged lines (shm.h): line 0 carries the description hash and 48
+ * payload bytes, the others 56, each tagged with the chunk number. */
+static int ll_lines(size_t bytes) { return bytes <= 48 ? 1 : 1 + (int)((bytes - 48 + 55) / 56); }
+static size_t ll_off(int i) { return i == 0 ? 0 : 48 + (size_t)(i - 1) * 56; }
+
+/* Copy this rank's staged payload (unpacked in ll_buf) into its flagged
+ * lines of chunk g's parity, last line first, each line's payload before
+ * its tag: a reader that sees line 0's tag finds the others written. */
+static void ll_put(xc__shm_op_t *o, uint64_t g)
+{
+    uint64_t (*l)[8] = o->shm->ctl[o->me].ll[g % 2];
+    const char *src = xc__shm_src(o, o->me, g);
+    size_t bytes = o->ll_bytes;
+    for (int i = ll_lines(bytes) - 1; i >= 0; i--) {
+        size_t off = ll_off(i), cap = i ? 56 : 48, k = bytes - off < cap ? bytes - off : cap;
+        char *p = (char *)l[i];
+        if (i == 0) memcpy(p, &o->hash, 8), p += 8;
+        memcpy(p, src + off, k);
+        __atomic_store_n(&l[i][7], g, __ATOMIC_RELEASE);
+    }
+}
+
+/* Take the flagged lines of the next chunk's parity into this core's
+ * cache for writing now, while nobody reads them (every reader of their
+ * last contents has staged since): the next operation's stores then do
+ * not wait for the lines to come back from the readers' caches, only the
+ * line the readers are watching does. */
+static void ll_own_next(xc__shm_op_t *o, uint64_t g)
+{
+    uint64_t (*l)[8] = o->shm->ctl[o->me].ll[(g + 1) % 2];
+    for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++) {
+#if defined(__x86_64__)
+        __asm__ volatile("prefetchw %0" : : "m"(l[i][0]));
+#else
+        __builtin_prefetch(l[i], 1, 3);
+#endif
+    }
+}
+
+/* Rank j's flagged lines of chunk g: 0 while any tag is not g yet; else
+ * the payload is unpacked into ll_buf and *hash set to the hash it
+ * carries, 1. */
+static int ll_take(xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
+{
+    uint64_t (*l)[8] = o->shm->ctl[j].ll[g % 2];
+    int n = ll_lines(o->ll_bytes);
+    for (int i = 0; i < n; i++)
+        if (__atomic_load_n(&l[i][7], __ATOMIC_ACQUIRE) != g) return 0;
+    char *dst = xc__shm_src(o, j, g);
+    size_t bytes = o->ll_bytes;
+    for (int i = 0; i < n; i++) {
+        size_t off = ll_off(i), cap = i ? 56 : 48, k = bytes - off < cap ? bytes - off : cap;
+        const char *p = (const char *)l[i];
+        if (i == 0) memcpy(hash, p, 8), p += 8;
+        memcpy(dst + off, p, k);
+    }
+    return 1;
+}
+
 /* The lowest `out` every other rank must have reached before this rank
  * stages chunk g (its slot, ring entry or inline area of that parity was
  * last read at that chunk). */
@@ -193,7 +252,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                     return 0;
                 }
             }
-            if (!o->tiny && !o->ring) comm->shm_full[g % XC__SHM_NSLOT] = g;
+            if (!o->ll && !o->ring) comm->shm_full[g % XC__SHM_NSLOT] = g;
             o->phase = 1;
         }
             /* fall through */
@@ -204,6 +263,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                 e->d = op->desc;
             }
             if (o->vt->stage) o->vt->stage(o, o->k, xc__shm_src(o, o->me, g));
+            if (o->ll) ll_put(o, g);
             __atomic_store_n(&me->in_hash, o->hash, __ATOMIC_RELAXED); /* ordered by `in` */
             xc__shm_publish(s, &me->in, g);
             comm->stats.msgs_sent[XC_TRANSPORT_SHM]++;
@@ -216,6 +276,13 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                 int reads = o->vt->reads(o, j);
                 all &= reads;
                 if (!reads) continue;
+                uint64_t h;
+                /* Flagged lines: the payload is its own signal; the
+                 * counter only when it is not all there. */
+                if (o->ll && ll_take(o, j, g, &h)) {
+                    if (h != o->hash && !same_op(comm, op, o, j, g, 0)) return 0;
+                    continue;
+                }
                 int gone = __atomic_load_n(&s->ctl[j].gone, __ATOMIC_ACQUIRE);
                 if (xc__shm_load(&s->ctl[j].in) < g) {
                     /* A rank that left may still have left what we need;
@@ -225,6 +292,14 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                     return 0;
                 }
                 if (o->k == 0 && !same_op(comm, op, o, j, g, gone)) return 0;
+                if (o->ll && !ll_take(o, j, g, &h)) {
+                    /* It staged chunk g, the same operation, not in the
+                     * flagged lines: the ranks' builds disagree. */
+                    xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
+                                    "rank %d staged chunk %" PRIu64 " outside the flagged lines "
+                                    "(the ranks run different xcoll builds)", j, g);
+                    return 0;
+                }
             }
             int nb = (o->me + 1) % o->L;
             if (o->k == 0 && !o->vt->reads(o, nb)) {
@@ -298,6 +373,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
             break;
         }
     }
+    if (o->ll) ll_own_next(o, o->base + o->nk);
     account(comm, o);
     return 1;
 }
@@ -342,7 +418,7 @@ static void cma_xfer(xc__shm_op_t *o, int j, int which, size_t off, char *local,
 {
     if (o->err || len == 0) return;
     uint64_t base;
-    memcpy(&base, o->shm->ctl[j].inl[(o->base + o->k + 1) % 2] + 8 * which, sizeof base);
+    memcpy(&base, xc__shm_src(o, j, o->base + o->k + 1) + 8 * which, sizeof base);
     pid_t pid = (pid_t)o->shm->ctl[j].pid;
     uintptr_t r = (uintptr_t)base + off;
     while (len > 0) {
@@ -376,7 +452,7 @@ int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
 }
 
 xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
-                            const xc__shm_coll_t *vt, size_t ce, int tiny)
+                            const xc__shm_coll_t *vt, size_t ce, int lines)
 {
     _Static_assert(sizeof(xc__shm_op_t) <= XC__OP_PRIVBUF, "shm op state must fit the op");
     xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
@@ -388,7 +464,13 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     o->a = *a;
     o->es = xc_dtype_size(a->dtype);
     o->ce = ce ? ce : 1;
-    o->tiny = tiny;
+    o->ll = lines != 0;
+    if (lines == XC__SHM_LINES_ADDRS) {
+        o->ll_bytes = XC__SHM_ADDR_BYTES;
+    } else if (lines) {
+        int all = a->coll == XC_COLL_ALLTOALL || a->coll == XC_COLL_REDUCE_SCATTER;
+        o->ll_bytes = a->count * o->es * (all ? (size_t)comm->size : 1);
+    }
     o->phase = -1;
     o->nk = vt->nchunks(o);
     op->advance = shm_advance;

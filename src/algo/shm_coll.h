@@ -66,7 +66,8 @@ struct xc__shm_op {
     xc__args_t a;
     size_t es;          /* element size */
     size_t ce;          /* elements per chunk (per block, for blocked layouts) */
-    int tiny;           /* payload carried inline in the control line */
+    int ll;             /* payload carried in the flagged lines (shm.h) */
+    size_t ll_bytes;    /* their payload: each rank's staged bytes */
     int ring;           /* payload in a slot's ring entry (<= slot / XC__SHM_RING) */
     uint64_t base;      /* global chunk number before this operation */
     uint64_t n;         /* this rank's shared-memory operation number (its
@@ -127,7 +128,7 @@ static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded)
  * of memory: use the staged path). */
 XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
 
-/* Single-copy (CMA) helpers: publish a buffer address in the inline slot;
+/* Single-copy (CMA) helpers: publish a buffer address in the flagged lines;
  * read `len` bytes at `off` of rank j's published buffer into `dst`. */
 static inline void xc__shm_put_addr(char *slot, const void *buf)
 {
@@ -179,11 +180,11 @@ XC__HIDDEN int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes);
  * description ring must cover (see shm_coll.c). */
 #define XC__SHM_RING 4
 
-/* Where rank j's staged chunk g is (inline area for tiny operations, a
+/* Where rank j's staged chunk g is (its flagged lines' payload, unpacked, a
  * ring entry for ring operations). */
 static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)
 {
-    if (o->tiny) return (char *)o->shm->ctl[j].inl[g % 2];
+    if (o->ll) return o->shm->ll_buf + (size_t)j * XC__SHM_LL_MAX; /* unpacked */
     if (o->ring)
         return xc__shm_slot(o->shm, j, g) +
                (size_t)(g / XC__SHM_NSLOT % XC__SHM_RING) * (o->shm->slot_bytes / XC__SHM_RING);
@@ -203,11 +204,16 @@ static inline uint64_t xc__shm_nchunks(size_t count, size_t ce)
 }
 
 /* Build a shared-memory operation of collective `vt` (the builder sets
- * ce/tiny via the vt-specific setup). */
+ * ce/lines via the vt-specific setup).  `lines`: XC__SHM_LINES_INPUT
+ * each rank's whole staged input (one chunk) in its flagged lines,
+ * XC__SHM_LINES_ADDRS the single-copy addresses (3 x 8 bytes) there, 0
+ * staged in slots. */
+enum { XC__SHM_LINES_INPUT = 1, XC__SHM_LINES_ADDRS = 2 };
+#define XC__SHM_ADDR_BYTES 24
 XC__HIDDEN xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
-                                       const xc__shm_coll_t *vt, size_t ce, int tiny);
+                                       const xc__shm_coll_t *vt, size_t ce, int lines);
 
-/* Largest payload of the tiny (inline) path, and of the one-shot path. */
+/* Largest payload of the one-shot path. */
 XC__HIDDEN size_t xc__shm_one_shot_max(int nranks);
 
 

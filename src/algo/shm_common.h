@@ -137,14 +137,15 @@ static inline void xc__shm_copy_result(xc__shm_op_t *o, uint64_t k)
     if (n) memcpy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, o->base + k + 1), n * o->es);
 }
 
-/* Geometry shared by most collectives: `tiny` when the whole staged
- * payload fits the inline area, else chunks of `per` elements. */
+/* Geometry shared by most collectives: one chunk in the flagged lines
+ * (`lines` XC__SHM_LINES_INPUT) when the whole staged payload fits them,
+ * else chunks of `per` elements through the slots (`lines` 0). */
 static inline size_t xc__shm_ce(const xc_comm_t *comm, size_t count, size_t es, size_t blocks,
-                                int *tiny)
+                                int *lines)
 {
     size_t staged = count * es * blocks;
-    *tiny = staged <= XC__SHM_INLINE;
-    if (*tiny) return count ? count : 1;
+    *lines = staged <= XC__SHM_LL_MAX ? XC__SHM_LINES_INPUT : 0;
+    if (*lines) return count ? count : 1;
     size_t ce = comm->shm->slot_bytes / (es * blocks);
     ce &= ~(size_t)15; /* keep chunk edges vector- and line-friendly */
     return ce ? ce : 1;

@@ -80,12 +80,12 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
     if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ROOTED)) {
-        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;
     }
-    int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, es, 1, &tiny);
+    int lines;
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
     if (bytes <= xc__shm_one_shot_max(comm->size) &&
         bytes <= comm->shm->slot_bytes / XC__SHM_RING) {
         /* One ring entry: the non-roots may run 2 * RING operations ahead. */
@@ -95,8 +95,8 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
     }
     /* Small: the whole input in one slot (XCOLL_SHM_SLOT_KB may be below
      * the one-shot size). */
-    if (tiny || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
-        return xc__shm_op_init(comm, op, a, &small, tiny ? ce : a->count ? a->count : 1, tiny);
+    if (lines || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
+        return xc__shm_op_init(comm, op, a, &small, lines ? ce : a->count ? a->count : 1, lines);
     if (xc__shm_reduce_root_reads(comm->size, comm->oversub))
         return xc__shm_op_init(comm, op, a, &small, ce, 0);
     return xc__shm_op_init(comm, op, a, &large, ce, 0);

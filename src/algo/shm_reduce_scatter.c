@@ -49,11 +49,11 @@ xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *comm, xc__op_t *op, const xc
 {
     size_t es = xc_dtype_size(a->dtype);
     if (xc__shm_use_cma_reduce(comm, a->count * es * (size_t)comm->size, XC__SHM_RED_SCATTER)) {
-        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, 1));
+        XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;
     }
-    int tiny;
-    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &tiny);
-    return xc__shm_op_init(comm, op, a, &staged, ce, tiny);
+    int lines;
+    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &lines);
+    return xc__shm_op_init(comm, op, a, &staged, ce, lines);
 }

@@ -17,10 +17,15 @@ static double sync_cost(const xc__m_t *m)
     return m->p->sync_alpha + (m->t->nranks - 1) * m->p->sync_per_rank;
 }
 
-/* A staged round beyond its synchronisation: the call itself and the
- * dependent read of the staged lines after the counter's (measured: a
- * 64-byte allreduce.shm less the rest of its prediction). */
-static double stage(const xc__m_t *m) { return m->p->shm_stage; }
+/* A staged round of `staged` bytes per rank beyond its synchronisation:
+ * through the slots, the call itself and the dependent read of the staged
+ * lines after the counter's (measured: a 128-byte allreduce.shm less the
+ * rest of its prediction); in the flagged lines (docs/shm.md) the payload
+ * comes with its signal, as a barrier's does -- nothing beyond the sync. */
+static double stage(const xc__m_t *m, double staged)
+{
+    return staged <= XC__SHM_LL_MAX ? 0 : m->p->shm_stage;
+}
 
 /* Single-copy read of `bytes` of a peer's user buffer (`fresh`: written
  * in this call, e.g. a block it just reduced). */
@@ -136,7 +141,7 @@ static double chunk_reduce(const xc__m_t *m, double bytes)
 {
     int L = m->t->nranks;
     double share = ceil(bytes / m->es / L) * m->es;
-    return 2 * sync_cost(m) + stage(m) + xfer(m, 2.0 * (L - 1) / L * bytes) +
+    return 2 * sync_cost(m) + stage(m, bytes) + xfer(m, 2.0 * (L - 1) / L * bytes) +
            slot_reduce(m, share, L) + slot_fin(m, share);
 }
 
@@ -145,7 +150,7 @@ static double chunk_reduce(const xc__m_t *m, double bytes)
 static double one_shot(const xc__m_t *m, double B)
 {
     int L = m->t->nranks;
-    return sync_cost(m) + stage(m) + xfer(m, (L - 1) * B) + slot_reduce(m, B, L) + slot_fin(m, B);
+    return sync_cost(m) + stage(m, B) + xfer(m, (L - 1) * B) + slot_reduce(m, B, L) + slot_fin(m, B);
 }
 
 /* One chunk of the all-reduce on 2 uncrowded ranks (one shot per chunk):
@@ -155,7 +160,7 @@ static double one_shot(const xc__m_t *m, double B)
 static double one_shot_chunk(const xc__m_t *m, double cb)
 {
     double rd = chunk_read(m, cb, 1), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
-    return sync_cost(m) + stage(m) + xc__m_copy(m, cb) + (rd > red ? rd : red) + xc__m_fin(m, cb);
+    return sync_cost(m) + stage(m, cb) + xc__m_copy(m, cb) + (rd > red ? rd : red) + xc__m_fin(m, cb);
 }
 
 /* One chunk of the reduce on 2 uncrowded ranks, back to back: the other
@@ -173,7 +178,7 @@ static double root_reads_chunk(const xc__m_t *m, double cb)
 
 static int one_shot_size(const xc__m_t *m, double B)
 {
-    return B <= XC__SHM_INLINE || B <= (double)xc__shm_one_shot_max(m->t->nranks);
+    return B <= XC__SHM_LL_MAX || B <= (double)xc__shm_one_shot_max(m->t->nranks);
 }
 
 XC__COST(shm_allreduce)
@@ -187,7 +192,7 @@ XC__COST(shm_allreduce)
         double blk = xc__m_blk(m, n);
         return 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
     }
-    if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_INLINE)
+    if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_LL_MAX)
         return over_chunks(m, one_shot_chunk); /* one shot per slot-sized chunk */
     if (one_shot_size(m, B)) return one_shot(m, B);
     return over_chunks(m, chunk_reduce);
@@ -206,7 +211,7 @@ XC__COST(shm_reduce)
         return 2 * sync_cost(m) + cma_reduce_block(m, blk, n == 1) +
                (n > 1 ? cma_x(m, blk, 0) : 0);
     }
-    if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > XC__SHM_INLINE) {
+    if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > XC__SHM_LL_MAX) {
         return over_chunks(m, root_reads_chunk); /* the root reads, back to back */
     }
     if (one_shot_size(m, B)) return one_shot(m, B);
@@ -223,14 +228,14 @@ XC__COST(shm_reduce_scatter)
     if (use_cma_reduce(m, xc__m_bytes(m) * n, XC__SHM_RED_SCATTER))
         return 2 * sync_cost(m) + cma_reduce_block(m, xc__m_bytes(m), 1);
     double ce = chunk_elems(m, n), full, last;
-    if (xc__m_bytes(m) * n <= XC__SHM_INLINE) ce = c_->count ? (double)c_->count : 1;
+    if (xc__m_bytes(m) * n <= XC__SHM_LL_MAX) ce = c_->count ? (double)c_->count : 1;
     chunks((double)c_->count, ce, &full, &last);
     double T = 0;
     for (int i = 0; i < 2; i++) {
         double cnt = i ? last : ce, times = i ? (last > 0 || c_->count == 0) : full;
         if (times <= 0) continue;
         double bytes = cnt * m->es;
-        T += times * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * bytes) +
+        T += times * (sync_cost(m) + stage(m, n * bytes) + xfer(m, (n - 1) * bytes) +
                       slot_reduce(m, bytes, n) + slot_fin(m, bytes));
     }
     return T;
@@ -244,13 +249,13 @@ XC__COST(shm_allgather)
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
     if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
-    double ce = b <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
+    double ce = b <= XC__SHM_LL_MAX ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double full, last;
     chunks((double)c_->count, ce, &full, &last);
-    double T = full * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * ce * m->es) +
+    double T = full * (sync_cost(m) + stage(m, ce * m->es) + xfer(m, (n - 1) * ce * m->es) +
                        xc__m_copy(m, ce * m->es));
     if (last > 0 || c_->count == 0)
-        T += sync_cost(m) + stage(m) + xfer(m, (n - 1) * last * m->es) +
+        T += sync_cost(m) + stage(m, last * m->es) + xfer(m, (n - 1) * last * m->es) +
              xc__m_copy(m, last * m->es);
     return T;
 }
@@ -270,7 +275,7 @@ XC__COST(shm_bcast)
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
         return 2 * sync_cost(m) + (root > reader ? root : reader);
     }
-    double ce = B <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
+    double ce = B <= XC__SHM_LL_MAX ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cb = (ce < (double)c_->count ? ce : (double)c_->count) * m->es;
     double rd = cma_x(m, cb, 0), cp = xc__m_copy(m, cb);
@@ -285,10 +290,10 @@ XC__COST(shm_alltoall)
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
     if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
-    double ce = b * n <= XC__SHM_INLINE ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
+    double ce = b * n <= XC__SHM_LL_MAX ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cnt = ce < (double)c_->count ? ce : (double)c_->count;
-    return nk * (sync_cost(m) + stage(m) + xfer(m, (n - 1) * cnt * m->es) +
+    return nk * (sync_cost(m) + stage(m, n * cnt * m->es) + xfer(m, (n - 1) * cnt * m->es) +
                  xc__m_copy(m, cnt * m->es));
 }
 

@@ -46,6 +46,7 @@
  * caller's promise).
  */
 #include "../algo/algos.h"
+#include "../transport/shm.h"
 #include "../compress/codec.h"
 #include "../reduce/reduce.h"
 #include "cost.h"
@@ -565,7 +566,10 @@ static xc_result_t time_barrier(xc_comm_t *comm, int algo, int reps, int bench, 
 /* An int32 all-reduce of `count` (<= CALL_MAX) elements by algorithm
  * `algo` (forced on every rank), timed as the barriers are (an integer
  * sum: allowed in deterministic mode too). */
-#define CALL_MAX 16
+#define CALL_MAX 32
+/* The staged round's probe: 128 bytes, past the flagged lines (shm.h). */
+#define STAGE_COUNT 32
+_Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must use the slots");
 static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, int reps, int bench,
                              double *out)
 {
@@ -877,10 +881,10 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         XC_CHECK(measure_sync(comm, sync_reps, pl->bench_stat, &s));
         out->sync_alpha = 0;
         out->sync_per_rank = s / (comm->size - 1);
-        /* A staged round's own cost: a 64-byte all-reduce (past the
-         * inline payload, so its data has lines of its own), priced below
+        /* A staged round's own cost: a 128-byte all-reduce (past the
+         * flagged lines, so its data goes through a slot), priced below
          * once the host's figures are in. */
-        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, CALL_MAX, sync_reps, pl->bench_stat,
+        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, sync_reps, pl->bench_stat,
                            &t_stage));
         XC_TRACE("cost model: shm link and sync measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
@@ -934,7 +938,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
          * are priced with them. */
         if (t_stage >= 0)
             p->shm_stage =
-                excess(comm, p, &p->shm_stage, XC__ALGO_SHM_ALLREDUCE, CALL_MAX, t_stage, 0);
+                excess(comm, p, &p->shm_stage, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, t_stage, 0);
     }
     return XC_OK;
 }

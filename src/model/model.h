@@ -95,8 +95,10 @@ typedef struct xc__profile {
     /* Shared-memory collectives: one all-ranks synchronisation of L ranks
      * costs sync_alpha + (L-1)*sync_per_rank. */
     double sync_alpha, sync_per_rank;
-    /* ... and each staged round of them beyond its synchronisation (the
-     * call, the staged lines' own transfer after the counter's). */
+    /* ... and each round staged through the slots beyond its
+     * synchronisation (the call, the staged lines' own transfer after the
+     * counter's); rounds in the flagged lines (<= XC__SHM_LL_MAX bytes
+     * per rank) have none. */
     double shm_stage;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */

@@ -52,7 +52,9 @@ static xc_result_t map(int fd, size_t bytes, int nranks, int me, xc__shm_t **out
     /* A forked child must never see (and so never write) the segment. */
     madvise(p, bytes, MADV_DONTFORK);
     xc__shm_t *s = calloc(1, sizeof *s);
-    if (!s) {
+    if (s) s->ll_buf = malloc((size_t)nranks * XC__SHM_LL_MAX);
+    if (!s || !s->ll_buf) {
+        if (s) free(s);
         munmap(p, bytes);
         return xc__err(XC_ERR_NOMEM, "out of memory");
     }
@@ -168,6 +170,7 @@ void xc__shm_close(xc__shm_t *s)
     if (!s) return;
     /* In a forked child the mapping does not exist (MADV_DONTFORK). */
     if (s->owner == getpid()) munmap(s->base, s->bytes);
+    free(s->ll_buf);
     free(s);
 }
 

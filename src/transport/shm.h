@@ -31,7 +31,13 @@
 #include <sys/types.h>
 
 #define XC__SHM_NSLOT 2
-#define XC__SHM_INLINE 24 /* tiny payload bytes per parity, carried in the `in` line */
+/* Small payloads travel in "flagged lines": per parity XC__SHM_LL_LINES
+ * cache lines of 56 payload bytes and an 8-byte tag (the chunk number g),
+ * the first line's payload led by the operation's description hash.  The writer fills the lines last to
+ * first, each line's payload before its tag (release); a reader waits for
+ * the first line's tag, then finds the others there too. */
+#define XC__SHM_LL_LINES 2
+#define XC__SHM_LL_MAX (XC__SHM_LL_LINES * 56 - 8) /* payload bytes */
 #define XC__SHM_DESC_RING 32 /* ops; see the static assertion in shm_coll.c */
 #define XC__SHM_MAX_RANKS 256 /* larger communicators use TCP */
 
@@ -43,10 +49,10 @@ typedef struct xc__shm_desc {
 /* One rank's control block: every member on its own cache line(s). */
 typedef struct xc__shm_ctl {
     _Alignas(64) uint64_t in;                 /* chunks staged            */
-    uint8_t inl[2][XC__SHM_INLINE];           /* tiny payloads, by parity */
     uint64_t in_hash;                         /* description hash of chunk `in`'s op */
     _Alignas(64) uint64_t mid;                /* chunks reduced           */
     _Alignas(64) uint64_t out;                /* chunks consumed          */
+    _Alignas(64) uint64_t ll[2][XC__SHM_LL_LINES][8]; /* flagged lines, by parity */
     _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by shm op number % RING */
     _Alignas(64) uint32_t bell;               /* futex word its threads sleep on */
     uint32_t bell_sleepers;                   /* its threads asleep on it */
@@ -87,6 +93,8 @@ typedef struct xc__shm {
     xc__chan_ctl_t *chan_ctl; /* [from][to] */
     char *chan_data;        /* [from][to][chan_bytes] */
     pid_t owner;            /* the process that mapped it */
+    char *ll_buf;           /* [nranks][XC__SHM_LL_MAX]: flagged-line payloads,
+                             * unpacked (process-local) */
 } xc__shm_t;
 
 static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)

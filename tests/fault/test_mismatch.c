@@ -16,6 +16,12 @@
  *          passes a quarter of the count (so it stages instead): the root
  *          must not write into it, and nothing past rank 1's 80 KiB
  *          changes
+ *   lines  2 ranks allreduce of a few elements (shared memory's flagged
+ *          lines, shm.h): rank 1 passes count 23 (92 bytes, two lines)
+ *          instead of 11 (44 bytes, one line) -- rank 0 finds a line
+ *          that is not there, rank 1 a description that differs
+ *   lines_dtype  2 ranks allreduce of 10 elements, rank 1 in int32: the
+ *          same lines, a different description hash
  *   coll   4 ranks; rank 2 calls allgather while the others allreduce
  *   p2p    2 ranks; rank 1 receives 50 elements of a 100-element send
  *   child  as count, on a child of xc_comm_split: the parent is not
@@ -60,6 +66,18 @@ static int run_count(xc_comm_t *comm, int rank, int size)
     (void)size;
     size_t n = rank == 2 ? COUNT + 1 : COUNT;
     return xc_allreduce(fbuf, gbuf, n, XC_FLOAT32, XC_SUM, comm);
+}
+
+static int run_lines(xc_comm_t *comm, int rank, int size)
+{
+    (void)size;
+    return xc_allreduce(fbuf, gbuf, rank == 1 ? 23 : 11, XC_FLOAT32, XC_SUM, comm);
+}
+
+static int run_lines_dtype(xc_comm_t *comm, int rank, int size)
+{
+    (void)size;
+    return xc_allreduce(fbuf, gbuf, 10, rank == 1 ? XC_INT32 : XC_FLOAT32, XC_SUM, comm);
 }
 
 static int run_dtype(xc_comm_t *comm, int rank, int size)
@@ -130,6 +148,8 @@ static const scenario_t scenarios[] = {
     {"coll", 4, run_coll, NULL, "all_gather", NULL, "all_reduce"},
     {"p2p", 2, run_p2p, "100", "400", "50", "200"},
     {"child", 4, run_count, "1000", "4000", "1001", "4004"},
+    {"lines", 2, run_lines, "11 elements", "44 B", "23 elements", "92 B"},
+    {"lines_dtype", 2, run_lines_dtype, NULL, "float", NULL, "int32"},
 };
 
 static const scenario_t *cur;
@@ -137,7 +157,7 @@ static const scenario_t *cur;
 /* The library's names for what the scenario varies (both sides). */
 static void names(const char **a, const char **b)
 {
-    if (strcmp(cur->name, "dtype") == 0) {
+    if (strcmp(cur->name, "dtype") == 0 || strcmp(cur->name, "lines_dtype") == 0) {
         *a = xc_dtype_name(XC_FLOAT32);
         *b = xc_dtype_name(XC_INT32);
     } else if (strcmp(cur->name, "op") == 0) {
@@ -244,7 +264,7 @@ static int rank_main(int rank, int size, void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s count|dtype|op|root|bcast_cma|coll|p2p|child\n",
+        fprintf(stderr, "usage: %s count|dtype|op|root|bcast_cma|coll|p2p|child|lines|lines_dtype\n",
                 argv[0]);
         return 2;
     }
