@@ -94,13 +94,22 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
  * payload bytes, the others 56, each tagged with the chunk number. */
 static int ll_lines(size_t bytes) { return bytes <= 48 ? 1 : 1 + (int)((bytes - 48 + 55) / 56); }
 static size_t ll_off(int i) { return i == 0 ? 0 : 48 + (size_t)(i - 1) * 56; }
+_Static_assert(XC__SHM_LL_RING == XC__SHM_NSLOT * XC__SHM_RING,
+               "ring operations' flagged lines: one entry per chunk they may be apart");
+
+/* Rank j's flagged lines for chunk g. */
+static uint64_t (*ll_at(const xc__shm_op_t *o, int j, uint64_t g))[8]
+{
+    xc__shm_ctl_t *c = &o->shm->ctl[j];
+    return o->ring ? c->llr[g % XC__SHM_LL_RING] : c->ll[g % 2];
+}
 
 /* Copy this rank's staged payload (unpacked in ll_buf) into its flagged
  * lines of chunk g's parity, last line first, each line's payload before
  * its tag: a reader that sees line 0's tag finds the others written. */
 static void ll_put(xc__shm_op_t *o, uint64_t g)
 {
-    uint64_t (*l)[8] = o->shm->ctl[o->me].ll[g % 2];
+    uint64_t (*l)[8] = ll_at(o, o->me, g);
     const char *src = xc__shm_src(o, o->me, g);
     size_t bytes = o->ll_bytes;
     for (int i = ll_lines(bytes) - 1; i >= 0; i--) {
@@ -119,7 +128,7 @@ static void ll_put(xc__shm_op_t *o, uint64_t g)
  * line the readers are watching does. */
 static void ll_own_next(xc__shm_op_t *o, uint64_t g)
 {
-    uint64_t (*l)[8] = o->shm->ctl[o->me].ll[(g + 1) % 2];
+    uint64_t (*l)[8] = ll_at(o, o->me, g + 1);
     for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++) {
 #if defined(__x86_64__)
         __asm__ volatile("prefetchw %0" : : "m"(l[i][0]));
@@ -134,7 +143,7 @@ static void ll_own_next(xc__shm_op_t *o, uint64_t g)
  * carries, 1. */
 static int ll_take(xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
 {
-    uint64_t (*l)[8] = o->shm->ctl[j].ll[g % 2];
+    uint64_t (*l)[8] = ll_at(o, j, g);
     int n = ll_lines(o->ll_bytes);
     for (int i = 0; i < n; i++)
         if (__atomic_load_n(&l[i][7], __ATOMIC_ACQUIRE) != g) return 0;
@@ -158,6 +167,7 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
     if (!o->ring) return g - XC__SHM_NSLOT;
     uint64_t span = XC__SHM_NSLOT * XC__SHM_RING, full = comm->shm_full[g % XC__SHM_NSLOT];
     uint64_t need = g > span ? g - span : 0;
+    if (o->ll) return need; /* lines of their own: no whole-slot chunk overwrote them */
     return full > need ? full : need;
 }
 

@@ -88,8 +88,9 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
     if (bytes <= xc__shm_one_shot_max(comm->size) &&
         bytes <= comm->shm->slot_bytes / XC__SHM_RING) {
-        /* One ring entry: the non-roots may run 2 * RING operations ahead. */
-        XC_CHECK(xc__shm_op_init(comm, op, a, &small, a->count ? a->count : 1, 0));
+        /* One ring entry (of the flagged lines if it fits them): the
+         * non-roots may run 2 * RING operations ahead. */
+        XC_CHECK(xc__shm_op_init(comm, op, a, &small, a->count ? a->count : 1, lines));
         ((xc__shm_op_t *)op->privbuf)->ring = 1;
         return XC_OK;
     }

@@ -52,7 +52,7 @@ static xc_result_t map(int fd, size_t bytes, int nranks, int me, xc__shm_t **out
     /* A forked child must never see (and so never write) the segment. */
     madvise(p, bytes, MADV_DONTFORK);
     xc__shm_t *s = calloc(1, sizeof *s);
-    if (s) s->ll_buf = malloc((size_t)nranks * XC__SHM_LL_MAX);
+    if (s) s->ll_buf = calloc((size_t)nranks, XC__SHM_LL_MAX);
     if (!s || !s->ll_buf) {
         if (s) free(s);
         munmap(p, bytes);

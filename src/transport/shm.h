@@ -38,6 +38,10 @@
  * the first line's tag, then finds the others there too. */
 #define XC__SHM_LL_LINES 2
 #define XC__SHM_LL_MAX (XC__SHM_LL_LINES * 56 - 8) /* payload bytes */
+/* Ring operations (shm_coll.h: small bcast and reduce, whose ranks may be
+ * NSLOT x RING = 8 chunks apart) have flagged lines of their own, chunk g
+ * in entry g % 8. */
+#define XC__SHM_LL_RING 8
 #define XC__SHM_DESC_RING 32 /* ops; see the static assertion in shm_coll.c */
 #define XC__SHM_MAX_RANKS 256 /* larger communicators use TCP */
 
@@ -53,6 +57,7 @@ typedef struct xc__shm_ctl {
     _Alignas(64) uint64_t mid;                /* chunks reduced           */
     _Alignas(64) uint64_t out;                /* chunks consumed          */
     _Alignas(64) uint64_t ll[2][XC__SHM_LL_LINES][8]; /* flagged lines, by parity */
+    _Alignas(64) uint64_t llr[XC__SHM_LL_RING][XC__SHM_LL_LINES][8]; /* ... of ring operations */
     _Alignas(64) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by shm op number % RING */
     _Alignas(64) uint32_t bell;               /* futex word its threads sleep on */
     uint32_t bell_sleepers;                   /* its threads asleep on it */
