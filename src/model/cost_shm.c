@@ -19,7 +19,7 @@ static double sync_cost(const xc__m_t *m)
 
 /* A staged round of `staged` bytes per rank beyond its synchronisation:
  * through the slots, the call itself and the dependent read of the staged
- * lines after the counter's (measured: a 128-byte allreduce.shm less the
+ * lines after the counter's (measured: a 512-byte allreduce.shm less the
  * rest of its prediction); in the flagged lines (docs/shm.md) the payload
  * comes with its signal, as a barrier's does -- nothing beyond the sync. */
 static double stage(const xc__m_t *m, double staged)

@@ -566,9 +566,9 @@ static xc_result_t time_barrier(xc_comm_t *comm, int algo, int reps, int bench, 
 /* An int32 all-reduce of `count` (<= CALL_MAX) elements by algorithm
  * `algo` (forced on every rank), timed as the barriers are (an integer
  * sum: allowed in deterministic mode too). */
-#define CALL_MAX 32
-/* The staged round's probe: 128 bytes, past the flagged lines (shm.h). */
-#define STAGE_COUNT 32
+#define CALL_MAX 128
+/* The staged round's probe: 512 bytes, past the flagged lines (shm.h). */
+#define STAGE_COUNT 128
 _Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must use the slots");
 static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, int reps, int bench,
                              double *out)
@@ -881,7 +881,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         XC_CHECK(measure_sync(comm, sync_reps, pl->bench_stat, &s));
         out->sync_alpha = 0;
         out->sync_per_rank = s / (comm->size - 1);
-        /* A staged round's own cost: a 128-byte all-reduce (past the
+        /* A staged round's own cost: a 512-byte all-reduce (past the
          * flagged lines, so its data goes through a slot), priced below
          * once the host's figures are in. */
         XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, sync_reps, pl->bench_stat,
