@@ -31,6 +31,9 @@
 #include <sys/types.h>
 
 #define XC__SHM_NSLOT 2
+/* The adjacent-line prefetcher's unit: it fetches a line's 128-byte pair
+ * partner with it (see xc__shm_ctl below). */
+#define XC__SHM_PAIR 128
 /* Small payloads travel in "flagged lines": per parity XC__SHM_LL_LINES
  * cache lines of 56 payload bytes and an 8-byte tag (the chunk number g),
  * the first line's payload led by the operation's description hash.  The writer fills the lines last to
@@ -57,7 +60,6 @@ typedef struct xc__shm_desc {
  * take it back (flagged lines of 2 lines per parity, the parities side
  * by side: 64-byte all-reduce 0.86-0.99 us against 0.29-0.45 with the
  * parities a pair apart; eighteenth session). */
-#define XC__SHM_PAIR 128
 _Static_assert(XC__SHM_LL_LINES % 2 == 0, "a parity's flagged lines must fill whole pairs");
 typedef struct xc__shm_ctl {
     _Alignas(XC__SHM_PAIR) uint64_t in;       /* chunks staged            */
@@ -77,8 +79,8 @@ typedef struct xc__shm_ctl {
 /* A channel's counters: bytes ever written (by the sender) and consumed
  * (by the receiver); head - tail bytes are in the ring. */
 typedef struct xc__chan_ctl {
-    _Alignas(64) uint64_t head;
-    _Alignas(64) uint64_t tail;
+    _Alignas(XC__SHM_PAIR) uint64_t head;
+    _Alignas(XC__SHM_PAIR) uint64_t tail;
 } xc__chan_ctl_t;
 
 typedef struct xc__shm_hdr {
