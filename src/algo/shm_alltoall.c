@@ -45,6 +45,6 @@ xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args
     if (a->sbuf != a->rbuf && xc__shm_use_cma(comm, a->count * es))
         return xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS);
     int lines;
-    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &lines);
+    size_t ce = xc__shm_ce(comm, a->count, es, xc__shm_blocks(a, comm->size), &lines);
     return xc__shm_op_init(comm, op, a, &staged, ce, lines);
 }

@@ -98,15 +98,14 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
         ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);
         return XC_OK;
     }
+    int lines;
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
     if (a->count * es <= comm->shm->slot_bytes / XC__SHM_RING) {
         /* One ring entry (of the flagged lines if it fits them): the root
          * may run 2 * RING operations ahead. */
-        XC_CHECK(xc__shm_op_init(comm, op, a, &staged, a->count ? a->count : 1,
-                                 a->count * es <= XC__SHM_LL_MAX ? XC__SHM_LINES_INPUT : 0));
+        XC_CHECK(xc__shm_op_init(comm, op, a, &staged, a->count ? a->count : 1, lines));
         ((xc__shm_op_t *)op->privbuf)->ring = 1;
         return XC_OK;
     }
-    int lines;
-    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
     return xc__shm_op_init(comm, op, a, &staged, ce, lines);
 }

@@ -93,7 +93,15 @@ static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64
 /* Flagged lines (shm.h): line 0 carries the description hash and 48
  * payload bytes, the others 56, each tagged with the chunk number. */
 static int ll_lines(size_t bytes) { return bytes <= 48 ? 1 : 1 + (int)((bytes - 48 + 55) / 56); }
-static size_t ll_off(int i) { return i == 0 ? 0 : 48 + (size_t)(i - 1) * 56; }
+/* Line i's share of a `bytes` payload: its `*n` bytes at `*off` of the
+ * payload sit at the returned address of the line. */
+static char *ll_piece(uint64_t *line, int i, size_t bytes, size_t *off, size_t *n)
+{
+    size_t cap = i ? 56 : 48;
+    *off = i ? 48 + (size_t)(i - 1) * 56 : 0;
+    *n = bytes - *off < cap ? bytes - *off : cap;
+    return (char *)line + (i ? 0 : 8);
+}
 _Static_assert(XC__SHM_LL_RING == XC__SHM_NSLOT * XC__SHM_RING,
                "ring operations' flagged lines: one entry per chunk they may be apart");
 
@@ -113,10 +121,10 @@ static void ll_put(xc__shm_op_t *o, uint64_t g)
     const char *src = xc__shm_src(o, o->me, g);
     size_t bytes = o->ll_bytes;
     for (int i = ll_lines(bytes) - 1; i >= 0; i--) {
-        size_t off = ll_off(i), cap = i ? 56 : 48, k = bytes - off < cap ? bytes - off : cap;
-        char *p = (char *)l[i];
-        if (i == 0) memcpy(p, &o->hash, 8), p += 8;
-        memcpy(p, src + off, k);
+        size_t off, n;
+        char *p = ll_piece(l[i], i, bytes, &off, &n);
+        memcpy(p, src + off, n);
+        if (i == 0) memcpy(l[0], &o->hash, 8);
         __atomic_store_n(&l[i][7], g, __ATOMIC_RELEASE);
     }
 }
@@ -148,13 +156,12 @@ static int ll_take(xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
     for (int i = 0; i < n; i++)
         if (__atomic_load_n(&l[i][7], __ATOMIC_ACQUIRE) != g) return 0;
     char *dst = xc__shm_src(o, j, g);
-    size_t bytes = o->ll_bytes;
     for (int i = 0; i < n; i++) {
-        size_t off = ll_off(i), cap = i ? 56 : 48, k = bytes - off < cap ? bytes - off : cap;
-        const char *p = (const char *)l[i];
-        if (i == 0) memcpy(hash, p, 8), p += 8;
+        size_t off, k;
+        const char *p = ll_piece(l[i], i, o->ll_bytes, &off, &k);
         memcpy(dst + off, p, k);
     }
+    memcpy(hash, l[0], 8);
     return 1;
 }
 
@@ -478,8 +485,7 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     if (lines == XC__SHM_LINES_ADDRS) {
         o->ll_bytes = XC__SHM_ADDR_BYTES;
     } else if (lines) {
-        int all = a->coll == XC_COLL_ALLTOALL || a->coll == XC_COLL_REDUCE_SCATTER;
-        o->ll_bytes = a->count * o->es * (all ? (size_t)comm->size : 1);
+        o->ll_bytes = a->count * o->es * xc__shm_blocks(a, comm->size);
     }
     o->phase = -1;
     o->nk = vt->nchunks(o);

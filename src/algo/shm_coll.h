@@ -209,6 +209,13 @@ static inline uint64_t xc__shm_nchunks(size_t count, size_t ce)
  * XC__SHM_LINES_ADDRS the single-copy addresses (3 x 8 bytes) there, 0
  * staged in slots. */
 enum { XC__SHM_LINES_INPUT = 1, XC__SHM_LINES_ADDRS = 2 };
+/* Blocks of `count` elements a rank stages per chunk: one per rank for
+ * the collectives that send every rank its own block (reduce-scatter,
+ * all-to-all), else one. */
+static inline size_t xc__shm_blocks(const xc__args_t *a, int nranks)
+{
+    return a->coll == XC_COLL_ALLTOALL || a->coll == XC_COLL_REDUCE_SCATTER ? (size_t)nranks : 1;
+}
 #define XC__SHM_ADDR_BYTES 24
 XC__HIDDEN xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
                                        const xc__shm_coll_t *vt, size_t ce, int lines);

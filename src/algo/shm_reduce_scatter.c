@@ -54,6 +54,6 @@ xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *comm, xc__op_t *op, const xc
         return XC_OK;
     }
     int lines;
-    size_t ce = xc__shm_ce(comm, a->count, es, (size_t)comm->size, &lines);
+    size_t ce = xc__shm_ce(comm, a->count, es, xc__shm_blocks(a, comm->size), &lines);
     return xc__shm_op_init(comm, op, a, &staged, ce, lines);
 }
