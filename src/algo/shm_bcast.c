@@ -92,7 +92,8 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
     if (xc__shm_use_cma(comm, bytes) &&
-        (!comm->cfg.shm_cma_min_kb || bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub))) {
+        bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub,
+                                       (size_t)comm->cfg.shm_cma_min_kb * 1024)) {
         int coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);

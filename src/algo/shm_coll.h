@@ -118,8 +118,9 @@ static inline int xc__shm_allreduce_one_shot_all(int nranks, int crowded)
 /* The reduction asking xc__shm_cma_reduce_min: reduce-scatter, reduce,
  * all-reduce. */
 enum { XC__SHM_RED_SCATTER = 0, XC__SHM_RED_ROOTED = 1, XC__SHM_RED_ALL = 2 };
-static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded)
+static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded, size_t cfg_min)
 {
+    if (!cfg_min) return 0;
     if (kind == XC__SHM_RED_ROOTED && xc__shm_reduce_root_reads(nranks, crowded)) return SIZE_MAX;
     if (kind == XC__SHM_RED_ALL && xc__shm_allreduce_one_shot_all(nranks, crowded)) return SIZE_MAX;
     return XC__SHM_CMA_REDUCE_MIN;
@@ -150,8 +151,12 @@ XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off,
  * 128 KiB; from 256 KiB the cooperative single copy wins (bench/RESULTS.md,
  * sixteenth session).  The runtime and the cost model use this one rule. */
 #define XC__SHM_BCAST_CMA_MIN_2 (256 * 1024)
-static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded)
+/* `cfg_min`: XCOLL_SHM_CMA_MIN_KB in bytes; 0 asks for single copy at
+ * every size (so that tests meet every count), here and in
+ * xc__shm_cma_reduce_min. */
+static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_min)
 {
+    if (!cfg_min) return 0;
     return xc__shm_pair(nranks, crowded) ? XC__SHM_BCAST_CMA_MIN_2 : 0;
 }
 

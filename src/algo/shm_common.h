@@ -41,13 +41,12 @@ static inline void xc__shm_stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
 
 /* Single-copy reductions (`kind`: XC__SHM_RED_*)
  * of `bytes` in all: from xc__shm_cma_reduce_min (below, the staged
- * pipeline's cache-resident chunks win) and XCOLL_SHM_CMA_MIN_KB, or at
- * every size when XCOLL_SHM_CMA_MIN_KB=0 (so that tests meet every
- * count); only when the communicator's scratch can be had. */
+ * pipeline's cache-resident chunks win) and XCOLL_SHM_CMA_MIN_KB; only
+ * when the communicator's scratch can be had. */
 static inline int xc__shm_use_cma_reduce(xc_comm_t *comm, size_t bytes, int kind)
 {
-    size_t min = comm->cfg.shm_cma_min_kb ? xc__shm_cma_reduce_min(kind, comm->size, comm->oversub)
-                                          : 0;
+    size_t min = xc__shm_cma_reduce_min(kind, comm->size, comm->oversub,
+                                        (size_t)comm->cfg.shm_cma_min_kb * 1024);
     return bytes >= min && xc__shm_use_cma(comm, bytes) && xc__shm_cma_scratch(comm);
 }
 

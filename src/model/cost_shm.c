@@ -64,12 +64,11 @@ static int use_cma(const xc__m_t *m, double bytes)
     return m->t->cma && bytes > 0 && bytes >= (double)m->t->cma_min;
 }
 
-/* The single-copy reductions run from xc__shm_cma_reduce_min bytes, or at
- * every size with XCOLL_SHM_CMA_MIN_KB=0 (xc__shm_use_cma_reduce; `kind`:
- * XC__SHM_RED_*). */
+/* The single-copy reductions run from xc__shm_cma_reduce_min bytes
+ * (xc__shm_use_cma_reduce; `kind`: XC__SHM_RED_*). */
 static int use_cma_reduce(const xc__m_t *m, double bytes, int kind)
 {
-    size_t min = m->t->cma_min ? xc__shm_cma_reduce_min(kind, m->t->nranks, m->t->crowded) : 0;
+    size_t min = xc__shm_cma_reduce_min(kind, m->t->nranks, m->t->crowded, m->t->cma_min);
     return bytes >= (double)min && use_cma(m, bytes);
 }
 
@@ -269,7 +268,7 @@ XC__COST(shm_bcast)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma(m, B) && (!m->t->cma_min || B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded))) {
+    if (use_cma(m, B) && B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded, m->t->cma_min)) {
         double h = (double)xc__shm_bcast_share((size_t)B, n, m->t->coop);
         if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);

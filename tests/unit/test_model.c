@@ -548,10 +548,12 @@ static void test_shm_rules(void)
     /* a reduce on 2 uncrowded ranks never goes single copy: the root reads */
     EXPECT_TRUE(xc__shm_reduce_root_reads(2, 0) && !xc__shm_reduce_root_reads(2, 1) &&
                 !xc__shm_reduce_root_reads(3, 0));
-    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0) == SIZE_MAX);
-    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1) == XC__SHM_CMA_REDUCE_MIN);
-    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 3, 0) == XC__SHM_CMA_REDUCE_MIN);
-    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 65536) == SIZE_MAX);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 3, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    /* XCOLL_SHM_CMA_MIN_KB=0: single copy at every size */
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 0) == 0 && xc__shm_bcast_cma_min(2, 0, 0) == 0);
 
     xc__profile_t p = flat_profile(1e-6, 1e-10, 5e-11, 8e-11, 0.5e-6);
     xc__model_topo_t t = shm_topo(2);
