@@ -262,9 +262,17 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
         switch (o->phase) {
         case 0: { /* our slot (entry) for g must be free */
             o->need = slot_need(comm, o, g);
-            for (int j = 0; o->need && j < o->L; j++) {
-                if (j == o->me) continue;
-                if (xc__shm_load(&s->ctl[j].out) < o->need) {
+            /* Read the others' `out` lines only when the bound last read
+             * does not cover `need` (a rank that reads nobody would
+             * otherwise fetch them at every operation, as above). */
+            if (o->need > comm->shm_out_min) {
+                uint64_t lo = UINT64_MAX;
+                for (int j = 0; j < o->L; j++) {
+                    uint64_t v = j == o->me ? UINT64_MAX : xc__shm_load(&s->ctl[j].out);
+                    if (v < lo) lo = v;
+                }
+                comm->shm_out_min = lo;
+                if (lo < o->need) {
                     xc__shm_adopt_poison(comm, s);
                     return 0;
                 }
@@ -320,16 +328,14 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
             }
             int nb = (o->me + 1) % o->L;
             if (o->k == 0 && !o->vt->reads(o, nb)) {
-                /* Checks queued earlier first (this makes room for one). */
-                if (!nb_resolve(comm, o)) return 0;
-                int gone = __atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE);
-                if (xc__shm_load(&s->ctl[nb].in) >= g) {
-                    if (!same_op(comm, op, o, nb, g, gone)) return 0;
-                } else {
-                    int t = (comm->shm_nbq_head + comm->shm_nbq_n++) % NBQ_CAP;
-                    comm->shm_nbq[t][0] = o->n;
-                    comm->shm_nbq[t][1] = g;
-                }
+                /* Queued, and made in a batch once the queue is full:
+                 * reading the neighbour's lines at every operation made
+                 * it wait to take them back at each of its publications
+                 * (a small broadcast's reader 0.60 against 0.43 us). */
+                if (comm->shm_nbq_n == NBQ_CAP && !nb_resolve(comm, o)) return 0;
+                int t = (comm->shm_nbq_head + comm->shm_nbq_n++) % NBQ_CAP;
+                comm->shm_nbq[t][0] = o->n;
+                comm->shm_nbq[t][1] = g;
             } else if (o->k == 0 && comm->shm_nbq_n && !nb_resolve(comm, o)) {
                 return 0;
             }

@@ -111,6 +111,8 @@ struct xc_comm {
                               * (shrink.c), allocated at the first one */
     uint64_t shm_synced;     /* last shm chunk at which all ranks' `in` was seen */
     uint64_t shm_full[2];    /* last chunk, by slot parity, staged over a whole slot */
+    uint64_t shm_out_min;    /* the least `out` of the other ranks when last read
+                              * (they only grow: a lower bound) */
     uint64_t shm_ops;        /* shared-memory operations started (not every op is one) */
     uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (shm op number, chunk) */
     int shm_nbq_head, shm_nbq_n;
