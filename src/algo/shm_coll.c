@@ -182,10 +182,12 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
  * Description checks of a rank with its right neighbour when it does not
  * read it (a bcast root, a reduce's non-roots): so that ranks which read
  * nobody still meet a rank that disagrees.  Waiting for the neighbour's
- * arrival would tie every such operation to it, so a check the neighbour
- * is not ready for is queued and made at a later operation, against both
- * ranks' description rings -- at the latest NBQ_CAP operations later,
- * when this rank waits for it.  Returns 0 to wait (or on error).
+ * arrival would tie every such operation to it, and reading its lines at
+ * every operation would make it wait to take them back, so every check is
+ * queued and made in a batch against both ranks' description rings when
+ * the queue is full (or at an operation that reads the neighbour anyway)
+ * -- at the latest NBQ_CAP operations later.  Returns 0 to wait (or on
+ * error).
  * "Operations" here are shared-memory ones (o->n), which index the ring:
  * not the communicator's op seq, since other operations (over TCP, or
  * point-to-point algorithms) may run between two of them -- a check
@@ -263,8 +265,9 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
         case 0: { /* our slot (entry) for g must be free */
             o->need = slot_need(comm, o, g);
             /* Read the others' `out` lines only when the bound last read
-             * does not cover `need` (a rank that reads nobody would
-             * otherwise fetch them at every operation, as above). */
+             * does not cover `need`: a rank that reads nobody would
+             * otherwise fetch them at every operation (see the
+             * neighbour's check in case 2). */
             if (o->need > comm->shm_out_min) {
                 uint64_t lo = UINT64_MAX;
                 for (int j = 0; j < o->L; j++) {

@@ -64,12 +64,18 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
 {
     size_t len = 0;
     int ms = xc__poll_ms_left(deadline_ns);
+    uint64_t t0 = xc__now_ns();
     int r = st->get(st->ctx, key, buf, cap, &len, ms < 0 ? 1 << 30 : ms);
     if (r != 0) {
-        /* Built-in stores return an xc_result_t; callers' stores any non-zero. */
+        /* Built-in stores return an xc_result_t; callers' stores any
+         * non-zero -- a timeout if it waited (nearly) all it was given:
+         * its clock (CLOCK_REALTIME, say) may run a little ahead of ours,
+         * and a lonely rank once read XC_ERR_SYSTEM that way. */
+        uint64_t now = xc__now_ns(), slack = 2000000;
+        int waited = ms >= 0 && now - t0 + slack >= (uint64_t)ms * 1000000ull;
         xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r
-                         : xc__now_ns() >= deadline_ns ? XC_ERR_TIMEOUT
-                                                       : XC_ERR_SYSTEM;
+                         : now >= deadline_ns || waited ? XC_ERR_TIMEOUT
+                                                        : XC_ERR_SYSTEM;
         return xc__err(rc, "%s (store key \"%s\"): %s%s", what, key, xc__tls_error(),
                        xc__auth_hint());
     }
