@@ -620,7 +620,6 @@ static xc_result_t measure_sync(xc_comm_t *comm, int reps, int bench, double *ou
     return time_barrier(comm, XC__ALGO_SHM_BARRIER, reps, bench, out);
 }
 
-/* Median seconds per byte of memcpy of `bytes` (src and dst touched first). */
 /* Calls per timed sample of a local pass over `bytes`: enough for a
  * sample of ~256 KiB of traffic (a few microseconds), since a single
  * 16 KiB pass takes 150-300 ns -- a few ticks of the clock and its own
@@ -631,6 +630,7 @@ static int batch_of(size_t bytes)
     return k < 1 ? 1 : k > 64 ? 64 : (int)k;
 }
 
+/* Median seconds per byte of memcpy of `bytes` (src and dst touched first). */
 static double time_copy(char *dst, const char *src, size_t bytes, int reps)
 {
     double t[64];

@@ -84,8 +84,9 @@ int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
     int best = XC__ALGO_NONE, next = XC__ALGO_NONE;
     double bt = -1, nt = -1;
     int shm_only = 0;
-    for (size_t i = 0; i < n && crowded_small(t, c); i++)
-        shm_only |= tab[i].needs_shm && !tab[i].explicit_only && cost_of(&tab[i], p, t, c) >= 0;
+    if (crowded_small(t, c))
+        for (size_t i = 0; i < n; i++)
+            shm_only |= tab[i].needs_shm && !tab[i].explicit_only && cost_of(&tab[i], p, t, c) >= 0;
     for (size_t i = 0; i < n; i++) {
         if (tab[i].explicit_only) continue;
         double v = cost_of(&tab[i], p, t, c);
