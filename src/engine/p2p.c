@@ -11,12 +11,73 @@
 #include "../algo/algos.h"
 #include "../reduce/reduce.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
-static _Thread_local int tls_group_depth;
-static _Thread_local xc_request_t **tls_group_reqs;
-static _Thread_local size_t tls_group_n, tls_group_cap;
-static _Thread_local xc_result_t tls_group_rc;
+/* A thread's group: the blocking sends and receives posted since
+ * xc_group_start live in its slab -- chunks of operations with their
+ * requests, kept between groups, so a group allocates nothing once warm.
+ * They are "on the stack" for the engine (it frees neither); xc_group_end
+ * waits for every one, then the slots are reused.  Chunks never move: the
+ * engine links the operations into its lists.  One thread-local object,
+ * so a call finds it in one look-up. */
+#define GROUP_CHUNK 16
+typedef struct group_chunk {
+    struct group_chunk *next;
+    struct {
+        xc__op_t op;
+        xc_request_t req;
+    } slot[GROUP_CHUNK];
+} group_chunk_t;
+
+typedef struct {
+    int depth;
+    xc_result_t rc;     /* first failure of a call inside the group */
+    size_t n;           /* slots in use */
+    group_chunk_t *head, *cur; /* cur holds slot n (NULL: none yet) */
+} group_t;
+
+static _Thread_local group_t tls_group;
+static pthread_key_t group_key;
+static pthread_once_t group_once = PTHREAD_ONCE_INIT;
+
+static void group_free(void *arg)
+{
+    group_t *g = arg;
+    if (g->n) return; /* a group left open: its operations may still be queued */
+    while (g->head) {
+        group_chunk_t *c = g->head;
+        g->head = c->next;
+        free(c);
+    }
+    g->cur = NULL;
+}
+
+static void group_key_make(void) { (void)pthread_key_create(&group_key, group_free); }
+
+/* The next free slot of `g`, or NULL (out of memory). */
+static group_chunk_t *group_slot(group_t *g, size_t *i)
+{
+    *i = g->n % GROUP_CHUNK;
+    if (*i == 0) {
+        group_chunk_t *c = g->n == 0 ? g->head : g->cur->next;
+        if (!c) {
+            c = malloc(sizeof *c);
+            if (!c) return NULL;
+            c->next = NULL;
+            if (g->n == 0) {
+                /* The thread's first chunk: freed when the thread exits. */
+                (void)pthread_once(&group_once, group_key_make);
+                (void)pthread_setspecific(group_key, g);
+                g->head = c;
+            } else {
+                g->cur->next = c;
+            }
+        }
+        g->cur = c;
+    }
+    return g->cur;
+}
 
 static xc_result_t p2p_check(int is_send, const void *buf, size_t count, xc_dtype_t dtype,
                              int peer, int tag, const xc_comm_t *comm, const char *fn)
@@ -32,12 +93,12 @@ static xc_result_t p2p_check(int is_send, const void *buf, size_t count, xc_dtyp
     return XC_OK;
 }
 
-/* Issue a send or receive: in `sop`/`sreq` (a blocking caller's frame:
- * then also wait for it) if given, else allocated, the request returned in
- * *req. */
+/* Issue a send or receive: in `sop`/`sreq` if given (a blocking caller's
+ * frame, then `wait` for it too; or a group's slot), else allocated, the
+ * request returned in *req. */
 static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
                              int tag, xc_comm_t *comm, xc_request_t **req, xc__op_t *sop,
-                             xc_request_t *sreq)
+                             xc_request_t *sreq, int wait)
 {
     const char *fn = is_send ? "xc_send" : "xc_recv";
     XC_CHECK(p2p_check(is_send, buf, count, dtype, peer, tag, comm, fn));
@@ -62,34 +123,33 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
     }
     /* In a blocking caller's frame: submit and wait under one lock.  In a
      * group, xc_group_end is about to wait: no hand-off to the thread. */
-    return sop ? xc__op_run(comm, op) : xc__op_submit(comm, op, tls_group_depth > 0);
+    if (wait) return xc__op_run(comm, op);
+    return xc__op_submit(comm, op, sop || tls_group.depth > 0);
 }
 
-/* Blocking form: inside a group, post and remember; else issue and wait. */
+/* Blocking form: inside a group, post into the group's slab; else issue
+ * and wait. */
 static xc_result_t p2p_blocking(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
                                 int tag, xc_comm_t *comm)
 {
-    xc_request_t *req;
-    if (tls_group_depth > 0) {
-        if (tls_group_n == tls_group_cap) {
-            size_t cap = tls_group_cap ? 2 * tls_group_cap : 16;
-            xc_request_t **n = realloc(tls_group_reqs, cap * sizeof *n);
-            if (!n) return xc__err(XC_ERR_NOMEM, "out of memory in a group");
-            tls_group_reqs = n;
-            tls_group_cap = cap;
-        }
-        xc_result_t rc = p2p_issue(is_send, buf, count, dtype, peer, tag, comm, &req, NULL, NULL);
+    group_t *g = &tls_group;
+    if (g->depth > 0) {
+        size_t i;
+        group_chunk_t *c = group_slot(g, &i);
+        xc_result_t rc = c ? p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL,
+                                       &c->slot[i].op, &c->slot[i].req, 0)
+                           : xc__err(XC_ERR_NOMEM, "out of memory in a group");
         if (rc != XC_OK) {
-            if (tls_group_rc == XC_OK) tls_group_rc = rc;
+            if (g->rc == XC_OK) g->rc = rc;
             return xc__comm_fail(comm, rc);
         }
-        tls_group_reqs[tls_group_n++] = req;
+        g->n++;
         return XC_OK;
     }
     xc__op_t op;
     xc_request_t sreq;
     return xc__comm_fail(comm, p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL, &op,
-                                         &sreq));
+                                         &sreq, 1));
 }
 
 xc_result_t xc_send(const void *buf, size_t count, xc_dtype_t dtype, int peer, int tag,
@@ -110,7 +170,7 @@ xc_result_t xc_isend(const void *buf, size_t count, xc_dtype_t dtype, int peer, 
     if (!req) return xc__comm_fail(comm, xc__err(XC_ERR_INVALID, "xc_isend: req is NULL"));
     *req = NULL;
     return xc__comm_fail(comm, p2p_issue(1, (void *)buf, count, dtype, peer, tag, comm, req,
-                                         NULL, NULL));
+                                         NULL, NULL, 0));
 }
 
 xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int tag,
@@ -119,28 +179,28 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
     if (!req) return xc__comm_fail(comm, xc__err(XC_ERR_INVALID, "xc_irecv: req is NULL"));
     *req = NULL;
     return xc__comm_fail(comm, p2p_issue(0, buf, count, dtype, peer, tag, comm, req, NULL,
-                                         NULL));
+                                         NULL, 0));
 }
 
 xc_result_t xc_group_start(void)
 {
-    if (tls_group_depth++ == 0) tls_group_rc = XC_OK;
+    group_t *g = &tls_group;
+    if (g->depth++ == 0) g->rc = XC_OK;
     return XC_OK;
 }
 
 xc_result_t xc_group_end(void)
 {
-    if (tls_group_depth == 0)
-        return xc__err(XC_ERR_INVALID, "xc_group_end without xc_group_start");
-    if (--tls_group_depth > 0) return XC_OK;
-    xc_result_t rc = tls_group_rc;
-    for (size_t i = 0; i < tls_group_n; i++) {
-        xc_result_t r = xc__request_wait_free(tls_group_reqs[i]);
+    group_t *g = &tls_group;
+    if (g->depth == 0) return xc__err(XC_ERR_INVALID, "xc_group_end without xc_group_start");
+    if (--g->depth > 0) return XC_OK;
+    xc_result_t rc = g->rc;
+    group_chunk_t *c = g->head;
+    for (size_t i = 0; i < g->n; i++) {
+        if (i && i % GROUP_CHUNK == 0) c = c->next;
+        xc_result_t r = xc__request_wait_stack(&c->slot[i % GROUP_CHUNK].req);
         if (r != XC_OK && rc == XC_OK) rc = r;
     }
-    tls_group_n = 0;
-    free(tls_group_reqs);
-    tls_group_reqs = NULL;
-    tls_group_cap = 0;
+    g->n = 0;
     return rc;
 }

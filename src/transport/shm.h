@@ -76,11 +76,10 @@ typedef struct xc__shm_ctl {
     uint64_t probe;                           /* address of a known value, to test CMA */
 } xc__shm_ctl_t;
 
-/* A channel's counters: bytes ever written (by the sender) and consumed
- * (by the receiver); head - tail bytes are in the ring. */
+/* A channel's counter: lines of its ring consumed by the receiver (the
+ * sender's progress is in the lines' tags: shm_chan.c). */
 typedef struct xc__chan_ctl {
-    _Alignas(XC__SHM_PAIR) uint64_t head;
-    _Alignas(XC__SHM_PAIR) uint64_t tail;
+    _Alignas(XC__SHM_PAIR) uint64_t tail; /* lines consumed (shm_chan.c) */
 } xc__chan_ctl_t;
 
 typedef struct xc__shm_hdr {

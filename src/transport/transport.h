@@ -76,8 +76,11 @@ struct xc__conn {
     struct xc__chan_ctl *ctx, *crx;
     char *ctxd, *crxd;
     size_t cbytes;      /* ring size (a power of two) */
-    uint64_t chead;     /* bytes we wrote to ctx (our copy of its head) */
-    uint64_t ctail;     /* bytes we consumed from crx (our copy of its tail) */
+    uint64_t chead;     /* lines we wrote to ctx */
+    uint64_t ctail;     /* lines we consumed from crx */
+    size_t crx_off;     /* bytes consumed of crx's line `ctail` */
+    uint64_t ctx_tail;  /* ctx's tail as last read (the peer's, lags) */
+    uint64_t ctail_pub; /* crx's tail as last published (lags ctail) */
     /* TCP with several streams (tcp.c, docs/tcp.md): one logical byte
      * stream cut into chunks; chunk k of the connection's striped payloads
      * travels on stream k mod nstreams, headers always on stream 0. */
