@@ -23,6 +23,7 @@ typedef struct xc__config {
     int shm;              /* 1: shared memory between ranks of one node */
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
+    int shm_p2p_cma_min_kb; /* ... of point-to-point / schedule frames */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
     int shm_coop;         /* single-copy broadcast's root copies too: 1 always,
                              0 never, -1 when the node is not crowded */

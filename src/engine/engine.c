@@ -157,7 +157,7 @@ xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
     return rc;
 }
 
-static void wait_locked(xc_comm_t *comm, xc_request_t *req);
+static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff);
 
 xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)
 {
@@ -168,10 +168,10 @@ xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)
     }
     pthread_mutex_lock(&comm->mu);
     xc_result_t rc = submit_locked(comm, op, 1);
-    if (rc == XC_OK && !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) wait_locked(comm, req);
+    if (rc == XC_OK && !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) wait_locked(comm, req, 1);
     pthread_mutex_unlock(&comm->mu);
     if (rc != XC_OK) return rc;
-    return xc__request_wait_stack(req); /* done: collects the result */
+    return xc__request_wait_stack(req, 1); /* done: collects the result */
 }
 
 /* Frames for collective `seq` still unconsumed after it completed mean the
@@ -642,8 +642,10 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
     xc__comm_poll(comm, 0); /* sockets: peer death, error frames */
 }
 
-/* Block until `req` completes (called with the lock held). */
-static void wait_locked(xc_comm_t *comm, xc_request_t *req)
+/* Block until `req` completes (called with the lock held).  `handoff`:
+ * afterwards, wake the progress thread for what is still pending (0: the
+ * caller waits on this communicator again at once). */
+static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
 {
     comm->waiters++;
     xc_comm_t *saved = tls_waiting;
@@ -709,7 +711,8 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     }
     tls_waiting = saved;
     comm->waiters--;
-    if (comm->waiters == 0 && comm->npending > 0 && comm->has_thread) xc__comm_kick(comm);
+    if (handoff && comm->waiters == 0 && comm->npending > 0 && comm->has_thread)
+        xc__comm_kick(comm);
     /* Adapt the spin budget: spinning pays when peers run on other cores
      * and arrive within it; when they do not (oversubscribed cores, ranks
      * far apart), every microsecond spun is taken from a rank that needs
@@ -721,19 +724,23 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req)
     else comm->spin_ns = comm->spin_ns / 2 > 500 ? comm->spin_ns / 2 : XC__MIN(500, max);
 }
 
-xc_result_t xc_request_wait(xc_request_t *req)
+/* xc_request_wait, handing what is still pending to the progress thread
+ * afterwards or not (`handoff`, see wait_locked). */
+static xc_result_t request_wait(xc_request_t *req, int handoff)
 {
     if (!req) return xc__err(XC_ERR_INVALID, "xc_request_wait: req is NULL");
     if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         xc_comm_t *comm = req->comm;
         pthread_mutex_lock(&comm->mu);
-        wait_locked(comm, req);
+        wait_locked(comm, req, handoff);
         pthread_mutex_unlock(&comm->mu);
     }
     if (req->rc != XC_OK)
         return xc__err(req->rc, "%s", req->msg ? req->msg : xc_strerror(req->rc));
     return XC_OK;
 }
+
+xc_result_t xc_request_wait(xc_request_t *req) { return request_wait(req, 1); }
 
 xc_result_t xc_request_test(xc_request_t *req, int *done)
 {
@@ -775,9 +782,9 @@ xc_result_t xc_request_waitall(xc_request_t **reqs, size_t n)
     return first;
 }
 
-xc_result_t xc__request_wait_stack(xc_request_t *req)
+xc_result_t xc__request_wait_stack(xc_request_t *req, int handoff)
 {
-    xc_result_t rc = xc_request_wait(req);
+    xc_result_t rc = request_wait(req, handoff);
     free(req->msg);
     return rc;
 }

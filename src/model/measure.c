@@ -870,7 +870,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         out->sync_per_rank = 0;
     } else if (what & XC__HAVE_SHM) {
         if (comm->chans) {
-            double big_from = comm->cma ? (double)comm->cfg.shm_cma_min_kb * 1024 : 0;
+            double big_from = comm->cma ? (double)comm->cfg.shm_p2p_cma_min_kb * 1024 : 0;
             XC_CHECK(measure_link(comm, 1, big_from, 0, pl, out, XC__LINK_SHM, &out->link[XC__LINK_SHM]));
         } else {
             /* No channels (frames go over loopback TCP): the class only
@@ -929,7 +929,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         p->have |= what;
         if (shm_link_from_copy) {
             xc__link_params_t *l = &p->link[XC__LINK_SHM];
-            l->big_from = (double)comm->cfg.shm_cma_min_kb * 1024;
+            l->big_from = (double)comm->cfg.shm_p2p_cma_min_kb * 1024;
             for (int x = 0; x < XC__XFER_COUNT; x++)
                 l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem, 0};
         }

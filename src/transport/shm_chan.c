@@ -27,7 +27,7 @@
  *
  * Costs: a message of n bytes is copied twice (in and out) in 56-byte
  * pieces, 64/56 of n in the ring; large point-to-point payloads do not
- * travel here at all: from XCOLL_SHM_CMA_MIN_KB the frame carries their
+ * travel here at all: from XCOLL_SHM_P2P_CMA_MIN_KB the frame carries their
  * address and the receiver reads them in one copy (match.c's rendezvous).
  *
  * Channels have no descriptor: the engine services them on its turns
@@ -216,13 +216,16 @@ static int chan_ready(const xc__conn_t *c)
 }
 
 /* Frames left queued (the ring is full) make a backlog the engine keeps
- * servicing even with no operation pending (an ACK, for instance). */
+ * servicing even with no operation pending (an ACK, for instance): then
+ * the progress thread is woken for it.  With an operation pending, its
+ * submission already decided who drives it (xc__op_submit wakes the
+ * thread unless the caller is about to wait). */
 static void chan_write(xc_comm_t *comm, xc__conn_t *c)
 {
     xc__stream_write(comm, c, chan_put);
     if (c->sq_head && !comm->chan_backlog) {
         comm->chan_backlog = 1;
-        if (comm->has_thread && comm->waiters == 0) xc__comm_kick(comm);
+        if (comm->has_thread && comm->waiters == 0 && comm->npending == 0) xc__comm_kick(comm);
     }
 }
 
