@@ -459,7 +459,19 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
     const size_t *bigs = big_from < 0 ? pl->tcp_big : pl->big;
     int ns = count_sizes(pl->small), nb = count_sizes(bigs);
     size_t max = bigs[nb - 1];
-    double copy_from = big_from < 0 ? (double)bigs[0] : big_from;
+    /* Shared-memory channels with single copy: the small sizes are timed
+     * through the ring (the rendezvous held off), the big ones single-copy,
+     * and each line is fitted to its own points.  The eager line then
+     * prices what goes through a ring -- messages below big_from, and the
+     * shared-memory collectives' staged moves (cost_shm.c's xfer) -- from
+     * ring copies up to the first big size, not from two points under the
+     * point-to-point threshold (8 KiB: its slope took the small frames'
+     * per-line cost, 2-3x the ring's copy rate, and priced a 32 KiB
+     * allgather.shm at 6.8 us against 4.0 measured). */
+    int ring_small = big_from > 0 && comm->cma && comm->chans;
+    int p2p_min_kb = comm->cfg.shm_p2p_cma_min_kb;
+    double fit_from = ring_small ? (double)bigs[0] : big_from;
+    double copy_from = big_from < 0 ? (double)bigs[0] : fit_from;
     char *buf = malloc(2 * max);
     double m[32], t[XC__XFER_COUNT][32];
     if (!buf) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
@@ -474,6 +486,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
         for (int i = 0; i < n && rc == XC_OK; i++) {
             size_t sz = (size_t)m[i];
             int reps = i < ns ? pl->reps_small : pl->reps_big;
+            if (ring_small) comm->cfg.shm_p2p_cma_min_kb = i < ns ? 1 << 30 : p2p_min_kb;
             for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--) {
                 /* Quick run: below big_from the channels copy through their
                  * rings anyway, so fresh data costs what clean data does
@@ -497,6 +510,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
             t[XC__EXCHANGE_FRESH][i] = t[XC__EXCHANGE][i];
         }
     }
+    comm->cfg.shm_p2p_cma_min_kb = p2p_min_kb;
     free(buf);
     if (rc != XC_OK || comm->rank != 0) return rc;
     for (int i = 0; i < n; i++)
@@ -512,7 +526,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
      * bcast.chain's 256 KiB segments at a third of their time). */
     if (big_from < 0 && !stream) big_from = best_split_all(&f, m, t, n, cache);
     for (int x = 0; x < XC__XFER_COUNT; x++) {
-        double from = big_from < 0 ? best_split(&f, m, t, x, n, cache) : big_from;
+        double from = big_from < 0 ? best_split(&f, m, t, x, n, cache) : fit_from;
         fit_line(&f, m, t[x], n, from, cache, &out->line[x]);
         out->line[x].big_from = big_from < 0 ? from : 0;
     }
@@ -611,6 +625,8 @@ static double excess(xc_comm_t *comm, xc__profile_t *p, double *term, int algo, 
     xc__model_call_t call = {XC_COLL_ALLREDUCE, count, XC_INT32, XC_SUM, 0};
     *term = 0;
     double rest = xc__model_predict(p, &topo, algo, &call);
+    XC_TRACE("cost model: %s of %zu int32 took %.2f us, the model without the term %.2f us",
+             xc_algo_name(algo), count, t * 1e6, rest * 1e6);
     return rest >= 0 && t > rest ? t - rest : fallback;
 }
 

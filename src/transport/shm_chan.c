@@ -47,14 +47,16 @@
 #define LINE 64
 #define LINE_BYTES 56 /* payload bytes of a line; its tag follows */
 #define BATCH 64      /* lines written before their tags (4 KiB) */
+#define PREFETCH 16   /* lines of a batch the reader fetches ahead */
 /* A put of this many bytes or more goes in bulk: a descriptor line (tag
  * TAG_BULK, payload the byte count) published after the raw bytes that
  * fill the lines behind it -- one copy at memcpy speed each side, where
  * 56-byte pieces cost ~20 cycles a line more (a send/receive of 8 KiB:
- * 3.1-3.7 us against 2.3 for the byte ring); below 2 KiB the lines were
- * as fast or faster (1.5 KiB 1.05-1.14 us, bulk from 256 B 0.78-0.82 at
- * 512 B against 0.66-0.69). */
-#define BULK_MIN 2048
+ * 3.1-3.7 us against 2.3 for the byte ring).  Below, lines: a 512-byte
+ * send/receive 0.66-0.69 us against 0.78 in bulk; from 1 KiB the schedule
+ * algorithms' frames went 1.5x faster in bulk (all-to-all.pairwise of
+ * 1 KiB blocks 1.94 -> 1.13 us) while a send/receive did not care. */
+#define BULK_MIN 1024
 #define TAG_BULK 63
 
 /* Copy `n` bytes between `buf` and the ring at byte position `pos`. */
@@ -78,8 +80,15 @@ static inline char *line_at(char *ring, size_t nlines, uint64_t no)
     return ring + (size_t)(no & (nlines - 1)) * LINE;
 }
 
-/* The tag of line `no` holding `nb` bytes: never 0 (the ring's fill). */
-static inline uint64_t tag_of(uint64_t no, size_t nb) { return (no + 1) << 6 | nb; }
+/* The tag of line `no` holding `nb` bytes, `after` more lines of its batch
+ * behind it (at most 63): never 0 (the ring's fill). */
+static inline uint64_t tag_of(uint64_t no, size_t after, size_t nb)
+{
+    return (no + 1) << 12 | after << 6 | nb;
+}
+static inline uint64_t tag_no(uint64_t tag) { return tag >> 12; }
+static inline size_t tag_after(uint64_t tag) { return (size_t)(tag >> 6) & 63; }
+static inline size_t tag_bytes(uint64_t tag) { return (size_t)tag & 63; }
 
 static ssize_t chan_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n)
 {
@@ -101,7 +110,7 @@ static ssize_t chan_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
         }
         char *line = line_at(c->ctxd, nlines, c->chead);
         memcpy(line, &bytes, sizeof bytes);
-        __atomic_store_n(line_tag(line), tag_of(c->chead, TAG_BULK), __ATOMIC_RELEASE);
+        __atomic_store_n(line_tag(line), tag_of(c->chead, 0, TAG_BULK), __ATOMIC_RELEASE);
         c->chead += 1 + (bytes + LINE - 1) / LINE;
         xc__shm_ring_rank(comm->node_shm, comm->local_of[c->peer]);
         return (ssize_t)bytes;
@@ -142,7 +151,7 @@ static ssize_t chan_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
             total += nb;
         }
         for (size_t k = k0; k-- > 0;)
-            __atomic_store_n(line_tag(line_at(c->ctxd, nlines, no + k)), tag_of(no + k, nbs[k]),
+            __atomic_store_n(line_tag(line_at(c->ctxd, nlines, no + k)), tag_of(no + k, k0 - 1 - k, nbs[k]),
                              __ATOMIC_RELEASE);
         no += k0;
     }
@@ -160,8 +169,18 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
     while (got < want) {
         char *line = line_at(c->crxd, nlines, c->ctail);
         uint64_t tag = __atomic_load_n(line_tag(line), __ATOMIC_ACQUIRE);
-        if (tag >> 6 != c->ctail + 1) break;
-        size_t nb = (size_t)(tag & 63);
+        if (tag_no(tag) != c->ctail + 1) break;
+        size_t nb = tag_bytes(tag);
+        /* The rest of the line's batch was written before its first tag:
+         * fetch it at once, so a frame of several lines waits for one
+         * hand-off, not one per line (a 32-byte message is two lines). */
+        uint64_t last = c->ctail + tag_after(tag);
+        if (last > c->crx_pref) {
+            uint64_t from = c->crx_pref > c->ctail ? c->crx_pref + 1 : c->ctail + 1;
+            for (uint64_t i = from; i <= last && i <= c->ctail + PREFETCH; i++)
+                __builtin_prefetch(line_at(c->crxd, nlines, i), 0, 3);
+            c->crx_pref = last < c->ctail + PREFETCH ? last : c->ctail + PREFETCH;
+        }
         if (nb == TAG_BULK) {
             uint64_t bytes;
             memcpy(&bytes, line, sizeof bytes);
@@ -212,7 +231,7 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
 static int chan_ready(const xc__conn_t *c)
 {
     char *line = line_at(c->crxd, c->cbytes / LINE, c->ctail);
-    return __atomic_load_n(line_tag(line), __ATOMIC_RELAXED) >> 6 == c->ctail + 1;
+    return tag_no(__atomic_load_n(line_tag(line), __ATOMIC_RELAXED)) == c->ctail + 1;
 }
 
 /* Frames left queued (the ring is full) make a backlog the engine keeps

@@ -79,6 +79,7 @@ struct xc__conn {
     uint64_t chead;     /* lines we wrote to ctx */
     uint64_t ctail;     /* lines we consumed from crx */
     size_t crx_off;     /* bytes consumed of crx's line `ctail` */
+    uint64_t crx_pref;  /* last line of crx fetched ahead (shm_chan.c) */
     uint64_t ctx_tail;  /* ctx's tail as last read (the peer's, lags) */
     uint64_t ctail_pub; /* crx's tail as last published (lags ctail) */
     /* TCP with several streams (tcp.c, docs/tcp.md): one logical byte
