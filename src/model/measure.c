@@ -584,6 +584,10 @@ static xc_result_t time_barrier(xc_comm_t *comm, int algo, int reps, int bench, 
 /* The staged round's probe: 512 bytes, past the flagged lines (shm.h). */
 #define STAGE_COUNT 128
 _Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must use the slots");
+/* The schedule call's probe: 64 bytes, a frame of more than one channel
+ * line (see its use). */
+#define SCHED_PROBE 16
+_Static_assert(SCHED_PROBE <= CALL_MAX, "the schedule probe must fit the probe array");
 static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, int reps, int bench,
                              double *out)
 {
@@ -921,15 +925,19 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             return xc__err(XC_ERR_INTERNAL, "cost model: no same-node TCP pair to measure");
     }
     /* A schedule algorithm's own call cost (select, build with its scratch,
-     * queue, complete): a 1-element allreduce.rd less what the model
-     * predicts for its transfers (one node: one link class). */
+     * queue, complete): a 16-element allreduce.rd less what the model
+     * predicts for its transfers (one node: one link class).  16, not 1:
+     * a frame of one channel line (header and up to 8 bytes) made the
+     * reductions' rounds ~0.3 us faster than any larger one (allreduce.rd
+     * 0.54-0.60 us at 8 B, 0.87-0.90 from 12 B), and priced at the 1-line
+     * figure every schedule algorithm from 12 B came out 30-50 % low. */
     uint32_t links = what & (XC__HAVE_SHM | XC__HAVE_TCP_LOCAL);
     if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
                                                             : (links & XC__HAVE_TCP_LOCAL))) {
         double tc = 0;
-        XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RD, 1, sync_reps, pl->bench_stat, &tc));
+        XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE, sync_reps, pl->bench_stat, &tc));
         if (comm->rank == 0)
-            out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, 1, tc,
+            out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE, tc,
                                      out->sched_call > 0 ? out->sched_call : 0);
     }
     /* The calibration (one node, several ranks): what a call after a pause
