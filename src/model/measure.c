@@ -927,10 +927,11 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     /* A schedule algorithm's own call cost (select, build with its scratch,
      * queue, complete): a 16-element allreduce.rd less what the model
      * predicts for its transfers (one node: one link class).  16, not 1:
-     * a frame of one channel line (header and up to 8 bytes) made the
-     * reductions' rounds ~0.3 us faster than any larger one (allreduce.rd
-     * 0.54-0.60 us at 8 B, 0.87-0.90 from 12 B), and priced at the 1-line
-     * figure every schedule algorithm from 12 B came out 30-50 % low. */
+     * a reduction's round with a frame of one channel line (header and up
+     * to 8 bytes) mostly ran ~0.3 us faster than with any larger one
+     * (allreduce.rd 0.54-0.60 us at 8 B, 0.85-0.90 from 12 B; cause not
+     * found), and priced at the 1-line figure every schedule algorithm
+     * from 12 B came out 30-50 % low. */
     uint32_t links = what & (XC__HAVE_SHM | XC__HAVE_TCP_LOCAL);
     if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
                                                             : (links & XC__HAVE_TCP_LOCAL))) {
