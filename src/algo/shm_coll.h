@@ -153,10 +153,19 @@ XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off,
 #define XC__SHM_BCAST_CMA_MIN_2 (256 * 1024)
 /* `cfg_min`: XCOLL_SHM_CMA_MIN_KB in bytes; 0 asks for single copy at
  * every size (so that tests meet every count), here and in
- * xc__shm_cma_reduce_min. */
+ * xc__shm_cma_reduce_min.  On a crowded node the broadcast stays staged
+ * at every size: readers taking turns on the cores each read the root's
+ * whole buffer while the root, which may not return before the last of
+ * them, holds its own; staged, the root runs a slot ahead and each reader
+ * copies out of the cache.  4 ranks on 2 cores, GB/s single copy /
+ * staged: 64 KiB 5.0 / 15.8, 1 MiB 3.6 / 4.6, 16 MiB 4.2 / 5.1 (Open MPI
+ * 4.3-4.7 at 1-16 MiB); 8 ranks 1.7 / 15.5, 1.05 / 2.7, 1.44 / 1.32
+ * (bench/RESULTS.md, nineteenth session).  All-gather and reduce keep
+ * their single copy there (it measured as fast or faster). */
 static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_min)
 {
     if (!cfg_min) return 0;
+    if (crowded) return SIZE_MAX;
     return xc__shm_pair(nranks, crowded) ? XC__SHM_BCAST_CMA_MIN_2 : 0;
 }
 
