@@ -59,11 +59,22 @@ static const xc__shm_coll_t chunked = {nchunks, reads_all, xc__shm_stage_input,
                                        xc__shm_reduce_share, xc__shm_copy_result, 0};
 static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, mid_direct, out_direct, 1};
 
+/* On 2 uncrowded ranks: single copy where the communicator's profile
+ * prices it below one shot per chunk (xc__model_shm_pair_direct). */
+static int pair_direct(const xc_comm_t *comm, const xc__args_t *a)
+{
+    const xc__model_topo_t *t = xc__algo_topo(comm);
+    if (!t || comm->shm_one_shot) return 0;
+    xc__model_call_t call = {XC_COLL_ALLREDUCE, a->count, a->dtype, a->op, 0};
+    return xc__model_shm_pair_direct(comm->profile, t, &call);
+}
+
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
     int all = xc__shm_allreduce_one_shot_all(comm->size, comm->oversub);
-    if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ALL)) {
+    if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ALL) ||
+        (all && pair_direct(comm, a) && xc__shm_cma_scratch(comm))) {
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;

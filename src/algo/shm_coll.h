@@ -106,11 +106,13 @@ static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
     return xc__shm_pair(nranks, crowded);
 }
 /* An all-reduce on 2 ranks of an uncrowded node runs one shot per
- * slot-sized chunk at every size (each rank stages the chunk, both reduce
- * both inputs): one sync per chunk instead of the halves' two and their
- * copy-out, and no single copy (unless XCOLL_SHM_CMA_MIN_KB=0) -- 1.15-2.1x
- * faster from 32 KiB to 8 MiB, in place and not (bench/RESULTS.md,
- * sixteenth session). */
+ * slot-sized chunk (each rank stages the chunk, both reduce both inputs):
+ * one sync per chunk instead of the halves' two and their copy-out --
+ * 1.15-2.1x faster from 32 KiB to 8 MiB, in place and not (bench/RESULTS.md,
+ * sixteenth session).  Not single copy either (unless XCOLL_SHM_CMA_MIN_KB
+ * is 0), except where the cost model prices that lower from
+ * XC__SHM_CMA_REDUCE_MIN (xc__model_shm_pair_direct, nineteenth session:
+ * machines differ). */
 static inline int xc__shm_allreduce_one_shot_all(int nranks, int crowded)
 {
     return xc__shm_pair(nranks, crowded);

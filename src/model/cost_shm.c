@@ -159,7 +159,12 @@ static double one_shot(const xc__m_t *m, double B)
 static double one_shot_chunk(const xc__m_t *m, double cb)
 {
     double rd = chunk_read(m, cb, 1), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
-    return sync_cost(m) + stage(m, cb) + xc__m_copy(m, cb) + (rd > red ? rd : red) + xc__m_fin(m, cb);
+    double v = sync_cost(m) + stage(m, cb) + xc__m_copy(m, cb) + (rd > red ? rd : red) +
+               xc__m_fin(m, cb);
+    /* The measured correction (the profile's pair_chunk), never below half
+     * the formula's price. */
+    double c = v + cb * m->p->pair_chunk;
+    return c > 0.5 * v ? c : 0.5 * v;
 }
 
 /* One chunk of the reduce on 2 uncrowded ranks, back to back: the other
@@ -180,17 +185,47 @@ static int one_shot_size(const xc__m_t *m, double B)
     return B <= XC__SHM_LL_MAX || B <= (double)xc__shm_one_shot_max(m->t->nranks);
 }
 
+/* The single-copy all-reduce: three syncs; block r of every input
+ * reduced, then the other blocks pulled from their owners. */
+static double allreduce_direct(const xc__m_t *m)
+{
+    int n = m->t->nranks;
+    double blk = xc__m_blk(m, n);
+    return 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
+}
+
+/* On 2 ranks of an uncrowded node the all-reduce runs one shot per
+ * slot-sized chunk, or -- from XC__SHM_CMA_REDUCE_MIN (and
+ * XCOLL_SHM_CMA_MIN_KB), when the ranks may read each other -- single
+ * copy where the profile prices that lower: the two measured 1.15-2.1x
+ * apart one way on one machine and 1.7-1.9x the other way on another
+ * (bench/RESULTS.md, sixteenth and nineteenth sessions).  The runtime
+ * (shm_allreduce.c) asks this with the communicator's profile, which every
+ * rank shares, so the ranks agree. */
+int xc__model_shm_pair_direct(const xc__profile_t *p_, const xc__model_topo_t *t_,
+                              const xc__model_call_t *c_)
+{
+    XC__COST_SETUP();
+    if (!t_->shm || !xc__shm_allreduce_one_shot_all(n, t_->crowded)) return 0;
+    double B = xc__m_bytes(m);
+    if (!use_cma(m, B) || B < (double)XC__SHM_CMA_REDUCE_MIN) return 0;
+    return allreduce_direct(m) < over_chunks(m, one_shot_chunk);
+}
+
+double xc__model_shm_pair_one_shot(const xc__profile_t *p_, const xc__model_topo_t *t_,
+                                   const xc__model_call_t *c_)
+{
+    XC__COST_SETUP();
+    return over_chunks(m, one_shot_chunk);
+}
+
 XC__COST(shm_allreduce)
 {
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma_reduce(m, B, XC__SHM_RED_ALL)) {
-        /* Three syncs; block r of every input reduced, then the other
-         * blocks pulled from their owners. */
-        double blk = xc__m_blk(m, n);
-        return 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
-    }
+    if (use_cma_reduce(m, B, XC__SHM_RED_ALL) || xc__model_shm_pair_direct(p_, t_, c_))
+        return allreduce_direct(m);
     if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_LL_MAX)
         return over_chunks(m, one_shot_chunk); /* one shot per slot-sized chunk */
     if (one_shot_size(m, B)) return one_shot(m, B);

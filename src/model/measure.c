@@ -46,6 +46,7 @@
  * caller's promise).
  */
 #include "../algo/algos.h"
+#include "../algo/shm_coll.h"
 #include "../transport/shm.h"
 #include "../compress/codec.h"
 #include "../reduce/reduce.h"
@@ -266,6 +267,41 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
     }
     if (rc == XC_OK && me) *out = stat(t, u, reps, bench);
     free(t);
+    return rc;
+}
+
+/* The 2-rank one-shot all-reduce (shm_allreduce.c) of PAIR_BYTES, back
+ * to back, the single copy held off: the median over PAIR_REPS calls of
+ * the slower rank's time (every rank takes part; rank 0 keeps it). */
+#define PAIR_BYTES (2u << 20)
+#define PAIR_REPS 3
+static xc_result_t time_pair(xc_comm_t *comm, double *out)
+{
+    size_t count = PAIR_BYTES / sizeof(float);
+    char *buf = malloc(2 * (size_t)PAIR_BYTES);
+    int32_t ok = buf != NULL;
+    /* Every rank learns of a failed allocation (none waits alone). */
+    XC_CHECK(xc_allreduce(&ok, &ok, 1, XC_INT32, XC_MIN, comm));
+    if (!ok) {
+        free(buf);
+        return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    }
+    memset(buf, 0x3c, 2 * (size_t)PAIR_BYTES);
+    int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
+    comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_SHM_ALLREDUCE;
+    comm->shm_one_shot = 1;
+    double t[PAIR_REPS], u[PAIR_REPS];
+    xc_result_t rc = XC_OK;
+    for (int i = -1; i < PAIR_REPS && rc == XC_OK; i++) {
+        double t0 = now_s();
+        rc = xc_allreduce(buf, buf + PAIR_BYTES, count, XC_FLOAT32, XC_SUM, comm);
+        if (i >= 0) t[i] = now_s() - t0;
+    }
+    comm->shm_one_shot = 0;
+    comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
+    if (rc == XC_OK) rc = xc_allreduce(t, u, PAIR_REPS, XC_FLOAT64, XC_MAX, comm);
+    if (rc == XC_OK) *out = median(u, PAIR_REPS);
+    free(buf);
     return rc;
 }
 
@@ -868,7 +904,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__profile_t *out = comm->rank == 0 ? p : &tmp;
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
-    double t_stage = -1;
+    double t_stage = -1, t_pair = -1;
     /* Oversubscribed (one node, so every rank agrees): a synchronisation
      * takes as long as the scheduler's turns, whose times scatter widely;
      * a few reps would pick the shm or the schedule algorithms at random. */
@@ -906,6 +942,10 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
          * once the host's figures are in. */
         XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, sync_reps, pl->bench_stat,
                            &t_stage));
+        /* The pair's one-shot all-reduce, where the single copy is the
+         * alternative (cost_shm.c, xc__model_shm_pair_direct). */
+        if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
+            XC_CHECK(time_pair(comm, &t_pair));
         XC_TRACE("cost model: shm link and sync measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
     }
@@ -964,6 +1004,17 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         if (t_stage >= 0)
             p->shm_stage =
                 excess(comm, p, &p->shm_stage, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, t_stage, 0);
+        if (t_pair > 0) {
+            xc__model_topo_t topo;
+            xc__model_topo_of(comm, &topo);
+            xc__model_call_t call = {XC_COLL_ALLREDUCE, PAIR_BYTES / sizeof(float), XC_FLOAT32,
+                                     XC_SUM, 0};
+            p->pair_chunk = 0;
+            double rest = xc__model_shm_pair_one_shot(p, &topo, &call);
+            if (rest > 0) p->pair_chunk = (t_pair - rest) / PAIR_BYTES;
+            XC_TRACE("cost model: 2-rank one-shot all-reduce of %u B took %.1f us, its formula "
+                     "%.1f us", PAIR_BYTES, t_pair * 1e6, rest * 1e6);
+        }
     }
     return XC_OK;
 }

@@ -100,6 +100,12 @@ typedef struct xc__profile {
      * counter's); rounds in the flagged lines (<= XC__SHM_LL_MAX bytes
      * per rank) have none. */
     double shm_stage;
+    /* On 2 uncrowded ranks, seconds per byte the one-shot all-reduce's
+     * chunks take beyond their formula (signed; cost_shm.c): measured at
+     * 4 MiB, since what the two cores' concurrent staging and cross-core
+     * reads cost differs between machines more than the formula's parts
+     * say (this price decides between it and the single copy). */
+    double pair_chunk;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
@@ -198,6 +204,16 @@ XC__HIDDEN double xc__model_predict(const xc__profile_t *p, const xc__model_topo
 enum { XC__COLD_MALLOC = 1, XC__COLD_XCMEM = 2 };
 XC__HIDDEN double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t,
                                  const xc__model_call_t *c);
+
+/* 1 if the 2-rank shared-memory all-reduce of `c` should run single copy
+ * rather than one shot per chunk (cost_shm.c; the runtime and the model's
+ * price of allreduce.shm use this one rule). */
+XC__HIDDEN int xc__model_shm_pair_direct(const xc__profile_t *p, const xc__model_topo_t *t,
+                                         const xc__model_call_t *c);
+/* That all-reduce's price one shot per chunk (the calibration's reference
+ * for the profile's pair_chunk). */
+XC__HIDDEN double xc__model_shm_pair_one_shot(const xc__profile_t *p, const xc__model_topo_t *t,
+                                              const xc__model_call_t *c);
 
 /* The algorithm with the least predicted time for `c` (ties: registry
  * order); its id, or XC__ALGO_NONE (0) if no algorithm is valid.  *pred

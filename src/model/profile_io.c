@@ -81,8 +81,9 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
     if (p->have & XC__HAVE_SHM)
         fprintf(f,
                 "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, "
-                "\"stage_us\": %.4f},\n",
-                p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US);
+                "\"stage_us\": %.4f, \"pair_chunk_ps\": %.3f},\n",
+                p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US,
+                p->pair_chunk / PS);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     if (p->cold_alpha > 0 || p->cold_beta > 0)
         fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
@@ -131,8 +132,9 @@ static xc_result_t bad(reader_t *r, const char *where, const char *what)
 }
 
 /* A number >= 0 at obj.key, scaled. */
-static double num(reader_t *r, const xc__json_t *obj, const char *path, const char *key,
-                  double scale)
+/* obj.key as a finite number (>= 0 unless `any_sign`) times `scale`. */
+static double number(reader_t *r, const xc__json_t *obj, const char *path, const char *key,
+                     double scale, int any_sign)
 {
     char where[160];
     snprintf(where, sizeof where, "%s%s%s", path, *path ? "." : "", key);
@@ -141,14 +143,26 @@ static double num(reader_t *r, const xc__json_t *obj, const char *path, const ch
         bad(r, where, "missing");
         return 0;
     }
-    if (v->type != XC__J_NUM || !isfinite(v->num) || v->num < 0) {
+    if (v->type != XC__J_NUM || !isfinite(v->num) || (!any_sign && v->num < 0)) {
         char what[96];
-        snprintf(what, sizeof what, "expected a number >= 0 (line %d, column %d)", v->line,
-                 v->col);
+        snprintf(what, sizeof what, "expected a number%s (line %d, column %d)",
+                 any_sign ? "" : " >= 0", v->line, v->col);
         bad(r, where, what);
         return 0;
     }
     return v->num * scale;
+}
+
+static double num(reader_t *r, const xc__json_t *obj, const char *path, const char *key,
+                  double scale)
+{
+    return number(r, obj, path, key, scale, 0);
+}
+
+static double snum(reader_t *r, const xc__json_t *obj, const char *path, const char *key,
+                   double scale)
+{
+    return number(r, obj, path, key, scale, 1);
 }
 
 static const xc__json_t *object(reader_t *r, const xc__json_t *obj, const char *path,
@@ -302,6 +316,8 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             p->sync_per_rank = num(&r, s, "shm_sync", "per_rank_us", US);
             /* Optional: files written before it was measured price none. */
             if (xc__json_get(s, "stage_us")) p->shm_stage = num(&r, s, "shm_sync", "stage_us", US);
+            if (xc__json_get(s, "pair_chunk_ps"))
+                p->pair_chunk = snum(&r, s, "shm_sync", "pair_chunk_ps", PS);
         }
     }
     const xc__json_t *sch = r.rc == XC_OK ? object(&r, root, "", "schedule", 0) : NULL;
