@@ -194,7 +194,16 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
             got += k;
             c->crx_off += k;
             if (c->crx_off == bytes) {
-                c->ctail += 1 + (bytes + LINE - 1) / LINE;
+                /* The raw lines' tag words hold the message's bytes: clear
+                 * them, or at the next lap a stale word equal to the tag
+                 * then expected (a user's int64 can be) would pass for a
+                 * line the sender has not written.  Before `tail` covers
+                 * them, so the sender cannot be writing them yet. */
+                uint64_t raw = (bytes + LINE - 1) / LINE;
+                for (uint64_t i = 1; i <= raw; i++)
+                    __atomic_store_n(line_tag(line_at(c->crxd, nlines, c->ctail + i)), 0,
+                                     __ATOMIC_RELAXED);
+                c->ctail += 1 + raw;
                 c->crx_off = 0;
             }
             continue;

@@ -27,6 +27,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static int right_of(int r) { return (r + 1) % H.size; }
 static int left_of(int r) { return (r + H.size - 1) % H.size; }
@@ -500,6 +501,75 @@ static void run_rejects(void)
              XC_OK);
 }
 
+/* A bulk frame's raw lines in a shared-memory channel (shm_chan.c) hold
+ * the message's bytes where other lines hold their tags: at the next lap
+ * the receiver must not take a stale word for the tag it then expects.
+ * On a fresh communicator of ranks 0 and 1 (its 0 -> 1 channel starts at
+ * line 0, the ring's line count known from XCOLL_SHM_CHAN_KB), rank 0
+ * sends a 2 KiB message whose word in every raw line's tag position is
+ * that line's next-lap tag, then one-line messages round the ring, then
+ * -- after rank 1 is waiting where the stale words lie -- two more,
+ * which must be what rank 1 receives.  (With other frames on the channel
+ * first, or no channel, it is a plain message test.)  Run last: the split
+ * is a collective of H.comm. */
+static void stale_lines_case(void)
+{
+    if (H.size < 2) return;
+    xc_comm_t *pair = NULL;
+    H_CHECK(H.comm, xc_comm_split(H.comm, H.rank < 2 ? 0 : XC_COLOR_NONE, H.rank, &pair, NULL));
+    if (!pair) return;
+    const char *kb = getenv("XCOLL_SHM_CHAN_KB");
+    uint64_t lines = (uint64_t)(kb && *kb ? atoi(kb) : 64) * 1024 / 64;
+    enum { WORDS = 256 }; /* 2 KiB: a bulk put (48-byte header + payload) */
+    uint64_t big[WORDS], small = 0, got = 0;
+    const char *what = "p2p stale channel lines";
+    /* Raw line j (from 1) holds frame bytes (j-1)*64 .. +63: its tag word
+     * (bytes 56..63) is payload word (j-1)*8 + 1; its next-lap tag is line
+     * j + lines, 0 lines after it, 56 bytes. */
+    for (size_t i = 0; i < WORDS; i++) big[i] = 0x5eed0000u + i;
+    for (uint64_t j = 1; (j - 1) * 8 + 1 < WORDS; j++)
+        big[(j - 1) * 8 + 1] = (j + lines + 1) << 12 | 56;
+    int nsmall = lines > 35 ? (int)(lines - 33) : 1; /* lines 34 .. lines (slot 0) */
+    if (H.rank == 0) {
+        H_CHECK(pair, xc_send(big, WORDS, XC_UINT64, 1, 30, pair));
+        for (int i = 0; i < nsmall; i++) {
+            small = (uint64_t)i;
+            H_CHECK(pair, xc_send(&small, 1, XC_UINT64, 1, 31, pair));
+        }
+        struct timespec ts = {0, 50 * 1000000L}; /* rank 1 waits at slot 1 */
+        nanosleep(&ts, NULL);
+        small = 0xfeedfacecafe;
+        H_CHECK(pair, xc_send(&small, 1, XC_UINT64, 1, 32, pair));
+        small = 0xabad1dea;
+        H_CHECK(pair, xc_send(&small, 1, XC_UINT64, 1, 33, pair));
+    } else {
+        uint64_t in[WORDS];
+        H_CHECK(pair, xc_recv(in, WORDS, XC_UINT64, 0, 30, pair));
+        for (size_t i = 0; i < WORDS; i++)
+            if (in[i] != big[i]) {
+                h_fail(__FILE__, __LINE__, "%s: word %zu is %#llx, sent %#llx", what, i,
+                       (unsigned long long)in[i], (unsigned long long)big[i]);
+                break;
+            }
+        for (int i = 0; i < nsmall; i++) {
+            H_CHECK(pair, xc_recv(&got, 1, XC_UINT64, 0, 31, pair));
+            if (got != (uint64_t)i)
+                h_fail(__FILE__, __LINE__, "%s: message %d carried %llu", what, i,
+                       (unsigned long long)got);
+        }
+        H_CHECK(pair, xc_recv(&got, 1, XC_UINT64, 0, 32, pair));
+        if (got != 0xfeedfacecafe)
+            h_fail(__FILE__, __LINE__, "%s: the late message carried %#llx", what,
+                   (unsigned long long)got);
+        /* The lines after it are stale raw lines too. */
+        H_CHECK(pair, xc_recv(&got, 1, XC_UINT64, 0, 33, pair));
+        if (got != 0xabad1dea)
+            h_fail(__FILE__, __LINE__, "%s: the message after it carried %#llx", what,
+                   (unsigned long long)got);
+    }
+    H_CHECK(NULL, xc_comm_destroy(pair));
+}
+
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
@@ -518,5 +588,6 @@ int main(int argc, char **argv)
     pairs_case((size_t)64 << 20);
     pipeline_1f1b(H.full ? ((size_t)1 << 18) + 3 : 4099, 2 * H.size + 1);
     h_check_stats(H.comm, H.base_ops, H.issued, "world");
+    stale_lines_case();
     return h_finish();
 }
