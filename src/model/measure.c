@@ -281,17 +281,16 @@ static xc_result_t time_pair(xc_comm_t *comm, double *out)
     char *buf = malloc(2 * (size_t)PAIR_BYTES);
     int32_t ok = buf != NULL;
     /* Every rank learns of a failed allocation (none waits alone). */
-    XC_CHECK(xc_allreduce(&ok, &ok, 1, XC_INT32, XC_MIN, comm));
-    if (!ok) {
+    xc_result_t rc = xc_allreduce(&ok, &ok, 1, XC_INT32, XC_MIN, comm);
+    if (rc != XC_OK || !ok) {
         free(buf);
-        return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+        return rc != XC_OK ? rc : xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
     }
     memset(buf, 0x3c, 2 * (size_t)PAIR_BYTES);
     int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
     comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_SHM_ALLREDUCE;
     comm->shm_one_shot = 1;
     double t[PAIR_REPS], u[PAIR_REPS];
-    xc_result_t rc = XC_OK;
     for (int i = -1; i < PAIR_REPS && rc == XC_OK; i++) {
         double t0 = now_s();
         rc = xc_allreduce(buf, buf + PAIR_BYTES, count, XC_FLOAT32, XC_SUM, comm);
