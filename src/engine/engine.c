@@ -776,7 +776,12 @@ xc_result_t xc_request_waitall(xc_request_t **reqs, size_t n)
     xc_result_t first = XC_OK;
     for (size_t i = 0; i < n; i++) {
         if (!reqs[i]) continue;
-        xc_result_t rc = xc_request_wait(reqs[i]);
+        /* No hand-off to the progress thread between two waits on one
+         * communicator (see xc_group_end). */
+        size_t j = i + 1;
+        while (j < n && !reqs[j]) j++;
+        int handoff = j == n || reqs[j]->comm != reqs[i]->comm;
+        xc_result_t rc = request_wait(reqs[i], handoff);
         if (rc != XC_OK && first == XC_OK) first = rc;
     }
     return first;
