@@ -152,6 +152,7 @@ typedef struct opts {
     const char *csv_path, *json_path; /* "-" = stdout; NULL = off */
     const char *calibrate_path;         /* --calibrate: write a profile, no sweep */
     int xc_buffers;                     /* --buffers xcoll: xc_mem_alloc */
+    int p2p_nb;                         /* --p2p nonblocking */
 } opts_t;
 
 /* This process's rank as its launcher set it (the variables of
@@ -217,6 +218,9 @@ static void usage(FILE *f)
         "                           a gradient: a peer must then fetch it from the writer's cache,\n"
         "                           not from its own copy of the last call's (default 0, as\n"
         "                           nccl-tests)\n"
+        "      --p2p KIND           how sendrecv exchanges: group (default: xc_group_start,\n"
+        "                           xc_send, xc_recv, xc_group_end, as nccl-tests) or\n"
+        "                           nonblocking (xc_isend, xc_irecv, xc_request_waitall)\n"
         "      --csv[=FILE]         CSV records to FILE, or to stdout instead of the table\n"
         "      --json[=FILE]        a JSON array of the same records, likewise\n"
         "      --calibrate[=FILE]   measure alpha, beta, gamma for the cost model and write\n"
@@ -390,7 +394,7 @@ static void resolve_algo(opts_t *o)
 
 static void parse_args(opts_t *o, int argc, char **argv)
 {
-    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS, OPT_FRESH };
+    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS, OPT_FRESH, OPT_P2P };
     static const struct option longopts[] = {
         {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'},
@@ -410,6 +414,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"calibrate", optional_argument, NULL, OPT_CALIBRATE},
         {"buffers", required_argument, NULL, OPT_BUFFERS},
         {"fresh", optional_argument, NULL, OPT_FRESH},
+        {"p2p", required_argument, NULL, OPT_P2P},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -467,6 +472,11 @@ static void parse_args(opts_t *o, int argc, char **argv)
             if (strcmp(optarg, "malloc") && strcmp(optarg, "xcoll"))
                 usage_error("--buffers: \"%s\" is neither malloc nor xcoll", optarg);
             o->xc_buffers = !strcmp(optarg, "xcoll");
+            break;
+        case OPT_P2P:
+            if (strcmp(optarg, "group") && strcmp(optarg, "nonblocking"))
+                usage_error("--p2p: \"%s\" is neither group nor nonblocking", optarg);
+            o->p2p_nb = !strcmp(optarg, "nonblocking");
             break;
         case OPT_CALIBRATE:
             o->calibrate_path = optarg && *optarg ? optarg : "xcoll-profile.json";
@@ -673,6 +683,7 @@ typedef struct bench {
     const dtype_info_t *dt;
     xc_op_t op;
     int rank, nranks, root, inplace;
+    int p2p_nb; /* sendrecv as xc_isend + xc_irecv + xc_request_waitall */
     size_t esize;
     unsigned width; /* bits per element */
 } bench_t;
@@ -850,6 +861,15 @@ static xc_result_t run_once(xc_comm_t *c, const bench_t *b, const bufs_t *B, siz
     case C_ALLTOALL: return xc_alltoall(in, out, count, dt, c);
     default: {
         int n = b->nranks;
+        if (b->p2p_nb) {
+            xc_request_t *q[2] = {NULL, NULL};
+            xc_result_t rs = xc_isend(in, count, dt, (b->rank + 1) % n, 0, c, &q[0]);
+            xc_result_t rr = xc_irecv(out, count, dt, (b->rank + n - 1) % n, 0, c, &q[1]);
+            xc_result_t rc = xc_request_waitall(q, 2);
+            xc_request_free(q[0]);
+            xc_request_free(q[1]);
+            return rs != XC_OK ? rs : rr != XC_OK ? rr : rc;
+        }
         xc_result_t rc = xc_group_start();
         if (rc != XC_OK) return rc;
         xc_result_t rs = xc_send(in, count, dt, (b->rank + 1) % n, 0, c);
@@ -1200,9 +1220,9 @@ static void print_job_header(const opts_t *o, int print)
         printf("  dtype: %s  op: %s  root: %d\n", o->dtype->name, k_ops[o->op_index].name,
                o->root);
         printf("# minBytes %zu maxBytes %zu step: %lu(factor) warmup iters: %d iters: %d "
-               "validation: %d inplace: %d fresh: %d\n",
+               "validation: %d inplace: %d fresh: %d%s\n",
                o->minbytes, o->maxbytes, o->factor, o->warmup, o->iters, o->check, o->inplace,
-               o->fresh);
+               o->fresh, o->p2p_nb ? "  p2p: nonblocking" : "");
         if (o->min_ms > 0)
             printf("# min-time: %g ms per size and algorithm (more iterations where -n is "
                    "quicker)\n", o->min_ms);
@@ -1323,6 +1343,7 @@ int main(int argc, char **argv)
             .nranks = nranks,
             .root = o.root,
             .inplace = o.inplace,
+            .p2p_nb = o.p2p_nb,
             .esize = xc_dtype_size(o.dtype->dt),
         };
         b.width = (unsigned)(b.esize * 8);

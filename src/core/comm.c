@@ -238,7 +238,7 @@ xc_result_t xc_comm_destroy(xc_comm_t *c)
     /* Let pending operations finish (each within its own deadline).  As a
      * waiter, destroy keeps the progress thread off: the deadline ends in
      * XC_ERR_ABORTED here, not in a timeout there. */
-    c->waiters++;
+    __atomic_add_fetch(&c->waiters, 1, __ATOMIC_RELAXED);
     while (c->npending > 0 && xc__comm_status(c) == XC_OK) {
         uint64_t nearest = UINT64_MAX;
         if (c->coll_head) nearest = xc__op_deadline(c, c->coll_head);
@@ -256,13 +256,13 @@ xc_result_t xc_comm_destroy(xc_comm_t *c)
         int ms = xc__poll_ms_left(nearest);
         xc__comm_poll(c, ms < 0 || ms > 100 ? 100 : ms);
     }
-    c->waiters--;
+    __atomic_sub_fetch(&c->waiters, 1, __ATOMIC_RELAXED);
     if (c->shm) { /* local peers see it before the goodbye */
         __atomic_store_n(&c->shm->ctl[c->rank].gone, 1, __ATOMIC_RELEASE);
         xc__shm_ring(c->shm);
     }
     send_bye(c);
-    c->stop = 1;
+    __atomic_store_n(&c->stop, 1, __ATOMIC_RELAXED);
     xc__comm_kick(c);
     int has_thread = c->has_thread;
     pthread_mutex_unlock(&c->mu);

@@ -24,6 +24,16 @@
 
 #define XC__OP_PRIVBUF 256
 
+/* How a pending operation nobody waits for is handed to the progress
+ * thread (engine.c, hand_to_thread): */
+enum {
+    XC__WAKE_NONE, /* a channel's eager message: it moves without this rank
+                    * (its data is in the ring; a caller's next wait takes it) */
+    XC__WAKE_ARM,  /* a channel's large message: the thread is armed, the
+                    * peer's next frame wakes it */
+    XC__WAKE_KICK, /* anything else: the thread is woken now */
+};
+
 typedef struct xc__op {
     struct xc__op *next;     /* collective queue or p2p list */
     struct xc__op *prev;     /* p2p list only */
@@ -43,6 +53,7 @@ typedef struct xc__op {
     void (*waiting)(const struct xc__op *op, char *buf, size_t cap);
     void *priv;              /* heap state, freed with the op (or NULL)   */
     uint8_t on_stack;        /* a blocking caller's frame owns it         */
+    uint8_t wakes;           /* who moves it when nobody waits: XC__WAKE_* */
     /* Not zeroed by set-up (every field is set before use): */
     xc__tx_t ptx;            /* p2p send */
     xc__rx_t prx;            /* p2p receive */
@@ -104,6 +115,10 @@ struct xc_comm {
     int npending;            /* ops issued and not completed */
     int waiters;             /* threads inside xc__request_wait */
     int stop;                /* progress thread must exit */
+    int nwakes[3];           /* pending ops by `wakes` class */
+    int armed;               /* the thread is announced on the bell on its
+                              * own behalf: peers' publications wake it */
+    int thread_idle;         /* atomic: the thread sleeps on the bell */
     int split_count;
     int shrink_count;        /* xc_comm_shrink calls on this communicator */
     uint8_t *failed;         /* bitmap [(size+7)/8]: ranks known failed (lost

@@ -390,7 +390,7 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
     s.deadline = xc__deadline_ns(cfg->timeout_ms);
     s.silence_ns = silence_ms < 0 ? UINT64_MAX : (uint64_t)silence_ms * 1000000ull;
     memcpy(s.known, comm->failed, nb);
-    comm->waiters++; /* the progress thread keeps to its heartbeats */
+    __atomic_add_fetch(&comm->waiters, 1, __ATOMIC_RELAXED); /* the progress thread keeps to its heartbeats */
     rc = agree(&s);
     if (rc == XC_OK) {
         send_final(&s, s.known); /* peers still agreeing may settle on it */
@@ -412,7 +412,7 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
         }
         uid = child_uid(comm, s.no, s.known, nb);
     }
-    comm->waiters--;
+    __atomic_sub_fetch(&comm->waiters, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&comm->mu);
     if (rc != XC_OK) goto out;
 

@@ -196,7 +196,7 @@ static void wake_rank(xc__shm_t *s, int r)
 void xc__shm_ring_rank(xc__shm_t *s, int to)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&s->hdr->sleepers, __ATOMIC_SEQ_CST)) wake_rank(s, to);
+    wake_rank(s, to); /* its own count: an armed thread is only there */
 }
 
 void xc__shm_ring(xc__shm_t *s)
@@ -230,7 +230,29 @@ uint32_t xc__shm_sleep_begin(xc__shm_t *s)
 void xc__shm_sleep(xc__shm_t *s, uint32_t seen, int timeout_ms)
 {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
-    futex(&s->ctl[s->me].bell, FUTEX_WAIT, seen, &ts);
+    futex(&s->ctl[s->me].bell, FUTEX_WAIT, seen, timeout_ms < 0 ? NULL : &ts);
+}
+
+uint32_t xc__shm_bell(xc__shm_t *s)
+{
+    return __atomic_load_n(&s->ctl[s->me].bell, __ATOMIC_SEQ_CST);
+}
+
+void xc__shm_bump(xc__shm_t *s, int r)
+{
+    __atomic_add_fetch(&s->ctl[r].bell, 1, __ATOMIC_SEQ_CST);
+    futex(&s->ctl[r].bell, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+void xc__shm_arm(xc__shm_t *s)
+{
+    __atomic_add_fetch(&s->ctl[s->me].bell_sleepers, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+void xc__shm_disarm(xc__shm_t *s)
+{
+    __atomic_sub_fetch(&s->ctl[s->me].bell_sleepers, 1, __ATOMIC_RELAXED);
 }
 
 void xc__shm_sleep_end(xc__shm_t *s)

@@ -154,6 +154,19 @@ XC__HIDDEN void xc__shm_ring_rank(xc__shm_t *s, int to);
 XC__HIDDEN uint32_t xc__shm_sleep_begin(xc__shm_t *s);
 XC__HIDDEN void xc__shm_sleep(xc__shm_t *s, uint32_t seen, int timeout_ms);
 XC__HIDDEN void xc__shm_sleep_end(xc__shm_t *s);
+/* The progress thread's idle sleep on the same bell (engine.c): it reads
+ * the bell before it looks for work, sleeps on that value (xc__shm_sleep,
+ * timeout_ms < 0: no timeout) without announcing itself, so publications
+ * do not ring for it; a local kick moves the bell and wakes it
+ * (xc__shm_bump of its own rank).  Announcing it on this rank's bell alone
+ * *arms* it: a peer's next publication to this rank (xc__shm_ring_rank,
+ * the channels) wakes it; the node-wide publications (xc__shm_ring) do
+ * not.  xc__shm_bump of another rank wakes its thread unconditionally (a
+ * rank stuck on a peer's channel nudges it before it sleeps). */
+XC__HIDDEN uint32_t xc__shm_bell(xc__shm_t *s);
+XC__HIDDEN void xc__shm_bump(xc__shm_t *s, int r);
+XC__HIDDEN void xc__shm_arm(xc__shm_t *s);
+XC__HIDDEN void xc__shm_disarm(xc__shm_t *s);
 
 /* Create (local rank 0) or open the segment `name` for `nranks` ranks,
  * with channels of `chan_bytes` (a power of two, or 0 for none). */

@@ -14,6 +14,12 @@
  *   progress    an operation completes while the caller sleeps without
  *               calling into it (observed through xc_comm_stats), unless
  *               XCOLL_PROGRESS_THREAD=0 turned the progress thread off;
+ *   p2p progress  a large receive completes while its caller sleeps (the
+ *               sender blocks in xc_send meanwhile), and a large send
+ *               likewise; small receives posted by a rank that then waits
+ *               on another communicator for the sender, who first sends
+ *               more than a channel's ring holds: the sender must not
+ *               stay stuck (each unless XCOLL_PROGRESS_THREAD=0);
  *   overlap     computation runs while a large allreduce is in flight and
  *               both results are right (the time saved is printed);
  *   free        xc_request_free of a pending request: the operation still
@@ -259,12 +265,17 @@ static void polling(void)
     xc_request_free(NULL); /* a no-op */
 }
 
+static int progress_thread_off(void)
+{
+    const char *pt = getenv("XCOLL_PROGRESS_THREAD");
+    return pt && !strcmp(pt, "0");
+}
+
 /* The operation must complete while this thread does not call into xcoll
  * except xc_comm_stats, which reads counters. */
 static void background_progress(void)
 {
-    const char *pt = getenv("XCOLL_PROGRESS_THREAD");
-    if (pt && !strcmp(pt, "0")) {
+    if (progress_thread_off()) {
         if (H.rank == 0)
             printf("XCOLL_PROGRESS_THREAD=0: skipping the background-progress "
                    "check\n");
@@ -287,6 +298,91 @@ static void background_progress(void)
                h_now() - t0);
     H_CHECK(H.comm, xc_request_wait(f.req));
     verify(&f);
+}
+
+/* Sleep in 2 ms steps until ops[kind] of H.comm passes `before`; fail
+ * after 30 s. */
+static void sleep_until_done(xc_coll_t kind, uint64_t before, const char *what)
+{
+    uint64_t now[XC_COLL_COUNT];
+    double t0 = h_now();
+    do {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        h_stats_ops(H.comm, now);
+    } while (now[kind] == before && h_now() < t0 + 30);
+    if (now[kind] == before)
+        h_fail(__FILE__, __LINE__, "%s did not complete in %.0f s while the caller "
+               "slept: no background progress", what, h_now() - t0);
+}
+
+/* Point-to-point operations nobody waits for move in the background: a
+ * 1 MiB receive (the peer's blocking send waits for it to be read), a 1 MiB
+ * send, and small receives that the sender fills faster than a channel's
+ * ring holds while their owner waits on another communicator (ranks in
+ * pairs 0-1, 2-3, ...; an odd one out only splits). */
+static void p2p_background(void)
+{
+    xc_comm_t *other = NULL;
+    uint64_t before[XC_COLL_COUNT], after[XC_COLL_COUNT];
+    h_stats_ops(H.comm, before);
+    H_CHECK(H.comm, xc_comm_split(H.comm, 0, H.rank, &other, NULL));
+    h_stats_ops(H.comm, after);
+    for (int k = 0; k < XC_COLL_COUNT; k++) H.base_ops[k] += after[k] - before[k];
+    const size_t big = (size_t)1 << 20, small = 4096, nsmall = 64;
+    h_case_t pc = h_case("p2p background", XC_UINT8, H_COPY, big, -1, -1); /* every rank */
+    int peer = H.rank ^ 1;
+    if (progress_thread_off() || peer >= H.size) {
+        if (H.rank == 0 && progress_thread_off())
+            printf("XCOLL_PROGRESS_THREAD=0: skipping the point-to-point "
+                   "background-progress checks\n");
+        H_CHECK(other, xc_comm_destroy(other));
+        return;
+    }
+    unsigned char *out = h_alloc(big), *in = h_alloc(big);
+    h_fill(&pc, out, big, H.rank, 0);
+    for (int dir = 0; dir < 2; dir++) { /* who sleeps: the receiver, the sender */
+        int sleeper = (H.rank & 1) == dir;
+        int receives = (H.rank & 1) == 0;
+        xc_request_t *r = NULL;
+        if (sleeper) {
+            h_stats_ops(H.comm, before);
+            xc_coll_t kind = receives ? XC_COLL_RECV : XC_COLL_SEND;
+            if (receives) H_CHECK(H.comm, xc_irecv(in, big, XC_UINT8, peer, 31, H.comm, &r));
+            else H_CHECK(H.comm, xc_isend(out, big, XC_UINT8, peer, 31, H.comm, &r));
+            sleep_until_done(kind, before[kind], receives ? "a 1 MiB irecv" : "a 1 MiB isend");
+            H_CHECK(H.comm, xc_request_wait(r));
+            xc_request_free(r);
+        } else if (receives) {
+            H_CHECK(H.comm, xc_recv(in, big, XC_UINT8, peer, 31, H.comm));
+        } else {
+            H_CHECK(H.comm, xc_send(out, big, XC_UINT8, peer, 31, H.comm));
+        }
+        if (receives) h_check_copy(&pc, in, big, peer, 0, "1 MiB message received in the background");
+        H.issued[receives ? XC_COLL_RECV : XC_COLL_SEND]++;
+    }
+    /* Small receives, then a wait on the other communicator. */
+    if ((H.rank & 1) == 0) {
+        xc_request_t *rs[64];
+        for (size_t i = 0; i < nsmall; i++)
+            H_CHECK(H.comm, xc_irecv(in + i * small, small, XC_UINT8, peer, 32, H.comm, &rs[i]));
+        uint64_t token = 0;
+        H_CHECK(other, xc_recv(&token, 1, XC_UINT64, peer, 33, other));
+        if (token != 0x5eed) h_fail(__FILE__, __LINE__, "token %llx", (unsigned long long)token);
+        H_CHECK(H.comm, xc_request_waitall(rs, nsmall));
+        for (size_t i = 0; i < nsmall; i++) xc_request_free(rs[i]);
+        h_check_copy(&pc, in, small * nsmall, peer, 0, "small messages behind a full ring");
+        H.issued[XC_COLL_RECV] += nsmall;
+    } else {
+        for (size_t i = 0; i < nsmall; i++)
+            H_CHECK(H.comm, xc_send(out + i * small, small, XC_UINT8, peer, 32, H.comm));
+        uint64_t token = 0x5eed;
+        H_CHECK(other, xc_send(&token, 1, XC_UINT64, peer, 33, other));
+        H.issued[XC_COLL_SEND] += nsmall;
+    }
+    H_CHECK(other, xc_comm_destroy(other));
+    h_free(out);
+    h_free(in);
 }
 
 /* A stand-in for a backward pass: deterministic floating-point work. */
@@ -339,6 +435,7 @@ int main(int argc, char **argv)
     waits_from_threads();
     polling();
     background_progress();
+    p2p_background();
     overlap();
     h_check_stats(H.comm, H.base_ops, H.issued, "world");
 
