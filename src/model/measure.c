@@ -386,15 +386,12 @@ static void mem_terms(const fit_ctx_t *f, double m, double *k, double *e)
     xc__m_mem_terms(f->lad, f->lc, 2 * m, k, e);
 }
 
-/* Fit the three lines of one pattern to n points (m ascending). */
-static void fit_line(const fit_ctx_t *f, const double *m, const double *t, int n, double big_from,
-                     double cache, xc__line_t *out)
+/* Fit the three lines of one pattern to n points: the first k for the
+ * line below the split, the rest (m ascending) for the others. */
+static void fit_line_k(const fit_ctx_t *f, const double *m, const double *t, int n, int k,
+                       double cache, xc__line_t *out)
 {
-    /* A line per regime: below big_from; from there while both buffers fit
-     * the cache; beyond the cache (derived later if not measured). */
-    int k = 0, j;
-    while (k < n && m[k] < big_from) k++;
-    j = k;
+    int j = k;
     while (j < n && 2 * m[j] <= cache) j++;
     if (k >= 2) fit(m, t, k, &out->alpha, &out->beta);
     if (j - k >= 2) fit(m + k, t + k, j - k, &out->big_alpha, &out->big_beta);
@@ -420,6 +417,17 @@ static void fit_line(const fit_ctx_t *f, const double *m, const double *t, int n
     } else {
         out->mem_beta = -1; /* derived from memcpy by xc__measure */
     }
+}
+
+/* The same with the split at big_from (m ascending): a line per regime,
+ * below big_from; from there while both buffers fit the cache; beyond the
+ * cache (derived later if not measured). */
+static void fit_line(const fit_ctx_t *f, const double *m, const double *t, int n, double big_from,
+                     double cache, xc__line_t *out)
+{
+    int k = 0;
+    while (k < n && m[k] < big_from) k++;
+    fit_line_k(f, m, t, n, k, cache, out);
 }
 
 /* What the fitted lines predict for m bytes (mem_beta < 0: not fitted). */
@@ -505,6 +513,13 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
      * allgather.shm at 6.8 us against 4.0 measured). */
     int ring_small = big_from > 0 && comm->cma && comm->chans;
     int p2p_min_kb = comm->cfg.shm_p2p_cma_min_kb;
+    /* ... and the small sizes from the point-to-point threshold on are timed
+     * single-copy too, for the big line: it prices them (big_from is that
+     * threshold), and fitted only from the first big size on its intercept
+     * was what a line through 64 KiB-1 MiB extrapolated (fresh one-way 4.1
+     * us against 2.6 measured at 8 KiB: a 2-rank bcast.chain of 8 KiB priced
+     * at 6.2 us against 2.6). */
+    int dual[32], nd = 0;
     double fit_from = ring_small ? (double)bigs[0] : big_from;
     double copy_from = big_from < 0 ? (double)bigs[0] : fit_from;
     char *buf = malloc(2 * max);
@@ -516,7 +531,10 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
     xc_result_t rc = XC_OK;
     int n = ns + nb, ser = pl->bench_stat ? SERIES : 1;
     double tp[SERIES][XC__XFER_COUNT][32] = {{{0}}}, ts[SERIES][XC__XFER_COUNT][32] = {{{0}}};
+    double td[SERIES][XC__XFER_COUNT][32] = {{{0}}}, tdm[XC__XFER_COUNT][32];
     for (int i = 0; i < n; i++) m[i] = (double)(i < ns ? pl->small[i] : bigs[i - ns]);
+    for (int i = 0; ring_small && i < ns; i++)
+        if (m[i] >= big_from) dual[nd++] = i;
     for (int s = 0; s < ser && rc == XC_OK; s++) {
         for (int i = 0; i < n && rc == XC_OK; i++) {
             size_t sz = (size_t)m[i];
@@ -532,6 +550,11 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                 rc = time_stream(comm, x, 0, q, buf, sz, reps, pl->stream_bytes, &ts[s][x][i]);
             }
         }
+        comm->cfg.shm_p2p_cma_min_kb = p2p_min_kb;
+        for (int d = 0; d < nd && rc == XC_OK; d++)
+            for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--)
+                rc = time_series(comm, x, 0, q, buf, (size_t)m[dual[d]], pl->reps_small,
+                                 pl->bench_stat, &td[s][x][d]);
     }
     for (int i = 0; i < n; i++) {
         for (int x = 0; x < XC__XFER_COUNT; x++) {
@@ -545,6 +568,12 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
             t[XC__EXCHANGE_FRESH][i] = t[XC__EXCHANGE][i];
         }
     }
+    for (int d = 0; d < nd; d++)
+        for (int x = 0; x < XC__XFER_COUNT; x++) {
+            double a[SERIES];
+            for (int s = 0; s < ser; s++) a[s] = td[s][x][d];
+            tdm[x][d] = median(a, ser);
+        }
     comm->cfg.shm_p2p_cma_min_kb = p2p_min_kb;
     free(buf);
     if (rc != XC_OK || comm->rank != 0) return rc;
@@ -553,6 +582,11 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                  "fresh: %.2f us, %.2f us", m[i], q, t[XC__ONEWAY][i] * 1e6,
                  t[XC__EXCHANGE][i] * 1e6, t[XC__ONEWAY_FRESH][i] * 1e6,
                  t[XC__EXCHANGE_FRESH][i] * 1e6);
+    for (int d = 0; d < nd; d++)
+        XC_TRACE("cost model: %.0f B with rank %d single-copy: one way %.2f us, exchange "
+                 "%.2f us, fresh: %.2f us, %.2f us", m[dual[d]], q, tdm[XC__ONEWAY][d] * 1e6,
+                 tdm[XC__EXCHANGE][d] * 1e6, tdm[XC__ONEWAY_FRESH][d] * 1e6,
+                 tdm[XC__EXCHANGE_FRESH][d] * 1e6);
     double cache = cache_size();
     /* TCP: the split fitted, per pattern between nodes (the one-way times
      * there come from streams, which hardly bend), for all patterns at
@@ -562,7 +596,17 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
     if (big_from < 0 && !stream) big_from = best_split_all(&f, m, t, n, cache);
     for (int x = 0; x < XC__XFER_COUNT; x++) {
         double from = big_from < 0 ? best_split(&f, m, t, x, n, cache) : fit_from;
-        fit_line(&f, m, t[x], n, from, cache, &out->line[x]);
+        if (nd > 0) {
+            /* The ring's points below, the single-copy ones above. */
+            double mm[64], tt[64];
+            int nn = 0;
+            for (int i = 0; i < ns; i++) mm[nn] = m[i], tt[nn++] = t[x][i];
+            for (int d = 0; d < nd; d++) mm[nn] = m[dual[d]], tt[nn++] = tdm[x][d];
+            for (int i = ns; i < n; i++) mm[nn] = m[i], tt[nn++] = t[x][i];
+            fit_line_k(&f, mm, tt, nn, ns, cache, &out->line[x]);
+        } else {
+            fit_line(&f, m, t[x], n, from, cache, &out->line[x]);
+        }
         out->line[x].big_from = big_from < 0 ? from : 0;
     }
     /* The link's own split (lines without one use it): the exchange's. */
