@@ -23,6 +23,9 @@
 #   pp        pp_mlp, 2 stages, one per host: the step, with the planner's
 #             compute rate set from the example's measured compute (so
 #             the test is the bubble and the sends);
+#   zero-1..3 zero_mlp across the hosts, ZeRO stage 1, 2, 3: the time its
+#             reduce-scatters and all-gathers are in flight per step (the
+#             trace summary's communication, XCOLL_TRACE_SUMMARY=1);
 #   moe       moe_mlp, 2 expert-parallel ranks: the four all-to-alls.
 # The timed examples run with --sync (a barrier before each timed call):
 # the planner predicts the transfer, and without the barrier the time in a
@@ -41,7 +44,7 @@ B=build RATE=1gbit PROF= STEPS=20 REPS=1
 while getopts B:r:p:s:R: opt; do
     case $opt in
     B) B=$OPTARG ;; r) RATE=$OPTARG ;; p) PROF=$OPTARG ;; s) STEPS=$OPTARG ;; R) REPS=$OPTARG ;;
-    *) sed -n '2,32p' "$0"; exit 2 ;;
+    *) sed -n '2,41p' "$0"; exit 2 ;;
     esac
 done
 case $REPS in '' | *[!0-9]* | 0) echo "plan_validate.sh: -R wants a positive count, not '$REPS'" >&2; exit 2 ;; esac
@@ -127,6 +130,25 @@ one_rep() {
     # pp: 2 stages (one per host) of 4 square 512 layers (2 h f = h^2 with
     # f = h/2), 8 micro-batches of 32 rows (64 KiB sends); the planner's
     # compute rate from the run's measured compute
+    # ZeRO: the time its collectives are in flight per step (the trace
+    # summary's "communication" of rank 0, on stderr, median over the steps
+    # after two of warm-up; stages 2 and 3 overlap part of it with compute, which the
+    # plan's total communication does not subtract either).
+    for z in 1 2 3; do
+        # 10 steps: the example compares its training with one process's,
+        # and over 20 the two drift apart by 1.2e-3 (summation order), past
+        # its tolerance.
+        bed 1 env XCOLL_TRACE_SUMMARY=1 "$B/zero_mlp" --stage "$z" --layers 8 --hidden 512 --batch 128 \
+            --steps 10 >"$OUT/zero$z.txt" 2>"$OUT/zero$z.err" ||
+            echo "# zero-$z: the example's check failed (see $OUT)"
+        $PLAN --params 2101248 --layers 8 --hidden 512 --global-batch 128 --micro-batch 64 --dp 2 \
+              --zero "$z" --nodes 2 --rpn 1 >"$OUT/zero$z.json"
+        m=$(python3 -c 'import re, statistics, sys
+v = [float(m.group(2)) for m in re.finditer(r"step (\d+) \(rank 0\): .*communication ([0-9.]+) ms", open(sys.argv[1]).read()) if int(m.group(1)) > 2]
+print(statistics.median(v) if v else "")' "$OUT/zero$z.err")
+        row "zero-$z: ZeRO collectives" "$(pick "$OUT/zero$z.json" "zero")" "$m"
+    done
+
     bed 1 "$B/pp_mlp" --layers 8 --hidden 512 --batch 256 --micro 8 --lr 0.01 --steps "$STEPS" \
         >"$OUT/pp.txt" 2>"$OUT/pp.err" || echo "# pp: the example's check failed (see $OUT)"
     for sched in gpipe 1f1b; do
