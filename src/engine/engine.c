@@ -63,6 +63,15 @@ static void thread_disarm(xc_comm_t *comm)
 
 static void thread_arm(xc_comm_t *comm)
 {
+    /* Take what has arrived first, unannounced: a peer's frame that comes
+     * while this call reads (a single-copy read takes microseconds, and the
+     * peer's answer to this rank's own request lands then) needs no ring,
+     * which would cost the peer a system call and wake the thread. */
+    if (!comm->armed) xc__chan_service(comm);
+    if (comm->npending == 0) {
+        thread_disarm(comm);
+        return;
+    }
     if (!comm->armed) {
         comm->armed = 1;
         xc__shm_arm(comm->node_shm); /* seq_cst: before the look below */
@@ -79,15 +88,21 @@ static void hand_to_thread(xc_comm_t *comm)
     else if (comm->nwakes[XC__WAKE_ARM] > 0 || comm->chan_backlog) thread_arm(comm);
 }
 
-/* The class of `op` (before it is posted): a send or receive over a
- * channel no larger than the eager limit -- below the single-copy size
- * and a quarter of the ring, so that it never waits for this rank to
- * move it -- needs nobody; a larger one arms; everything else kicks. */
+/* The class of `op` (before it is posted).  Over a channel: a send needs
+ * nobody -- its frame is in the ring once posted (a single-copy one's
+ * data is read by the receiver, who answers with an ACK that only
+ * completes the request: a wait or a test takes it), and a frame the ring
+ * could not take yet leaves a backlog, which arms the thread
+ * (hand_to_thread); a receive no larger than the eager limit -- below the
+ * single-copy size and a quarter of the ring, so its data moves without
+ * this rank -- needs nobody either, a larger one (this rank reads it)
+ * arms.  Everything else kicks. */
 static uint8_t wake_class(const xc_comm_t *comm, const xc__op_t *op)
 {
     if (!op->is_p2p || op->peer < 0 || !comm->chans || !comm->chans[op->peer])
         return XC__WAKE_KICK;
-    size_t len = op->desc.coll == XC_COLL_SEND ? op->ptx.hdr.len : op->prx.len;
+    if (op->desc.coll == XC_COLL_SEND) return XC__WAKE_NONE;
+    size_t len = op->prx.len;
     size_t eager = (size_t)comm->cfg.shm_p2p_cma_min_kb * 1024;
     if (eager > comm->node_shm->chan_bytes / 4) eager = comm->node_shm->chan_bytes / 4;
     return len < eager ? XC__WAKE_NONE : XC__WAKE_ARM;

@@ -15,8 +15,9 @@
  *               calling into it (observed through xc_comm_stats), unless
  *               XCOLL_PROGRESS_THREAD=0 turned the progress thread off;
  *   p2p progress  a large receive completes while its caller sleeps (the
- *               sender blocks in xc_send meanwhile), and a large send
- *               likewise; small receives posted by a rank that then waits
+ *               sender blocks in xc_send meanwhile); a large send's data
+ *               reaches the receiver while its sender waits on another
+ *               communicator; small receives posted by a rank that then waits
  *               on another communicator for the sender, who first sends
  *               more than a channel's ring holds: the sender must not
  *               stay stuck (each unless XCOLL_PROGRESS_THREAD=0);
@@ -318,9 +319,10 @@ static void sleep_until_done(xc_coll_t kind, uint64_t before, const char *what)
 
 /* Point-to-point operations nobody waits for move in the background: a
  * 1 MiB receive (the peer's blocking send waits for it to be read), a 1 MiB
- * send, and small receives that the sender fills faster than a channel's
- * ring holds while their owner waits on another communicator (ranks in
- * pairs 0-1, 2-3, ...; an odd one out only splits). */
+ * send whose sender waits on another communicator, and small receives
+ * that the sender fills faster than a channel's ring holds while their
+ * owner waits on another communicator (ranks in pairs 0-1, 2-3, ...; an
+ * odd one out only splits). */
 static void p2p_background(void)
 {
     xc_comm_t *other = NULL;
@@ -341,25 +343,38 @@ static void p2p_background(void)
     }
     unsigned char *out = h_alloc(big), *in = h_alloc(big);
     h_fill(&pc, out, big, H.rank, 0);
-    for (int dir = 0; dir < 2; dir++) { /* who sleeps: the receiver, the sender */
-        int sleeper = (H.rank & 1) == dir;
-        int receives = (H.rank & 1) == 0;
+    /* A 1 MiB receive completes while its caller sleeps: the sender's
+     * blocking send waits for this rank to read it. */
+    int receives = (H.rank & 1) == 0;
+    if (receives) {
         xc_request_t *r = NULL;
-        if (sleeper) {
-            h_stats_ops(H.comm, before);
-            xc_coll_t kind = receives ? XC_COLL_RECV : XC_COLL_SEND;
-            if (receives) H_CHECK(H.comm, xc_irecv(in, big, XC_UINT8, peer, 31, H.comm, &r));
-            else H_CHECK(H.comm, xc_isend(out, big, XC_UINT8, peer, 31, H.comm, &r));
-            sleep_until_done(kind, before[kind], receives ? "a 1 MiB irecv" : "a 1 MiB isend");
-            H_CHECK(H.comm, xc_request_wait(r));
-            xc_request_free(r);
-        } else if (receives) {
-            H_CHECK(H.comm, xc_recv(in, big, XC_UINT8, peer, 31, H.comm));
-        } else {
-            H_CHECK(H.comm, xc_send(out, big, XC_UINT8, peer, 31, H.comm));
-        }
-        if (receives) h_check_copy(&pc, in, big, peer, 0, "1 MiB message received in the background");
-        H.issued[receives ? XC_COLL_RECV : XC_COLL_SEND]++;
+        h_stats_ops(H.comm, before);
+        H_CHECK(H.comm, xc_irecv(in, big, XC_UINT8, peer, 31, H.comm, &r));
+        sleep_until_done(XC_COLL_RECV, before[XC_COLL_RECV], "a 1 MiB irecv");
+        H_CHECK(H.comm, xc_request_wait(r));
+        xc_request_free(r);
+        h_check_copy(&pc, in, big, peer, 0, "1 MiB message received in the background");
+        H.issued[XC_COLL_RECV]++;
+    } else {
+        H_CHECK(H.comm, xc_send(out, big, XC_UINT8, peer, 31, H.comm));
+        H.issued[XC_COLL_SEND]++;
+    }
+    /* A 1 MiB isend's data moves while its sender waits on the other
+     * communicator for the receiver's word that it has it. */
+    uint64_t word = 0x5eed;
+    if (!receives) {
+        xc_request_t *r = NULL;
+        H_CHECK(H.comm, xc_isend(out, big, XC_UINT8, peer, 34, H.comm, &r));
+        H_CHECK(other, xc_recv(&word, 1, XC_UINT64, peer, 35, other));
+        H_CHECK(H.comm, xc_request_wait(r));
+        xc_request_free(r);
+        H.issued[XC_COLL_SEND]++;
+    } else {
+        memset(in, 0, big);
+        H_CHECK(H.comm, xc_recv(in, big, XC_UINT8, peer, 34, H.comm));
+        h_check_copy(&pc, in, big, peer, 0, "1 MiB message sent in the background");
+        H_CHECK(other, xc_send(&word, 1, XC_UINT64, peer, 35, other));
+        H.issued[XC_COLL_RECV]++;
     }
     /* Small receives, then a wait on the other communicator. */
     if ((H.rank & 1) == 0) {
