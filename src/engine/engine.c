@@ -956,6 +956,21 @@ void *xc__progress_main(void *arg)
         if (shm_only(comm)) {
             xc__comm_advance(comm);
             if (!shm_only(comm) || comm->waiters > 0) continue;
+            if (comm->chans && comm->nwakes[XC__WAKE_KICK] == 0) {
+                /* Only channel traffic pending: sleep armed (a caller who
+                 * comes disarms it, so the peers' frames stop ringing),
+                 * or unannounced when none of it needs this rank.  Asleep
+                 * announced instead, the thread was rung by every frame
+                 * while the caller waited, woke between the caller's
+                 * calls, took the lock and slept announced again: a
+                 * regime of 10-30 us per 32 KiB exchange against 3. */
+                if (comm->nwakes[XC__WAKE_ARM] > 0 || comm->chan_backlog) thread_arm(comm);
+                if (comm->npending == 0 || comm->waiters > 0) continue;
+                int ms = xc__poll_ms_left(nearest);
+                if (ms < 0 || (tick_ms >= 0 && ms > tick_ms)) ms = tick_ms;
+                progress_idle(comm, seen, ms);
+                continue;
+            }
             /* Nothing to spin for here: sleep on the bell at once. */
             shm_wait_step(comm, xc__now_ns(), 0, nearest, 0);
             continue;
