@@ -27,10 +27,10 @@
 /* How a pending operation nobody waits for is handed to the progress
  * thread (engine.c, hand_to_thread): */
 enum {
-    XC__WAKE_NONE, /* a channel's eager message: it moves without this rank
-                    * (its data is in the ring; a caller's next wait takes it) */
-    XC__WAKE_ARM,  /* a channel's large message: the thread is armed, the
-                    * peer's next frame wakes it */
+    XC__WAKE_NONE, /* a channel's send, or its eager receive: the data moves
+                    * without this rank (a caller's next wait takes the rest) */
+    XC__WAKE_ARM,  /* a channel's large receive (this rank reads it): the
+                    * thread is armed, the peer's next frame wakes it */
     XC__WAKE_KICK, /* anything else: the thread is woken now */
 };
 

@@ -189,8 +189,7 @@ static void wake_rank(xc__shm_t *s, int r)
 {
     xc__shm_ctl_t *c = &s->ctl[r];
     if (!__atomic_load_n(&c->bell_sleepers, __ATOMIC_SEQ_CST)) return;
-    __atomic_add_fetch(&c->bell, 1, __ATOMIC_SEQ_CST);
-    futex(&c->bell, FUTEX_WAKE, INT32_MAX, NULL);
+    xc__shm_bump(s, r);
 }
 
 void xc__shm_ring_rank(xc__shm_t *s, int to)
