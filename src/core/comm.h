@@ -301,10 +301,10 @@ XC__HIDDEN void xc__comm_kick(xc_comm_t *comm);
 XC__HIDDEN void *xc__progress_main(void *arg);
 /* Issue-then-wait helpers for blocking entry points. */
 XC__HIDDEN xc_result_t xc__request_wait_free(xc_request_t *req);
-/* Wait for a request in a caller's frame and collect its result;
- * `handoff` 0: the caller waits on the same communicator again at once,
- * so what is still pending is not handed to the progress thread. */
-XC__HIDDEN xc_result_t xc__request_wait_stack(xc_request_t *req, int handoff);
+/* Wait for a request in a caller's frame and collect its result; the
+ * caller waits for `next` right after (NULL: nothing), which on the same
+ * communicator keeps the progress thread out in between (engine.c). */
+XC__HIDDEN xc_result_t xc__request_wait_stack(xc_request_t *req, const xc_request_t *next);
 
 static inline xc_result_t xc__comm_status(const xc_comm_t *c)
 {

@@ -199,14 +199,10 @@ xc_result_t xc_group_end(void)
     for (size_t i = 0; i < g->n; i++) {
         if (i && i % GROUP_CHUNK == 0) c = c->next;
         xc_request_t *req = &c->slot[i % GROUP_CHUNK].req;
-        /* The next wait is on the same communicator: no hand-off to its
-         * progress thread in between (woken there, it slept on the node's
-         * bell beside this waiter and the peers' every publication cost a
-         * futex wake). */
         size_t j = i + 1;
-        const group_chunk_t *cj = j % GROUP_CHUNK ? c : c->next;
-        int handoff = j == g->n || cj->slot[j % GROUP_CHUNK].req.comm != req->comm;
-        xc_result_t r = xc__request_wait_stack(req, handoff);
+        group_chunk_t *cj = j % GROUP_CHUNK ? c : c->next;
+        const xc_request_t *next = j < g->n ? &cj->slot[j % GROUP_CHUNK].req : NULL;
+        xc_result_t r = xc__request_wait_stack(req, next);
         if (r != XC_OK && rc == XC_OK) rc = r;
     }
     g->n = 0;
