@@ -22,8 +22,8 @@ while [ "$r" -le "$rounds" ]; do
     for which in old new; do
         if [ $which = old ]; then lib=$old; else lib=$new; fi
         printf '%s %d: ' $which $r
-        LD_LIBRARY_PATH=$lib "$run" -n "$nr" "$perf" "$@" -c 0 |
-            awk '!/#/ {printf "%s %s ", $2, $8} END {print ""}'
+        LD_LIBRARY_PATH=$lib "$run" -n "$nr" --no-prefix "$perf" "$@" -c 0 --csv |
+            awk -F, '$1 != "collective" {printf "%s %s ", $2, $7} END {print ""}'
     done
     r=$((r + 1))
 done

@@ -66,6 +66,13 @@ _Static_assert(XC__ALGO_COUNT <= XC_STATS_MAX_ALGOS, "algorithm ids must fit xc_
 
 typedef xc_result_t (*xc__build_fn)(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a);
 
+/* An express path (blocking calls only): run the operation in one step
+ * without building it, with the communicator's lock held, idle and
+ * healthy, as collective `seq` described by *d; 1 done, 0 not started
+ * (build and run it). */
+typedef int (*xc__express_fn)(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
+                              uint64_t seq);
+
 typedef struct xc__algo {
     int id;
     xc_coll_t coll;
@@ -76,7 +83,14 @@ typedef struct xc__algo {
     int explicit_only;     /* never chosen by the model: forced, or by
                             * deterministic mode (its cost is still there
                             * for xc__model_predict) */
+    xc__express_fn express; /* or NULL */
 } xc__algo_t;
+
+/* A blocking collective's express path (algo->express, engine.c) on an
+ * idle, healthy communicator: 1 when it ran (*rc its result), 0 when it
+ * did not start (build and run the operation). */
+XC__HIDDEN int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
+                              xc_result_t *rc);
 
 /* The registry (select.c): every algorithm, in a fixed order; *n entries.
  * The cost model walks it to choose (xc__model_choose). */

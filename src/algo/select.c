@@ -39,6 +39,11 @@
     [XC__ALGO_##id_] = {XC__ALGO_##id_, XC_COLL_##coll_, name_, xc__build_##fn_, 0,       \
                         xc__cost_##fn_, 1}
 
+/* A shared-memory algorithm with an express path for small blocking calls. */
+#define AX(id_, coll_, name_, fn_)                                             \
+    [XC__ALGO_##id_] = {XC__ALGO_##id_, XC_COLL_##coll_, name_, xc__build_##fn_, 1,       \
+                        xc__cost_##fn_, 0, xc__express_##fn_}
+
 /* Indexed by id (entries without a name are unused ids). */
 static const xc__algo_t g_algos[XC__ALGO_COUNT] = {
     A(ALLREDUCE_RING, ALLREDUCE, "allreduce.ring", allreduce_ring, 0),
@@ -53,8 +58,8 @@ static const xc__algo_t g_algos[XC__ALGO_COUNT] = {
     A(SHM_ALLREDUCE, ALLREDUCE, "allreduce.shm", shm_allreduce, 1),
     A(SHM_REDUCE_SCATTER, REDUCE_SCATTER, "reduce_scatter.shm", shm_reduce_scatter, 1),
     A(SHM_ALLGATHER, ALLGATHER, "allgather.shm", shm_allgather, 1),
-    A(SHM_BCAST, BCAST, "bcast.shm", shm_bcast, 1),
-    A(SHM_REDUCE, REDUCE, "reduce.shm", shm_reduce, 1),
+    AX(SHM_BCAST, BCAST, "bcast.shm", shm_bcast),
+    AX(SHM_REDUCE, REDUCE, "reduce.shm", shm_reduce),
     A(SHM_ALLTOALL, ALLTOALL, "alltoall.shm", shm_alltoall, 1),
     A(SHM_BARRIER, BARRIER, "barrier.shm", shm_barrier, 1),
     A(ALLREDUCE_RHD, ALLREDUCE, "allreduce.rhd", allreduce_rhd, 0),

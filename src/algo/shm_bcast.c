@@ -88,12 +88,26 @@ static int reads_direct(const xc__shm_op_t *o, int j) { return o->me == o->a.roo
 static const xc__shm_coll_t staged = {nchunks, reads_root, stage, NULL, out, 0};
 static const xc__shm_coll_t direct = {one, reads_direct, stage_addr, NULL, out_direct, 1};
 
+static int single_copy(const xc_comm_t *comm, size_t bytes)
+{
+    return xc__shm_use_cma(comm, bytes) &&
+           bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub,
+                                          (size_t)comm->cfg.shm_cma_min_kb * 1024);
+}
+
+/* The ring entry of flagged lines below, in one step (xc__shm_express). */
+int xc__express_shm_bcast(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
+                          uint64_t seq)
+{
+    size_t bytes = a->count * xc_dtype_size(a->dtype);
+    if (bytes > XC__SHM_LL_MAX || single_copy(comm, bytes)) return 0;
+    return xc__shm_express(comm, a, d, seq, comm->rank == a->root);
+}
+
 xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
-    if (xc__shm_use_cma(comm, bytes) &&
-        bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub,
-                                       (size_t)comm->cfg.shm_cma_min_kb * 1024)) {
+    if (single_copy(comm, bytes)) {
         int coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);

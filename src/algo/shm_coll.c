@@ -2,7 +2,7 @@
  * shm_coll.c -- the chunk pipeline that runs every shared-memory
  * collective (see shm_coll.h), and the segment's set-up for a communicator.
  */
-#include "shm_coll.h"
+#include "shm_common.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -105,6 +105,22 @@ static char *ll_piece(uint64_t *line, int i, size_t bytes, size_t *off, size_t *
 _Static_assert(XC__SHM_LL_RING == XC__SHM_NSLOT * XC__SHM_RING,
                "ring operations' flagged lines: one entry per chunk they may be apart");
 
+/* memcpy of a line's share (n <= 56 bytes) without the call: 8-byte
+ * moves, the last one overlapping the one before. */
+static inline void copy_piece(char *dst, const char *src, size_t n)
+{
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 < n; i += 8) __builtin_memcpy(dst + i, src + i, 8);
+        __builtin_memcpy(dst + n - 8, src + n - 8, 8);
+    } else if (n >= 4) {
+        __builtin_memcpy(dst, src, 4);
+        __builtin_memcpy(dst + n - 4, src + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    }
+}
+
 /* Rank j's flagged lines for chunk g. */
 static uint64_t (*ll_at(const xc__shm_op_t *o, int j, uint64_t g))[8]
 {
@@ -115,19 +131,20 @@ static uint64_t (*ll_at(const xc__shm_op_t *o, int j, uint64_t g))[8]
 /* Copy this rank's staged payload (unpacked in ll_buf) into its flagged
  * lines of chunk g's parity, last line first, each line's payload before
  * its tag: a reader that sees line 0's tag finds the others written. */
-static void ll_put(xc__shm_op_t *o, uint64_t g)
+static void ll_put_from(xc__shm_op_t *o, uint64_t g, const char *src)
 {
     uint64_t (*l)[8] = ll_at(o, o->me, g);
-    const char *src = xc__shm_src(o, o->me, g);
     size_t bytes = o->ll_bytes;
     for (int i = ll_lines(bytes) - 1; i >= 0; i--) {
         size_t off, n;
         char *p = ll_piece(l[i], i, bytes, &off, &n);
-        memcpy(p, src + off, n);
+        if (n) copy_piece(p, src + off, n); /* (src may be NULL when empty) */
         if (i == 0) memcpy(l[0], &o->hash, 8);
         __atomic_store_n(&l[i][7], g, __ATOMIC_RELEASE);
     }
 }
+
+static void ll_put(xc__shm_op_t *o, uint64_t g) { ll_put_from(o, g, xc__shm_src(o, o->me, g)); }
 
 /* Take the flagged lines of the next chunk's parity into this core's
  * cache for writing now, while nobody reads them (every reader of their
@@ -149,19 +166,30 @@ static void ll_own_next(xc__shm_op_t *o, uint64_t g)
 /* Rank j's flagged lines of chunk g: 0 while any tag is not g yet; else
  * the payload is unpacked into ll_buf and *hash set to the hash it
  * carries, 1. */
-static int ll_take(xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
+static int ll_ready(const xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
 {
     uint64_t (*l)[8] = ll_at(o, j, g);
-    int n = ll_lines(o->ll_bytes);
-    for (int i = 0; i < n; i++)
+    for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++)
         if (__atomic_load_n(&l[i][7], __ATOMIC_ACQUIRE) != g) return 0;
-    char *dst = xc__shm_src(o, j, g);
-    for (int i = 0; i < n; i++) {
+    memcpy(hash, l[0], 8);
+    return 1;
+}
+
+/* Copy rank j's payload of chunk g (its lines ready) to dst. */
+static void ll_unpack(const xc__shm_op_t *o, int j, uint64_t g, char *dst)
+{
+    uint64_t (*l)[8] = ll_at(o, j, g);
+    for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++) {
         size_t off, k;
         const char *p = ll_piece(l[i], i, o->ll_bytes, &off, &k);
-        memcpy(dst + off, p, k);
+        copy_piece(dst + off, p, k);
     }
-    memcpy(hash, l[0], 8);
+}
+
+static int ll_take(xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
+{
+    if (!ll_ready(o, j, g, hash)) return 0;
+    ll_unpack(o, j, g, xc__shm_src(o, j, g));
     return 1;
 }
 
@@ -176,6 +204,24 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
     uint64_t need = g > span ? g - span : 0;
     if (o->ll) return need; /* lines of their own: no whole-slot chunk overwrote them */
     return full > need ? full : need;
+}
+
+/* Is every other rank done with what this rank last staged where chunk g
+ * goes (o->need set)?  The others' `out` lines are read only when the
+ * bound last read does not cover it: a rank that reads nobody would
+ * otherwise fetch them at every operation (see the neighbour's check in
+ * shm_advance). */
+static int slot_free(xc_comm_t *comm, xc__shm_op_t *o, uint64_t g)
+{
+    o->need = slot_need(comm, o, g);
+    if (o->need <= comm->shm_out_min) return 1;
+    uint64_t lo = UINT64_MAX;
+    for (int j = 0; j < o->L; j++) {
+        uint64_t v = j == o->me ? UINT64_MAX : xc__shm_load(&o->shm->ctl[j].out);
+        if (v < lo) lo = v;
+    }
+    comm->shm_out_min = lo;
+    return lo >= o->need;
 }
 
 /*
@@ -245,7 +291,42 @@ static void account(xc_comm_t *comm, const xc__shm_op_t *o)
     comm->stats.bytes_recv[XC_TRANSPORT_SHM] += out;
 }
 
+/* This rank is done with chunk g.  A ring operation's `out` is published
+ * at every OUT_EVERY-th chunk only (or before this rank waits for
+ * anything: xc__shm_out_flush), since the rank that runs ahead reads it
+ * at every operation once it is a ring's depth ahead, and each read made
+ * the next publication wait to take the line back. */
+#define OUT_EVERY 4
+static void publish_out(xc_comm_t *comm, const xc__shm_op_t *o, uint64_t g)
+{
+    if (o->ring && g % OUT_EVERY) {
+        comm->shm_out_late = g;
+        return;
+    }
+    comm->shm_out_late = 0;
+    xc__shm_publish(o->shm, &o->shm->ctl[o->me].out, g);
+}
+
+void xc__shm_out_flush(xc_comm_t *comm)
+{
+    if (XC__LIKELY(!comm->shm_out_late)) return;
+    xc__shm_t *s = comm->shm;
+    xc__shm_publish(s, &s->ctl[s->me].out, comm->shm_out_late);
+    comm->shm_out_late = 0;
+}
+
+static int advance(xc_comm_t *comm, xc__op_t *op);
+
 static int shm_advance(xc_comm_t *comm, xc__op_t *op)
+{
+    xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
+    if (o->phase < 0 && !o->ring) xc__shm_out_flush(comm);
+    int done = advance(comm, op);
+    if (!done) xc__shm_out_flush(comm);
+    return done;
+}
+
+static int advance(xc_comm_t *comm, xc__op_t *op)
 {
     xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
     xc__shm_t *s = o->shm;
@@ -262,27 +343,13 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
     while (o->k < o->nk) {
         uint64_t g = o->base + o->k + 1;
         switch (o->phase) {
-        case 0: { /* our slot (entry) for g must be free */
-            o->need = slot_need(comm, o, g);
-            /* Read the others' `out` lines only when the bound last read
-             * does not cover `need`: a rank that reads nobody would
-             * otherwise fetch them at every operation (see the
-             * neighbour's check in case 2). */
-            if (o->need > comm->shm_out_min) {
-                uint64_t lo = UINT64_MAX;
-                for (int j = 0; j < o->L; j++) {
-                    uint64_t v = j == o->me ? UINT64_MAX : xc__shm_load(&s->ctl[j].out);
-                    if (v < lo) lo = v;
-                }
-                comm->shm_out_min = lo;
-                if (lo < o->need) {
-                    xc__shm_adopt_poison(comm, s);
-                    return 0;
-                }
+        case 0: /* our slot (entry) for g must be free */
+            if (!slot_free(comm, o, g)) {
+                xc__shm_adopt_poison(comm, s);
+                return 0;
             }
             if (!o->ll && !o->ring) comm->shm_full[g % XC__SHM_NSLOT] = g;
             o->phase = 1;
-        }
             /* fall through */
         case 1: /* stage and publish */
             if (o->k == 0) {
@@ -379,7 +446,7 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
                                     strerror(o->err));
                 return 0;
             }
-            xc__shm_publish(s, &me->out, g);
+            publish_out(comm, o, g);
             o->phase = 6;
             /* fall through */
         case 6: /* single copy: our buffer is in use until every reader is done */
@@ -401,6 +468,86 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
     }
     if (o->ll) ll_own_next(o, o->base + o->nk);
     account(comm, o);
+    return 1;
+}
+
+/*
+ * Express (docs/shm.md): a blocking broadcast or reduce whose payload fits
+ * one ring entry's flagged lines, run as one step without an operation --
+ * or not at all.  Everything that could make it wait is looked at before
+ * anything is written: the ranks it reads must have staged chunk g with
+ * this operation's hash, a rank that writes needs its ring entry free, and
+ * a full queue of neighbour checks must resolve.  Then it does what
+ * shm_advance does for such an operation in one pass, and returns 1; else
+ * it has changed nothing a later shm_advance would not redo and returns 0
+ * (the caller runs the operation the ordinary way, which waits, and
+ * reports whatever mismatch or failure stopped this).  A rank that only
+ * reads skips staging its lines: nobody reads them (a rank that disagrees
+ * and reads them anyway finds their tag old and checks the description).
+ * `writes`: this rank stages (broadcast root, reduce non-root).
+ */
+int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, uint64_t seq,
+                    int writes)
+{
+    xc__shm_t *s = comm->shm;
+    xc__shm_ctl_t *me = &s->ctl[comm->rank];
+    xc__shm_op_t o;
+    o.shm = s;
+    o.L = comm->size;
+    o.me = comm->rank;
+    o.a = *a;
+    o.es = xc_dtype_size(a->dtype);
+    o.ll = 1;
+    o.ring = 1;
+    o.ll_bytes = a->count * o.es;
+    o.base = xc__shm_load(&me->in);
+    o.n = comm->shm_ops;
+    o.ce = a->count ? a->count : 1;
+    o.k = 0;
+    o.nk = 1;
+    o.hash = desc_hash(seq, d);
+    /* A rank arriving after another failed fails too: the ordinary way. */
+    if (__atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE)) return 0;
+    uint64_t g = o.base + 1, h;
+    int nb = (o.me + 1) % o.L, reads_nb = 0;
+    /* Nothing written before this point. */
+    if (writes) {
+        if (!slot_free(comm, &o, g)) return 0;
+    } else {
+        for (int j = 0; j < o.L; j++) {
+            if (j == o.me || (a->coll == XC_COLL_BCAST && j != a->root)) continue;
+            if (!ll_ready(&o, j, g, &h) || h != o.hash) return 0;
+        }
+        reads_nb = a->coll == XC_COLL_REDUCE || nb == a->root;
+    }
+    if (reads_nb ? comm->shm_nbq_n > 0 : comm->shm_nbq_n == NBQ_CAP)
+        if (!nb_resolve(comm, &o)) return 0;
+    comm->shm_ops++;
+    xc__shm_desc_t *e = &me->desc[o.n % XC__SHM_DESC_RING];
+    e->seq = seq;
+    e->d = *d;
+    if (writes) ll_put_from(&o, g, a->sbuf);
+    __atomic_store_n(&me->in_hash, o.hash, __ATOMIC_RELAXED); /* ordered by `in` */
+    xc__shm_publish(s, &me->in, g);
+    comm->stats.msgs_sent[XC_TRANSPORT_SHM]++;
+    if (!reads_nb) {
+        int t = (comm->shm_nbq_head + comm->shm_nbq_n++) % NBQ_CAP;
+        comm->shm_nbq[t][0] = o.n;
+        comm->shm_nbq[t][1] = g;
+    }
+    if (!writes) {
+        if (a->coll == XC_COLL_BCAST) {
+            if (o.ll_bytes) ll_unpack(&o, a->root, g, a->rbuf);
+        } else {
+            for (int j = 0; j < o.L; j++)
+                if (j != o.me) ll_unpack(&o, j, g, xc__shm_src(&o, j, g));
+            xc__shm_reduce_all(&o, 0, a->rbuf, a->sbuf);
+        }
+        if (a->coll == XC_COLL_REDUCE || o.L == 2) comm->shm_synced = g;
+    }
+    publish_out(comm, &o, g);
+    if (writes) ll_own_next(&o, g);
+    account(comm, &o);
     return 1;
 }
 

@@ -233,7 +233,13 @@ static inline size_t xc__shm_blocks(const xc__args_t *a, int nranks)
     return a->coll == XC_COLL_ALLTOALL || a->coll == XC_COLL_REDUCE_SCATTER ? (size_t)nranks : 1;
 }
 #define XC__SHM_ADDR_BYTES 24
-XC__HIDDEN xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
+XC__HIDDEN /* The express path of a small blocking broadcast or reduce (shm_coll.c):
+ * 1 done, 0 not started. */
+int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, uint64_t seq,
+                    int writes);
+/* Publish this rank's `out` if a ring operation left it unpublished. */
+void xc__shm_out_flush(xc_comm_t *comm);
+xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
                                        const xc__shm_coll_t *vt, size_t ce, int lines);
 
 /* Largest payload of the one-shot path. */
@@ -245,6 +251,8 @@ XC__HIDDEN xc_result_t xc__build_shm_allreduce(xc_comm_t *, xc__op_t *, const xc
 XC__HIDDEN xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_allgather(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_bcast(xc_comm_t *, xc__op_t *, const xc__args_t *);
+XC__HIDDEN int xc__express_shm_bcast(xc_comm_t *, const xc__args_t *, const xc__desc_t *, uint64_t);
+XC__HIDDEN int xc__express_shm_reduce(xc_comm_t *, const xc__args_t *, const xc__desc_t *, uint64_t);
 XC__HIDDEN xc_result_t xc__build_shm_reduce(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_alltoall(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_barrier(xc_comm_t *, xc__op_t *, const xc__args_t *);

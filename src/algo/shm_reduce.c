@@ -76,6 +76,17 @@ static const xc__shm_coll_t large = {nchunks, reads_all, xc__shm_stage_input,
                                      xc__shm_reduce_share, out_large, 0};
 static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, NULL, out_direct, 1};
 
+/* The ring entry of flagged lines below, in one step (xc__shm_express). */
+int xc__express_shm_reduce(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
+                           uint64_t seq)
+{
+    size_t bytes = a->count * xc_dtype_size(a->dtype);
+    if (bytes > XC__SHM_LL_MAX || bytes > xc__shm_one_shot_max(comm->size) ||
+        xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ROOTED))
+        return 0;
+    return xc__shm_express(comm, a, d, seq, comm->rank != a->root);
+}
+
 xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;

@@ -27,7 +27,8 @@ static xc_result_t check_common(const xc_comm_t *comm, xc_dtype_t dtype, size_t 
     if (!comm) return xc__err(XC_ERR_INVALID, "%s: comm is NULL", fn);
     size_t es = xc_dtype_size(dtype);
     if (es == 0) return xc__err(XC_ERR_INVALID, "%s: invalid dtype %d", fn, (int)dtype);
-    if (count > SIZE_MAX / es / (mult ? mult : 1) / 2)
+    size_t bytes; /* (no division on every call's path) */
+    if (__builtin_mul_overflow(count, es * (mult ? mult : 1) * 2, &bytes))
         return xc__err(XC_ERR_INVALID, "%s: count %zu is too large", fn, count);
     return XC_OK;
 }
@@ -78,6 +79,7 @@ static xc_result_t run(xc_comm_t *comm, const xc__args_t *a, xc_request_t **req)
         if (rc != XC_OK) *req = NULL;
         return xc__comm_fail(comm, rc);
     }
+    if (algo->express && xc__op_express(comm, a, algo, &rc)) return xc__comm_fail(comm, rc);
     xc__op_t op;
     xc_request_t r;
     xc__op_init_stack(comm, a->coll, &op, &r);

@@ -54,6 +54,7 @@ typedef struct xc__op {
     void *priv;              /* heap state, freed with the op (or NULL)   */
     uint8_t on_stack;        /* a blocking caller's frame owns it         */
     uint8_t wakes;           /* who moves it when nobody waits: XC__WAKE_* */
+    uint8_t issued;          /* seq and flight record taken (run directly) */
     /* Not zeroed by set-up (every field is set before use): */
     xc__tx_t ptx;            /* p2p send */
     xc__rx_t prx;            /* p2p receive */
@@ -130,6 +131,7 @@ struct xc_comm {
     uint64_t shm_out_min;    /* the least `out` of the other ranks when last read
                               * (they only grow: a lower bound) */
     uint64_t shm_ops;        /* shared-memory operations started (not every op is one) */
+    uint64_t shm_out_late;   /* this rank's `out` not yet published (0: none) */
     uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (shm op number, chunk) */
     int shm_nbq_head, shm_nbq_n;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */

@@ -17,6 +17,7 @@
 #include "../core/comm.h"
 #include "../trace/trace.h"
 #include "../transport/shm.h"
+#include "../algo/shm_coll.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -200,8 +201,10 @@ static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
         else
             xc__post_recv(comm, op, &op->prx, op->peer, op->prx.buf, op->prx.len);
     } else {
-        op->seq = comm->next_seq++;
-        xc__flight_issue(comm, op);
+        if (!op->issued) { /* (run_direct issued it already) */
+            op->seq = comm->next_seq++;
+            xc__flight_issue(comm, op);
+        }
         op->next = NULL;
         if (comm->coll_tail) comm->coll_tail->next = op;
         else comm->coll_head = op;
@@ -227,6 +230,61 @@ xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
 }
 
 static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff);
+static int stale_frames(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d);
+static void op_record(xc_comm_t *comm, xc__op_t *op, xc_result_t rc);
+
+/* A blocking collective with an advance function (shared memory) on an
+ * idle, healthy communicator: its first advance runs here, before it is
+ * queued.  1: it completed -- no queue, no request, no count of pending
+ * work; the operation started and ended in this call as it would have at
+ * the head of the queue (*rc its result, an error if the advance found
+ * one).  0: it must wait -- queue it as usual; the queued operation
+ * resumes the advance's progress.  Small operations whose peers are
+ * ahead -- a broadcast's reader, both sides of a loop of them -- end here
+ * (docs/engine.md). */
+static int run_direct(xc_comm_t *comm, xc__op_t *op, xc_result_t *rc)
+{
+    if (!op->advance || comm->npending || comm->trace_lane || xc__comm_status(comm) != XC_OK)
+        return 0;
+    op->seq = comm->next_seq++;
+    xc__flight_issue(comm, op);
+    op->issued = 1;
+    int done = op->advance(comm, op);
+    xc_result_t st = xc__comm_status(comm);
+    if (st == XC_OK && done && stale_frames(comm, op->seq, &op->desc)) st = xc__comm_status(comm);
+    if (st == XC_OK && !done) return 0;
+    if (st == XC_OK) comm->done_seq = op->seq;
+    op_record(comm, op, st);
+    xc__sched_free(&op->sched);
+    free(op->priv);
+    *rc = st == XC_OK ? XC_OK : xc__err(st, "%s", comm->errmsg[0] ? comm->errmsg : xc_strerror(st));
+    return 1;
+}
+
+int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo, xc_result_t *rc)
+{
+    xc__desc_t d = {.coll = (uint8_t)a->coll, .dtype = (uint8_t)a->dtype, .op = (uint8_t)a->op,
+                    .algo = (uint16_t)algo->id, .root = a->root, .count = a->count};
+    pthread_mutex_lock(&comm->mu);
+    uint64_t seq = comm->next_seq;
+    if (comm->npending || comm->trace_lane || xc__comm_status(comm) != XC_OK ||
+        !algo->express(comm, a, &d, seq)) {
+        pthread_mutex_unlock(&comm->mu);
+        return 0;
+    }
+    comm->next_seq++;
+    xc_result_t st = XC_OK;
+    if (stale_frames(comm, seq, &d)) st = xc__comm_status(comm);
+    xc__flight_express(comm, seq, &d, st);
+    if (st == XC_OK) {
+        comm->done_seq = seq;
+        comm->stats.ops[a->coll]++;
+        if (algo->id < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[algo->id]++;
+    }
+    pthread_mutex_unlock(&comm->mu);
+    *rc = st == XC_OK ? XC_OK : xc__err(st, "%s", comm->errmsg[0] ? comm->errmsg : xc_strerror(st));
+    return 1;
+}
 
 xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)
 {
@@ -236,7 +294,12 @@ xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)
         return xc__err(XC_ERR_NOMEM, "out of memory building a schedule");
     }
     pthread_mutex_lock(&comm->mu);
-    xc_result_t rc = submit_locked(comm, op, 1);
+    xc_result_t rc;
+    if (run_direct(comm, op, &rc)) {
+        pthread_mutex_unlock(&comm->mu);
+        return rc;
+    }
+    rc = submit_locked(comm, op, 1);
     if (rc == XC_OK && !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) wait_locked(comm, req, 1);
     pthread_mutex_unlock(&comm->mu);
     if (rc != XC_OK) return rc;
@@ -245,13 +308,13 @@ xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)
 
 /* Frames for collective `seq` still unconsumed after it completed mean the
  * ranks did not run the same operation. */
-static int stale_frames(xc_comm_t *comm, const xc__op_t *op)
+static int stale_frames(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d)
 {
     for (int p = 0; p < comm->size; p++) {
         xc__unexp_t *u = comm->pq[p].ucoll_head;
-        if (u && u->hdr.seq <= op->seq) {
+        if (u && u->hdr.seq <= seq) {
             char mine[200];
-            xc__desc_str(&op->desc, op->seq, mine, sizeof mine);
+            xc__desc_str(d, seq, mine, sizeof mine);
             xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
                             "rank %d sent more data for collective #%llu than this "
                             "rank's %s expects (ranks called different collectives)",
@@ -276,6 +339,18 @@ static void trace_op(const xc_comm_t *comm, const xc__op_t *op, xc_result_t rc)
     xc__trace_comm_span(comm->trace_lane, op->t_issue, name);
 }
 
+/* What the end of an operation leaves behind, queued or run directly: its
+ * trace span, its flight record, the statistics. */
+static void op_record(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
+{
+    if (op->t_issue) trace_op(comm, op, rc);
+    xc__flight_done(comm, op, rc);
+    if (rc == XC_OK) {
+        comm->stats.ops[op->desc.coll]++;
+        if (op->desc.algo < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[op->desc.algo]++;
+    }
+}
+
 void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
 {
     if (op->is_p2p) {
@@ -291,12 +366,7 @@ void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
         if (comm->coll_tail == op) comm->coll_tail = prev;
         if (rc == XC_OK) comm->done_seq = op->seq;
     }
-    if (op->t_issue) trace_op(comm, op, rc);
-    xc__flight_done(comm, op, rc);
-    if (rc == XC_OK) {
-        comm->stats.ops[op->desc.coll]++;
-        if (op->desc.algo < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[op->desc.algo]++;
-    }
+    op_record(comm, op, rc);
     comm->npending--;
     comm->nwakes[op->wakes]--;
     if (comm->npending == 0) thread_disarm(comm);
@@ -328,12 +398,13 @@ static int chans_needed(const xc_comm_t *comm)
 void xc__comm_advance(xc_comm_t *comm)
 {
     xc__op_t *head;
+    xc__shm_out_flush(comm);
     if (comm->chans && chans_needed(comm)) xc__chan_service(comm);
     while ((head = comm->coll_head) && xc__comm_status(comm) == XC_OK) {
         if (!(head->advance ? head->advance(comm, head) : xc__sched_advance(comm, head)))
             break;
         if (xc__comm_status(comm) != XC_OK) break;
-        if (stale_frames(comm, head)) break;
+        if (stale_frames(comm, head->seq, &head->desc)) break;
         xc__op_complete(comm, head, XC_OK);
     }
 }
@@ -738,6 +809,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
 {
     __atomic_add_fetch(&comm->waiters, 1, __ATOMIC_RELAXED); /* read unlocked: progress_idle */
     thread_disarm(comm); /* this caller drives the engine now */
+    xc__shm_out_flush(comm); /* a peer ahead may wait for it (docs/shm.md) */
     xc_comm_t *saved = tls_waiting;
     tls_waiting = comm;
     /* The clock is first read after 64 turns: a wait that ends sooner (the

@@ -150,27 +150,47 @@ void xc__flight_fini(xc_comm_t *comm)
     comm->flight.ring = NULL;
 }
 
-void xc__flight_issue(xc_comm_t *comm, xc__op_t *op)
+/* Fill the next record for a collective (seq, d) or a point-to-point
+ * operation (seq 0); returns its id, 0 with no recorder. */
+static uint64_t record(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, int32_t peer,
+                       int32_t tag, uint64_t t)
 {
     xc__flight_t *f = &comm->flight;
-    if (!f->ring) return;
+    if (!f->ring) return 0;
     uint64_t id = f->next++;
     xc__flight_rec_t *r = &f->ring[id % f->n];
     r->id = id;
-    r->seq = op->is_p2p ? 0 : op->seq;
-    r->count = op->desc.count;
-    r->t_issue = stamp();
+    r->seq = seq;
+    r->count = d->count;
+    r->t_issue = t;
     r->t_done = 0;
-    r->root = op->is_p2p ? -1 : op->desc.root;
-    r->peer = op->is_p2p ? op->peer : -1;
-    r->tag = !op->is_p2p ? -1 : op->desc.coll == XC_COLL_SEND ? op->ptx.hdr.tag : op->prx.tag;
+    r->root = seq ? d->root : -1;
+    r->peer = peer;
+    r->tag = tag;
     r->rc = 0;
-    r->algo = op->desc.algo;
-    r->coll = op->desc.coll;
-    r->dtype = op->desc.dtype;
-    r->op = op->desc.op;
+    r->algo = d->algo;
+    r->coll = d->coll;
+    r->dtype = d->dtype;
+    r->op = d->op;
     r->state = XC__FL_ISSUED;
-    op->flight_id = id;
+    return id;
+}
+
+void xc__flight_issue(xc_comm_t *comm, xc__op_t *op)
+{
+    int p2p = op->is_p2p;
+    int32_t tag = !p2p ? -1 : op->desc.coll == XC_COLL_SEND ? op->ptx.hdr.tag : op->prx.tag;
+    op->flight_id = record(comm, p2p ? 0 : op->seq, &op->desc, p2p ? op->peer : -1, tag, stamp());
+}
+
+void xc__flight_express(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, xc_result_t rc)
+{
+    uint64_t t = stamp(), id = record(comm, seq, d, -1, -1, t);
+    if (!id) return;
+    xc__flight_rec_t *r = &comm->flight.ring[id % comm->flight.n];
+    r->t_done = t;
+    r->rc = rc;
+    r->state = rc == XC_OK ? XC__FL_DONE : XC__FL_FAILED;
 }
 
 void xc__flight_done(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)

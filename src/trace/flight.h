@@ -16,6 +16,7 @@
 #include "../core/common.h"
 
 struct xc__op;
+struct xc__desc;
 
 enum xc__flight_state { XC__FL_ISSUED = 1, XC__FL_DONE, XC__FL_FAILED };
 
@@ -43,6 +44,9 @@ XC__HIDDEN void xc__flight_fini(xc_comm_t *comm);
 /* An operation was issued / completed (with the communicator's lock). */
 XC__HIDDEN void xc__flight_issue(xc_comm_t *comm, struct xc__op *op);
 XC__HIDDEN void xc__flight_done(xc_comm_t *comm, struct xc__op *op, xc_result_t rc);
+/* A collective issued and completed in one step (an express path). */
+XC__HIDDEN void xc__flight_express(xc_comm_t *comm, uint64_t seq, const struct xc__desc *d,
+                                   xc_result_t rc);
 /* Write this communicator's dump (lock held or not: a dump must also work
  * while a thread spins inside the engine); `why` goes into the header. */
 XC__HIDDEN void xc__flight_dump(xc_comm_t *comm, const char *why);

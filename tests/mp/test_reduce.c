@@ -9,6 +9,10 @@
  * dtype x op x count (roots 0 and size-1 only at the big count); --quick
  * rotates the root from case to case so every root is exercised with a
  * spread of dtypes and ops.
+ *
+ * Stream: 3000 back-to-back int32 sums, roots rotating, 4 B to 600 B (the
+ * flagged lines' express path up to 440 B, ring entries in the slots
+ * past it), in place on the root every third, each checked exactly.
  */
 #include "harness.h"
 
@@ -56,10 +60,30 @@ static void run_rejects(void)
              XC_OK);
 }
 
+static void run_stream(void)
+{
+    int32_t in[151], out[151];
+    for (int it = 0; it < 3000; it++) {
+        int root = it % H.size, inplace = it % 3 == 0 && H.rank == root;
+        size_t n = 1 + (size_t)(it * 7) % 150;
+        for (size_t i = 0; i <= n; i++) in[i] = (H.rank + 1) * (it + (int)i), out[i] = -1;
+        int32_t *dst = inplace ? in : out;
+        H_CHECK(H.comm, xc_reduce(in, H.rank == root ? dst : NULL, n, XC_INT32, XC_SUM, root,
+                                  H.comm));
+        H.issued[XC_COLL_REDUCE]++;
+        int32_t tri = H.size * (H.size + 1) / 2;
+        for (size_t i = 0; i < n && H.rank == root; i++)
+            H_EQ_INT("stream reduce", dst[i], tri * (it + (int)i));
+        H_EQ_INT("stream reduce: past the count", dst[n],
+                 inplace ? (H.rank + 1) * (it + (int)n) : -1);
+    }
+}
+
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
     run_rejects();
+    if (H.size >= 2) run_stream();
     const size_t *counts;
     size_t ncounts = h_counts(&counts);
     int rotating_root = 0;
