@@ -121,6 +121,9 @@ static inline void copy_piece(char *dst, const char *src, size_t n)
     }
 }
 
+/* The right neighbour (no division on every operation's path). */
+static inline int right_of(const xc__shm_op_t *o) { return o->me + 1 == o->L ? 0 : o->me + 1; }
+
 /* Rank j's flagged lines for chunk g. */
 static uint64_t (*ll_at(const xc__shm_op_t *o, int j, uint64_t g))[8]
 {
@@ -248,7 +251,7 @@ _Static_assert(XC__SHM_DESC_RING > NBQ_CAP + XC__SHM_NSLOT * XC__SHM_RING + 1,
 static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o)
 {
     xc__shm_t *s = o->shm;
-    int nb = (o->me + 1) % o->L;
+    int nb = right_of(o);
     while (comm->shm_nbq_n > 0) {
         uint64_t n = comm->shm_nbq[comm->shm_nbq_head][0], g = comm->shm_nbq[comm->shm_nbq_head][1];
         if (xc__shm_load(&s->ctl[nb].in) < g) {
@@ -396,7 +399,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
                     return 0;
                 }
             }
-            int nb = (o->me + 1) % o->L;
+            int nb = right_of(o);
             if (o->k == 0 && !o->vt->reads(o, nb)) {
                 /* Queued, and made in a batch once the queue is full:
                  * reading the neighbour's lines at every operation made
@@ -509,7 +512,7 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     /* A rank arriving after another failed fails too: the ordinary way. */
     if (__atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE)) return 0;
     uint64_t g = o.base + 1, h;
-    int nb = (o.me + 1) % o.L, reads_nb = 0;
+    int nb = right_of(&o), reads_nb = 0;
     /* Nothing written before this point. */
     if (writes) {
         if (!slot_free(comm, &o, g)) return 0;
@@ -562,7 +565,7 @@ static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)
     for (int j = 0; j < o->L; j++) {
         if (j == o->me) continue;
         const xc__shm_ctl_t *c = &o->shm->ctl[j];
-        if ((o->phase == 2 && (o->vt->reads(o, j) || (o->k == 0 && j == (o->me + 1) % o->L)) &&
+        if ((o->phase == 2 && (o->vt->reads(o, j) || (o->k == 0 && j == right_of(o))) &&
              xc__shm_load(&c->in) < g) ||
             (o->phase == 4 && xc__shm_load(&c->mid) < g) ||
             (o->phase == 0 && xc__shm_load(&c->out) < o->need) ||

@@ -109,7 +109,14 @@ typedef struct xc__shm {
     pid_t owner;            /* the process that mapped it */
     char *ll_buf;           /* [nranks][XC__SHM_LL_MAX]: flagged-line payloads,
                              * unpacked (process-local) */
+    int asym;               /* publishers skip the wake-up check's fence; a
+                             * rank about to sleep makes every rank's
+                             * barrier (membarrier; all ranks agreed) */
 } xc__shm_t;
+
+/* Can this process take part in the fence-free wake-up check (registered
+ * for membarrier's global expedited barrier)?  Once per process. */
+int xc__shm_asym_register(void);
 
 static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)
 {

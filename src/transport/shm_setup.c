@@ -94,8 +94,12 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
      * which path (single copy or staged) a collective takes depends on it,
      * and a root writing into a peer that staged instead would write to a
      * stale address: the ranks must agree. */
-    int32_t ok[4] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
-                     -comm->cfg.shm_cma_min_kb};
+    /* [4]: every rank can take part in the fence-free wake-up check
+     * (shm.c; XCOLL_SHM_MEMBARRIER=0 on any rank keeps the fences). */
+    long mb = 1;
+    if (xc__env_int("XCOLL_SHM_MEMBARRIER", 0, 1, &mb) != XC_OK) mb = 1;
+    int32_t ok[5] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
+                     -comm->cfg.shm_cma_min_kb, !s || (mb && xc__shm_asym_register())};
     if (s) {
         int right = (comm->local_rank + 1) % comm->local_size;
         uint64_t v = 0;
@@ -105,7 +109,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
                 v == comm->uid;
     }
     /* Everybody must agree to use it (and single copy). */
-    XC_CHECK_GOTO(xc_allreduce(ok, ok, 4, XC_INT32, XC_MIN, comm), rc, fail);
+    XC_CHECK_GOTO(xc_allreduce(ok, ok, 5, XC_INT32, XC_MIN, comm), rc, fail);
     if (ok[2] != -ok[3])
         XC_WARN("XCOLL_SHM_CMA_MIN_KB differs across ranks (%d..%d): all use %d", (int)ok[2],
                 (int)-ok[3], (int)ok[2]);
@@ -120,6 +124,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     if (!ok[1]) XC_INFO("single-copy reads (process_vm_readv) unavailable: staging only");
     comm->shm_ok = 1;
     if (!s) return XC_OK; /* alone on this node */
+    s->asym = ok[4]; /* before anybody publishes or sleeps on it */
     pthread_mutex_lock(&comm->mu);
     comm->node_shm = s;
     if (single) comm->shm = s;
