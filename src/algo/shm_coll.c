@@ -262,16 +262,31 @@ static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o)
                 xc__shm_adopt_poison(comm, s);
             return 0;
         }
-        const xc__shm_desc_t *mine = &s->ctl[o->me].desc[n % XC__SHM_DESC_RING];
-        xc__shm_desc_t theirs = s->ctl[nb].desc[n % XC__SHM_DESC_RING];
-        if (theirs.seq != mine->seq || !desc_eq(&theirs.d, &mine->d)) {
-            mismatch(comm, nb, &theirs, &mine->d, mine->seq);
-            return 0;
+        /* The hashes first (packed, fewer of the neighbour's lines), the
+         * descriptions only when they differ. */
+        uint64_t e = n % XC__SHM_DESC_RING;
+        if (s->ctl[nb].desc_hash[e] != s->ctl[o->me].desc_hash[e]) {
+            const xc__shm_desc_t *mine = &s->ctl[o->me].desc[e];
+            xc__shm_desc_t theirs = s->ctl[nb].desc[e];
+            if (theirs.seq != mine->seq || !desc_eq(&theirs.d, &mine->d)) {
+                mismatch(comm, nb, &theirs, &mine->d, mine->seq);
+                return 0;
+            }
         }
         comm->shm_nbq_head = (comm->shm_nbq_head + 1) % NBQ_CAP;
         comm->shm_nbq_n--;
     }
     return 1;
+}
+
+/* This rank's description of its operation o->n (o->hash set), for the
+ * ranks that check it: ordered before them by the publication of `in`. */
+static void put_desc(xc__shm_ctl_t *me, const xc__shm_op_t *o, uint64_t seq, const xc__desc_t *d)
+{
+    xc__shm_desc_t *e = &me->desc[o->n % XC__SHM_DESC_RING];
+    e->seq = seq;
+    e->d = *d;
+    me->desc_hash[o->n % XC__SHM_DESC_RING] = o->hash;
 }
 
 /* Statistics of a completed operation: bytes_sent counts the payload this
@@ -355,11 +370,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             o->phase = 1;
             /* fall through */
         case 1: /* stage and publish */
-            if (o->k == 0) {
-                xc__shm_desc_t *e = &me->desc[o->n % XC__SHM_DESC_RING];
-                e->seq = op->seq;
-                e->d = op->desc;
-            }
+            if (o->k == 0) put_desc(me, o, op->seq, &op->desc);
             if (o->vt->stage) o->vt->stage(o, o->k, xc__shm_src(o, o->me, g));
             if (o->ll) ll_put(o, g);
             __atomic_store_n(&me->in_hash, o->hash, __ATOMIC_RELAXED); /* ordered by `in` */
@@ -526,9 +537,7 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     if (reads_nb ? comm->shm_nbq_n > 0 : comm->shm_nbq_n == NBQ_CAP)
         if (!nb_resolve(comm, &o)) return 0;
     comm->shm_ops++;
-    xc__shm_desc_t *e = &me->desc[o.n % XC__SHM_DESC_RING];
-    e->seq = seq;
-    e->d = *d;
+    put_desc(me, &o, seq, d);
     if (writes) ll_put_from(&o, g, a->sbuf);
     __atomic_store_n(&me->in_hash, o.hash, __ATOMIC_RELAXED); /* ordered by `in` */
     xc__shm_publish(s, &me->in, g);

@@ -69,6 +69,10 @@ typedef struct xc__shm_ctl {
     _Alignas(XC__SHM_PAIR) uint64_t ll[2][XC__SHM_LL_LINES][8]; /* flagged lines, by parity */
     _Alignas(XC__SHM_PAIR) uint64_t llr[XC__SHM_LL_RING][XC__SHM_LL_LINES][8]; /* ... of ring operations */
     _Alignas(XC__SHM_PAIR) xc__shm_desc_t desc[XC__SHM_DESC_RING]; /* by shm op number % RING */
+    /* ... and their hashes, packed: what the left neighbour compares
+     * (8 a line, against 2 descriptions: each line it reads, this rank
+     * must take back before its next store there). */
+    _Alignas(XC__SHM_PAIR) uint64_t desc_hash[XC__SHM_DESC_RING];
     _Alignas(XC__SHM_PAIR) uint32_t bell;     /* futex word its threads sleep on */
     uint32_t bell_sleepers;                   /* its threads asleep on it */
     _Alignas(XC__SHM_PAIR) uint32_t gone;     /* destroyed its communicator */
