@@ -375,9 +375,10 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             if (o->ll) ll_put(o, g);
             /* Fence-free publication (shm.c) suits a rank that moves on
              * (a ring's writer, a channel's sender), not one that polls
-             * the peers polling its own lines next: drain first (the
-             * 2-rank 64-byte all-reduce 0.38-0.57 us without, 0.27-0.54
-             * with; twenty-first session). */
+             * the peers polling its own lines next: drain the lines
+             * before `in` (the 2-rank 64-byte all-reduce 0.24-0.32 us,
+             * against 0.41-0.47 with the fence after `in` and 0.38-0.57
+             * with none; twenty-first session). */
             if (o->ll && !o->ring) __atomic_thread_fence(__ATOMIC_SEQ_CST);
             __atomic_store_n(&me->in_hash, o->hash, __ATOMIC_RELAXED); /* ordered by `in` */
             xc__shm_publish(s, &me->in, g);
