@@ -21,10 +21,12 @@ static double sync_cost(const xc__m_t *m)
  * through the slots, the call itself and the dependent read of the staged
  * lines after the counter's (measured: a 512-byte allreduce.shm less the
  * rest of its prediction); in the flagged lines (docs/shm.md) the payload
- * comes with its signal, as a barrier's does -- nothing beyond the sync. */
+ * comes with its signal, as a barrier's does -- nothing beyond the sync in
+ * one line, shm_lines in more. */
 static double stage(const xc__m_t *m, double staged)
 {
-    return staged <= XC__SHM_LL_MAX ? 0 : m->p->shm_stage;
+    if (staged > XC__SHM_LL_MAX) return m->p->shm_stage;
+    return staged > XC__SHM_LL_LINE0 ? m->p->shm_lines : 0;
 }
 
 /* Single-copy read of `bytes` of a peer's user buffer (`fresh`: written

@@ -100,6 +100,12 @@ typedef struct xc__profile {
      * counter's); rounds in the flagged lines (<= XC__SHM_LL_MAX bytes
      * per rank) have none. */
     double shm_stage;
+    /* ... and a round in more than one flagged line beyond the one-line
+     * exchange the sync is (a 128-byte all-reduce less the rest of its
+     * prediction): the one-line rounds became cheaper than the multi-line
+     * ones when the lines were drained before `in` (twenty-first session:
+     * 0.20-0.24 against 0.43-0.49 us with fresh inputs). */
+    double shm_lines;
     /* On 2 uncrowded ranks, seconds per byte the one-shot all-reduce's
      * chunks take beyond their formula (signed; cost_shm.c): measured at
      * 4 MiB, since what the two cores' concurrent staging and cross-core

@@ -81,9 +81,9 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
     if (p->have & XC__HAVE_SHM)
         fprintf(f,
                 "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, "
-                "\"stage_us\": %.4f, \"pair_chunk_ps\": %.3f},\n",
+                "\"stage_us\": %.4f, \"lines_us\": %.4f, \"pair_chunk_ps\": %.3f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US,
-                p->pair_chunk / PS);
+                p->shm_lines / US, p->pair_chunk / PS);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     if (p->cold_alpha > 0 || p->cold_beta > 0)
         fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
@@ -316,6 +316,7 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             p->sync_per_rank = num(&r, s, "shm_sync", "per_rank_us", US);
             /* Optional: files written before it was measured price none. */
             if (xc__json_get(s, "stage_us")) p->shm_stage = num(&r, s, "shm_sync", "stage_us", US);
+            if (xc__json_get(s, "lines_us")) p->shm_lines = num(&r, s, "shm_sync", "lines_us", US);
             if (xc__json_get(s, "pair_chunk_ps"))
                 p->pair_chunk = snum(&r, s, "shm_sync", "pair_chunk_ps", PS);
         }

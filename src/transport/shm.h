@@ -41,6 +41,7 @@
  * the first line's tag, then finds the others there too. */
 #define XC__SHM_LL_LINES 8
 #define XC__SHM_LL_MAX (XC__SHM_LL_LINES * 56 - 8) /* payload bytes */
+#define XC__SHM_LL_LINE0 48 /* payload bytes of the first line (after the hash) */
 /* Ring operations (shm_coll.h: small bcast and reduce, whose ranks may be
  * NSLOT x RING = 8 chunks apart) have flagged lines of their own, chunk g
  * in entry g % 8. */
