@@ -232,6 +232,15 @@ xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
 static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff);
 static int stale_frames(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d);
 static void op_record(xc_comm_t *comm, xc__op_t *op, xc_result_t rc);
+static void count_done(xc_comm_t *comm, const xc__desc_t *d);
+
+/* The result of an operation that ended without entering the queue
+ * (run_direct, xc__op_express): what a queued one's request would say. */
+static xc_result_t unqueued_result(const xc_comm_t *comm, xc_result_t st)
+{
+    if (st == XC_OK) return XC_OK;
+    return xc__err(st, "%s", comm->errmsg[0] ? comm->errmsg : xc_strerror(st));
+}
 
 /* A blocking collective with an advance function (shared memory) on an
  * idle, healthy communicator: its first advance runs here, before it is
@@ -257,7 +266,7 @@ static int run_direct(xc_comm_t *comm, xc__op_t *op, xc_result_t *rc)
     op_record(comm, op, st);
     xc__sched_free(&op->sched);
     free(op->priv);
-    *rc = st == XC_OK ? XC_OK : xc__err(st, "%s", comm->errmsg[0] ? comm->errmsg : xc_strerror(st));
+    *rc = unqueued_result(comm, st);
     return 1;
 }
 
@@ -278,11 +287,10 @@ int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
     xc__flight_express(comm, seq, &d, st);
     if (st == XC_OK) {
         comm->done_seq = seq;
-        comm->stats.ops[a->coll]++;
-        if (algo->id < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[algo->id]++;
+        count_done(comm, &d);
     }
     pthread_mutex_unlock(&comm->mu);
-    *rc = st == XC_OK ? XC_OK : xc__err(st, "%s", comm->errmsg[0] ? comm->errmsg : xc_strerror(st));
+    *rc = unqueued_result(comm, st);
     return 1;
 }
 
@@ -341,14 +349,17 @@ static void trace_op(const xc_comm_t *comm, const xc__op_t *op, xc_result_t rc)
 
 /* What the end of an operation leaves behind, queued or run directly: its
  * trace span, its flight record, the statistics. */
+static void count_done(xc_comm_t *comm, const xc__desc_t *d)
+{
+    comm->stats.ops[d->coll]++;
+    if (d->algo < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[d->algo]++;
+}
+
 static void op_record(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
 {
     if (op->t_issue) trace_op(comm, op, rc);
     xc__flight_done(comm, op, rc);
-    if (rc == XC_OK) {
-        comm->stats.ops[op->desc.coll]++;
-        if (op->desc.algo < XC_STATS_MAX_ALGOS) comm->stats.algo_ops[op->desc.algo]++;
-    }
+    if (rc == XC_OK) count_done(comm, &op->desc);
 }
 
 void xc__op_complete(xc_comm_t *comm, xc__op_t *op, xc_result_t rc)
