@@ -112,6 +112,9 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = -1;
     XC_CHECK(xc__env_int("XCOLL_SHM_COOP", -1, 1, &v));
     c->shm_coop = (int)v;
+    v = 1;
+    XC_CHECK(xc__env_int("XCOLL_SHM_MEMBARRIER", 0, 1, &v));
+    c->shm_membarrier = (int)v;
     v = 0;
     XC_CHECK(xc__env_int("XCOLL_DETERMINISTIC", 0, 1, &v));
     c->deterministic = (int)v;

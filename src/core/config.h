@@ -27,6 +27,8 @@ typedef struct xc__config {
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
     int shm_coop;         /* single-copy broadcast's root copies too: 1 always,
                              0 never, -1 when the node is not crowded */
+    int shm_membarrier;   /* 1: fence-free publications where every rank can
+                             register for membarrier (docs/shm.md), 0: fences */
     int deterministic;    /* 1: floating-point reductions in rank order  */
     int sockets_per_peer; /* TCP streams per pair of ranks (docs/tcp.md) */
     int socket_buf_kb;    /* TCP send/receive buffers, 0 = autotuning  */

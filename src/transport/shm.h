@@ -121,7 +121,7 @@ typedef struct xc__shm {
 
 /* Can this process take part in the fence-free wake-up check (registered
  * for membarrier's global expedited barrier)?  Once per process. */
-int xc__shm_asym_register(void);
+XC__HIDDEN int xc__shm_asym_register(void);
 
 static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)
 {

@@ -96,10 +96,9 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
      * stale address: the ranks must agree. */
     /* [4]: every rank can take part in the fence-free wake-up check
      * (shm.c; XCOLL_SHM_MEMBARRIER=0 on any rank keeps the fences). */
-    long mb = 1;
-    if (xc__env_int("XCOLL_SHM_MEMBARRIER", 0, 1, &mb) != XC_OK) mb = 1;
     int32_t ok[5] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
-                     -comm->cfg.shm_cma_min_kb, !s || (mb && xc__shm_asym_register())};
+                     -comm->cfg.shm_cma_min_kb,
+                     !s || (comm->cfg.shm_membarrier && xc__shm_asym_register())};
     if (s) {
         int right = (comm->local_rank + 1) % comm->local_size;
         uint64_t v = 0;
