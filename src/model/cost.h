@@ -117,17 +117,43 @@ static inline double xc__m_mem_beta(const xc__profile_t *p, int lc, const xc__li
     return b > l->big_beta ? b : l->big_beta;
 }
 
+/* A line's intercept as a schedule's round pays it (the link's
+ * round_delta added, never below 0). */
+static inline double xc__m_alpha(double alpha, double delta)
+{
+    return alpha + delta > 0 ? alpha + delta : 0;
+}
+
+/* Pattern x's measured time at `bytes` below the bandwidth regime,
+ * through its points (xc__link_params_t.pts; at least two). */
+static inline double xc__m_pts(const xc__link_params_t *lp, int x, double bytes)
+{
+    const double(*p)[2] = lp->pts[x];
+    int n = lp->npts[x], i = 1;
+    if (bytes <= p[0][0]) return p[0][1];
+    while (i < n - 1 && bytes > p[i][0]) i++;
+    double dm = p[i][0] - p[i - 1][0], s = dm > 0 ? (p[i][1] - p[i - 1][1]) / dm : 0;
+    if (bytes > p[i][0] && s < 0) s = 0; /* beyond the last point: never cheaper */
+    return p[i - 1][1] + (bytes - p[i - 1][0]) * s;
+}
+
 /* A transfer of `bytes` of pattern `x` (XC__ONEWAY / XC__EXCHANGE) on link
  * class `lc` whose bandwidth `flows` flows share (each gets 1/flows). */
 static inline double xc__m_link(const xc__m_t *m, int lc, int x, double bytes, double flows)
 {
     const xc__link_params_t *lp = &m->p->link[lc];
     const xc__line_t *l = &lp->line[x];
-    double ws = m->ws > 2 * bytes ? m->ws : 2 * bytes;
-    if (bytes < xc__line_big_from(lp, x)) return l->alpha + flows * bytes * l->beta;
+    double ws = m->ws > 2 * bytes ? m->ws : 2 * bytes, d = lp->round_delta;
+    if (bytes < xc__line_big_from(lp, x)) {
+        if (lp->npts[x] < 2) return xc__m_alpha(l->alpha, d) + flows * bytes * l->beta;
+        /* The flows share the bandwidth: as many times the bytes. */
+        double t = xc__m_pts(lp, x, flows * bytes), floor = flows * bytes * l->beta;
+        return t + d > floor ? t + d : floor;
+    }
     /* Working sets beyond the ladder's first rung: xc__m_mem_terms. */
-    return xc__m_blend(m, ws, l->big_alpha + flows * bytes * l->big_beta,
-                       l->mem_alpha + flows * bytes * xc__m_mem_beta(m->p, lc, l, ws));
+    return xc__m_blend(m, ws, xc__m_alpha(l->big_alpha, d) + flows * bytes * l->big_beta,
+                       xc__m_alpha(l->mem_alpha, d) +
+                           flows * bytes * xc__m_mem_beta(m->p, lc, l, ws));
 }
 
 /* A round where rank r transfers `bytes` to/from ranks r+d and r-d (mod

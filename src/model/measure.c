@@ -68,6 +68,7 @@ typedef struct plan {
     const size_t *tcp_big;       /* the big sizes of a TCP link */
     int reps_small, reps_big;
     int sync_reps;
+    int sync_warm;               /* untimed calls before a collective's series */
     int copy_reps, gamma_reps;
     size_t gamma_bytes;          /* cache-resident reduction size */
     int gamma_mem;               /* measure gamma beyond the cache too */
@@ -83,16 +84,23 @@ static const size_t k_quick_big[] = {65536, 262144, 0};
  * below that, ping-pongs -- idle half the time -- run faster than the
  * sustained rate back-to-back collectives get. */
 static const size_t k_quick_tcp_big[] = {65536, 262144, 1 << 20, 0};
-static const size_t k_full_small[] = {8, 64, 512, 2048, 8192, 16384, 32768, 49152, 0};
+/* 1 and 4 KiB: the channels' frames go in bulk from 1 KiB, where their
+ * times bend (the points of xc__link_params_t). */
+static const size_t k_full_small[] = {8, 64, 512, 1024, 2048, 4096, 8192, 16384, 32768, 49152, 0};
 static const size_t k_full_big[] = {65536, 131072, 262144, 1 << 20, 4 << 20, 16 << 20, 0};
 
-static const plan_t k_quick = {k_quick_small, k_quick_big, k_quick_tcp_big, 7, 4, 15, 5, 5, 16384, 0, 0, 0,
-                               (size_t)2 << 20};
-/* The calibration times short series like xcoll-perf's (5 warm-up, 20-odd
- * timed): the engine's busy-poll budget adapts over long series, and the
- * profile should describe what the benchmark and short bursts of
- * collectives see. */
-static const plan_t k_full = {k_full_small, k_full_big, k_full_big, 21, 9, 21, 31, 15, 16384, 1,
+static const plan_t k_quick = {k_quick_small, k_quick_big, k_quick_tcp_big, 7, 4, 15, 5, 5, 5, 16384, 0,
+                               0, 0, (size_t)2 << 20};
+/* The calibration times a link's transfers in short series like
+ * xcoll-perf's (5 warm-up, 20-odd timed): the engine's busy-poll budget
+ * adapts over long series, and the profile should describe what the
+ * benchmark and short bursts of collectives see.  Barriers and collectives
+ * (the sync, the staged round, the schedule's call and round) get 200
+ * calls of warm-up and 61 timed: after 5, the first few dozen 8-byte
+ * all-reduces ran 0.24-0.43 us and a series of 21 read 0.32-0.43 where
+ * thousands read 0.22-0.25 (twenty-second session), and the sync priced
+ * every small collective of the grid 30-60 % high. */
+static const plan_t k_full = {k_full_small, k_full_big, k_full_big, 21, 9, 61, 200, 31, 15, 16384, 1,
                               (size_t)64 << 20, 1, (size_t)8 << 20};
 
 static double now_s(void) { return (double)xc__now_ns() * 1e-9; }
@@ -608,6 +616,14 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
             fit_line(&f, m, t[x], n, from, cache, &out->line[x]);
         }
         out->line[x].big_from = big_from < 0 ? from : 0;
+        /* The points below the bandwidth regime (on the channels with
+         * single copy: the ring's, up to the rendezvous threshold). */
+        out->npts[x] = 0;
+        for (int i = 0; i < (ring_small ? ns : n) && out->npts[x] < XC__LINK_PTS; i++) {
+            if (ring_small ? m[i] > big_from : m[i] >= from) continue;
+            out->pts[x][out->npts[x]][0] = m[i];
+            out->pts[x][out->npts[x]++][1] = t[x][i];
+        }
     }
     /* The link's own split (lines without one use it): the exchange's. */
     out->big_from = big_from < 0 ? out->line[XC__EXCHANGE].big_from : big_from;
@@ -626,40 +642,16 @@ static void derive_mem(xc__profile_t *p)
         }
 }
 
-/* Time of a barrier by algorithm `algo` (forced on every rank: nothing
- * else runs on the communicator meanwhile); stat(), the fastest of SERIES
- * series for the calibration. */
-static xc_result_t time_barrier(xc_comm_t *comm, int algo, int reps, int bench, double *out)
-{
-    double *t = malloc(2 * (size_t)reps * sizeof *t), *u = t ? t + reps : NULL;
-    if (!t) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
-    int saved = comm->forced_algo[XC_COLL_BARRIER];
-    comm->forced_algo[XC_COLL_BARRIER] = algo;
-    xc_result_t rc = XC_OK;
-    for (int s = 0; s < (bench ? SERIES : 1) && rc == XC_OK; s++) {
-        fresh_spin(comm);
-        rc = xc_barrier(comm);
-        for (int i = 0; i < reps && rc == XC_OK; i++) {
-            double t0 = now_s();
-            rc = xc_barrier(comm);
-            t[i] = now_s() - t0;
-        }
-        if (rc == XC_OK && bench)
-            rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
-        if (rc == XC_OK) {
-            double v = stat(t, u, reps, bench);
-            if (s == 0 || v < *out) *out = v;
-        }
-    }
-    comm->forced_algo[XC_COLL_BARRIER] = saved;
-    free(t);
-    return rc;
-}
+/* A series of barriers or collectives: `warm` untimed calls, then `reps`
+ * timed; `bench`: the calibration's statistic (stat()). */
+typedef struct series {
+    int reps, warm, bench;
+} series_t;
 
-/* An int32 all-reduce of `count` (<= CALL_MAX) elements by algorithm
- * `algo` (forced on every rank), timed as the barriers are (an integer
- * sum: allowed in deterministic mode too). */
-#define CALL_MAX 128
+/* An int32 all-reduce (or reduce to rank 0) of `count` elements by algorithm
+ * `algo` (forced on every rank: nothing else runs on the communicator
+ * meanwhile; an integer sum: allowed in deterministic mode too); stat(),
+ * the fastest of SERIES series for the calibration. */
 /* The staged round's probe: 512 bytes, past the flagged lines (shm.h). */
 #define STAGE_COUNT 128
 #define LINES_COUNT 32 /* 128 bytes: three flagged lines */
@@ -669,46 +661,70 @@ _Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must us
 /* The schedule call's probe: 64 bytes, a frame of more than one channel
  * line (see its use). */
 #define SCHED_PROBE 16
-_Static_assert(SCHED_PROBE <= CALL_MAX, "the schedule probe must fit the probe array");
-static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, int reps, int bench,
+/* The staged chunk's take: a 32 KiB reduce (one chunk of a slot). */
+#define TAKE_COUNT 8192
+/* The collective algorithm `algo` belongs to (the registry's). */
+static xc_coll_t coll_of(int algo)
+{
+    size_t n;
+    const xc__algo_t *tab = xc__algo_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (tab[i].id == algo) return tab[i].coll;
+    return XC_COLL_ALLREDUCE;
+}
+
+static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const series_t *se,
                              double *out)
 {
-    double *t = malloc(2 * (size_t)reps * sizeof *t), *u = t ? t + reps : NULL;
+    int reps = se->reps;
+    double *t = malloc(2 * (size_t)reps * sizeof *t + 2 * (count + 1) * sizeof(int32_t));
+    double *u = t ? t + reps : NULL;
     if (!t) return xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
-    int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
-    comm->forced_algo[XC_COLL_ALLREDUCE] = algo;
+    int32_t *x = (int32_t *)(t + 2 * reps), *y = x + count + 1;
+    xc_coll_t coll = coll_of(algo);
+    int saved = comm->forced_algo[coll];
+    comm->forced_algo[coll] = algo;
     xc_result_t rc = XC_OK;
-    int32_t x[CALL_MAX] = {1}, y[CALL_MAX];
-    for (int s = 0; s < (bench ? SERIES : 1) && rc == XC_OK; s++) {
+    for (int s = 0; s < (se->bench ? SERIES : 1) && rc == XC_OK; s++) {
         fresh_spin(comm);
-        for (int i = -5; i < reps && rc == XC_OK; i++) {
+        for (int i = -se->warm; i < reps && rc == XC_OK; i++) {
+            /* As xcoll-perf --fresh times a call (the regime the model
+             * prices, docs/cost-model.md): the input just written, the
+             * ranks met at a barrier (untimed).  Back to back, the calls
+             * pipeline: a 64-byte allreduce.shm ran 0.25 us so against
+             * 0.45-0.47 after a barrier, allreduce.rd 0.87-0.88 against
+             * 0.59-0.76 (twenty-second session). */
+            for (size_t k = 0; k < count; k++) x[k] = (int32_t)(i & 7);
+            rc = xc_barrier(comm);
+            if (rc != XC_OK) break;
             double t0 = now_s();
-            rc = xc_allreduce(x, y, count, XC_INT32, XC_SUM, comm);
+            rc = coll == XC_COLL_REDUCE ? xc_reduce(x, y, count, XC_INT32, XC_SUM, 0, comm)
+                                        : xc_allreduce(x, y, count, XC_INT32, XC_SUM, comm);
             if (i >= 0) t[i] = now_s() - t0;
         }
-        comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
-        if (rc == XC_OK && bench)
+        comm->forced_algo[coll] = saved;
+        if (rc == XC_OK && se->bench)
             rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
-        comm->forced_algo[XC_COLL_ALLREDUCE] = algo;
+        comm->forced_algo[coll] = algo;
         if (rc == XC_OK) {
-            double v = stat(t, u, reps, bench);
+            double v = stat(t, u, reps, se->bench);
             if (s == 0 || v < *out) *out = v;
         }
     }
-    comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
+    comm->forced_algo[coll] = saved;
     free(t);
     return rc;
 }
 
-/* A term of the profile measured as what an all-reduce of `count` int32
- * by `algo` took (t seconds) beyond the model's prediction for it without
- * the term; `fallback` when the prediction is not below t. */
+/* A term of the profile measured as what a call of `count` int32 by
+ * `algo` (time_call's) took (t seconds) beyond the model's prediction for
+ * it without the term; `fallback` when the prediction is not below t. */
 static double excess(xc_comm_t *comm, xc__profile_t *p, double *term, int algo, size_t count,
                      double t, double fallback)
 {
     xc__model_topo_t topo;
     xc__model_topo_of(comm, &topo);
-    xc__model_call_t call = {XC_COLL_ALLREDUCE, count, XC_INT32, XC_SUM, 0};
+    xc__model_call_t call = {coll_of(algo), count, XC_INT32, XC_SUM, 0};
     *term = 0;
     double rest = xc__model_predict(p, &topo, algo, &call);
     XC_TRACE("cost model: %s of %zu int32 took %.2f us, the model without the term %.2f us",
@@ -716,19 +732,73 @@ static double excess(xc_comm_t *comm, xc__profile_t *p, double *term, int algo, 
     return rest >= 0 && t > rest ? t - rest : fallback;
 }
 
-/* The shared-memory synchronisation: one exchange of flagged lines -- a
- * barrier.shm, or an 8-byte all-reduce.shm, whichever took less: the same
- * exchange (the barrier stages an empty line), but a calibration's
- * barriers alone landed in one of the host's slow modes half the time
- * (0.39 against 0.21 us, minutes apart, while the all-reduce stayed at
- * 0.24-0.25; twenty-first session). */
-static xc_result_t measure_sync(xc_comm_t *comm, int reps, int bench, double *out)
+/* The model's price of a 16-element (SCHED_PROBE) all-reduce by `algo`
+ * with the intra-node link's round_delta at `d`. */
+static double probe_price(xc_comm_t *comm, xc__profile_t *p, int lc, int algo, double d)
 {
-    double b = 0, a = 0;
-    XC_CHECK(time_barrier(comm, XC__ALGO_SHM_BARRIER, reps, bench, &b));
-    XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, 2, reps, bench, &a));
-    *out = a < b ? a : b;
-    return XC_OK;
+    xc__model_topo_t topo;
+    xc__model_topo_of(comm, &topo);
+    xc__model_call_t call = {XC_COLL_ALLREDUCE, SCHED_PROBE, XC_INT32, XC_SUM, 0};
+    p->link[lc].round_delta = d;
+    return xc__model_predict(p, &topo, algo, &call);
+}
+
+/* A schedule's round on link class `lc` against the link's lines (its
+ * round_delta): allreduce.ring and allreduce.rd of SCHED_PROBE elements
+ * took t_ring and t_rd; their prices without the term differ by as many
+ * rounds as the prices' derivatives in the term do (2(N-1) against
+ * log2 N, and a non-power-of-two's fold), the call's own cost cancels.
+ * The lines are measured with point-to-point calls (a group send and
+ * receive each, ~1600 instructions), which a schedule's round does not
+ * make: on the Intel VM of the twenty-second session an exchange took
+ * 0.42-0.44 us, a round of allreduce.ring 0.27-0.34, and every schedule
+ * algorithm of more than one round was priced 25-50 % high at 8-128 B. */
+static double round_delta(xc_comm_t *comm, xc__profile_t *p, int lc, double t_rd, double t_ring)
+{
+    double rd0 = probe_price(comm, p, lc, XC__ALGO_ALLREDUCE_RD, 0);
+    double ring0 = probe_price(comm, p, lc, XC__ALGO_ALLREDUCE_RING, 0);
+    double us = 1e-6;
+    double k_rd = (probe_price(comm, p, lc, XC__ALGO_ALLREDUCE_RD, us) - rd0) / us;
+    double k_ring = (probe_price(comm, p, lc, XC__ALGO_ALLREDUCE_RING, us) - ring0) / us;
+    p->link[lc].round_delta = 0;
+    if (rd0 < 0 || ring0 < 0 || k_ring - k_rd < 0.5) return 0;
+    double d = ((t_ring - ring0) - (t_rd - rd0)) / (k_ring - k_rd);
+    XC_TRACE("cost model: allreduce.rd / ring of %d int32 took %.2f / %.2f us, priced %.2f / "
+             "%.2f without the call; a round %+.3f us against the link's lines",
+             SCHED_PROBE, t_rd * 1e6, t_ring * 1e6, rd0 * 1e6, ring0 * 1e6, d * 1e6);
+    return d;
+}
+
+/* The rate of a staged chunk's take (profile shm_take) from a reduce of
+ * TAKE_COUNT int32 that took t: its price is linear in the rate where the
+ * read is slower than the reduction (1000 ps/B is), so the rate that
+ * prices it at t is r1 + (t - price(r1)) / bytes.  0 (not measured) when
+ * that is not positive. */
+static double take_rate(xc_comm_t *comm, xc__profile_t *p, double t)
+{
+    xc__model_topo_t topo;
+    xc__model_topo_of(comm, &topo);
+    xc__model_call_t call = {XC_COLL_REDUCE, TAKE_COUNT, XC_INT32, XC_SUM, 0};
+    double r1 = 1e-9, bytes = TAKE_COUNT * 4.0;
+    p->shm_take = r1;
+    double p1 = xc__model_predict(p, &topo, XC__ALGO_SHM_REDUCE, &call);
+    p->shm_take = 0;
+    double r = p1 >= 0 ? r1 + (t - p1) / bytes : 0;
+    XC_TRACE("cost model: reduce.shm of %d int32 took %.2f us: a staged chunk taken at %.1f ps/B",
+             TAKE_COUNT, t * 1e6, r * 1e12);
+    return r > 0 ? r : 0;
+}
+
+/* The shared-memory synchronisation: one exchange of flagged lines, as
+ * an 8-byte all-reduce.shm makes it (timed as time_call does: after a
+ * barrier, the regime the model prices).  Back-to-back barriers, the
+ * probe until the twenty-second session, took 0.18-0.20 us where every
+ * one-line collective of the grid took 0.20-0.24 after its barrier; and
+ * before the warm-up of 200 calls they landed in a slow mode of the host
+ * in half the calibrations (0.39 against 0.21 us). */
+static xc_result_t measure_sync(xc_comm_t *comm, const series_t *se, double *out)
+{
+    return time_call(comm, XC__ALGO_SHM_ALLREDUCE, 2, se, out);
 }
 
 /* Calls per timed sample of a local pass over `bytes`: enough for a
@@ -959,11 +1029,12 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__profile_t *out = comm->rank == 0 ? p : &tmp;
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
-    double t_stage = -1, t_lines = -1, t_pair = -1;
+    double t_stage = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
     /* Oversubscribed (one node, so every rank agrees): a synchronisation
      * takes as long as the scheduler's turns, whose times scatter widely;
      * a few reps would pick the shm or the schedule algorithms at random. */
-    int sync_reps = pl->sync_reps * (comm->nnodes == 1 && comm->oversub ? 6 : 1);
+    const series_t se = {pl->sync_reps * (comm->nnodes == 1 && comm->oversub ? 6 : 1),
+                         pl->sync_warm, pl->bench_stat};
     /* The host first: the links' lines beyond the cache are fitted through
      * memcpy's ladder (fit_line).  The other ranks wait in the first
      * measurement meanwhile. */
@@ -989,17 +1060,22 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             shm_link_from_copy = 1;
         }
         double s = 0;
-        XC_CHECK(measure_sync(comm, sync_reps, pl->bench_stat, &s));
+        XC_CHECK(measure_sync(comm, &se, &s));
         out->sync_alpha = 0;
         out->sync_per_rank = s / (comm->size - 1);
         /* A staged round's own cost: a 512-byte all-reduce (past the
          * flagged lines, so its data goes through a slot), priced below
          * once the host's figures are in. */
-        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, sync_reps, pl->bench_stat,
-                           &t_stage));
+        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, &se, &t_stage));
         /* A round in several flagged lines: a 128-byte all-reduce. */
-        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, sync_reps, pl->bench_stat,
-                           &t_lines));
+        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, &se, &t_lines));
+        /* A rooted operation in the flagged lines: an 8-byte reduce. */
+        XC_CHECK(time_call(comm, XC__ALGO_SHM_REDUCE, 2, &se, &t_rooted));
+        /* A staged chunk taken out of a slot, where a 2-rank reduce's root
+         * does it (xc__shm_reduce_root_reads; agreed: comm->oversub). */
+        if (xc__shm_reduce_root_reads(comm->size, comm->oversub) &&
+            TAKE_COUNT * 4 <= comm->shm->slot_bytes)
+            XC_CHECK(time_call(comm, XC__ALGO_SHM_REDUCE, TAKE_COUNT, &se, &t_take));
         /* The pair's one-shot all-reduce, where the single copy is the
          * alternative (cost_shm.c, xc__model_shm_pair_direct). */
         if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
@@ -1022,22 +1098,26 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         else
             return xc__err(XC_ERR_INTERNAL, "cost model: no same-node TCP pair to measure");
     }
-    /* A schedule algorithm's own call cost (select, build with its scratch,
-     * queue, complete): a 16-element allreduce.rd less what the model
-     * predicts for its transfers (one node: one link class).  16, not 1:
-     * a reduction's round with a frame of one channel line (header and up
-     * to 8 bytes) mostly ran ~0.3 us faster than with any larger one
-     * (allreduce.rd 0.54-0.60 us at 8 B, 0.85-0.90 from 12 B; cause not
-     * found), and priced at the 1-line figure every schedule algorithm
-     * from 12 B came out 30-50 % low. */
+    /* A schedule algorithm's round and its own call cost (select, build
+     * with its scratch, queue, complete), one node (one link class):
+     * a 16-element allreduce.ring and allreduce.rd, whose rounds differ
+     * in number, less what the model predicts for them (round_rounds). */
     uint32_t links = what & (XC__HAVE_SHM | XC__HAVE_TCP_LOCAL);
     if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
                                                             : (links & XC__HAVE_TCP_LOCAL))) {
-        double tc = 0;
-        XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE, sync_reps, pl->bench_stat, &tc));
-        if (comm->rank == 0)
-            out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE, tc,
-                                     out->sched_call > 0 ? out->sched_call : 0);
+        double t_rd = 0, t_ring = -1;
+        XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE, &se, &t_rd));
+        /* The round only on the channels, where the calls' ~0.15 us is a
+         * third of an exchange: over loopback TCP it is 3 % of one, within
+         * the noise of the difference (-0.8 to +1.4 us a round measured). */
+        if (comm->chans) XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RING, SCHED_PROBE, &se, &t_ring));
+        if (comm->rank == 0) {
+            if (t_ring >= 0)
+                out->link[XC__LINK_SHM].round_delta =
+                    round_delta(comm, out, XC__LINK_SHM, t_rd, t_ring);
+            out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE,
+                                     t_rd, out->sched_call > 0 ? out->sched_call : 0);
+        }
     }
     /* The calibration (one node, several ranks): what a call after a pause
      * costs beyond the same call back to back. */
@@ -1053,8 +1133,11 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         if (shm_link_from_copy) {
             xc__link_params_t *l = &p->link[XC__LINK_SHM];
             l->big_from = (double)comm->cfg.shm_p2p_cma_min_kb * 1024;
-            for (int x = 0; x < XC__XFER_COUNT; x++)
+            for (int x = 0; x < XC__XFER_COUNT; x++) {
                 l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem, 0};
+                l->npts[x] = 0;
+            }
+            l->round_delta = 0;
         }
         derive_mem(p);
         /* After the host's figures: the staged copies and the reduction
@@ -1062,9 +1145,12 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         if (t_lines >= 0)
             p->shm_lines =
                 excess(comm, p, &p->shm_lines, XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, t_lines, 0);
+        if (t_rooted >= 0)
+            p->shm_rooted = excess(comm, p, &p->shm_rooted, XC__ALGO_SHM_REDUCE, 2, t_rooted, 0);
         if (t_stage >= 0)
             p->shm_stage =
                 excess(comm, p, &p->shm_stage, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, t_stage, 0);
+        if (t_take >= 0) p->shm_take = take_rate(comm, p, t_take); /* after the stage term */
         if (t_pair > 0) {
             xc__model_topo_t topo;
             xc__model_topo_of(comm, &topo);

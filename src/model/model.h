@@ -78,9 +78,28 @@ enum xc__xfer {
     XC__XFER_COUNT
 };
 
+#define XC__LINK_PTS 12
+
 typedef struct xc__link_params {
     double big_from;
     xc__line_t line[XC__XFER_COUNT];
+    /* A schedule algorithm's round on this link costs this much more
+     * (signed; negative: less) than the lines say: they are measured with
+     * point-to-point calls (a group send/receive each), a schedule's rounds
+     * go to the channels from inside one call.  Measured on one node for
+     * its intra-node class (measure.c), 0 elsewhere. */
+    double round_delta;
+    /* What the calibration measured below the bandwidth regime, per
+     * pattern: npts (bytes, seconds) points, ascending in bytes.  With two
+     * or more a transfer there is priced through them (linear in between,
+     * the last segment's slope beyond, the first point's time below): the
+     * channels' times do not lie on a line -- frames of 1 KiB and more go
+     * in bulk, and an exchange took 0.50 us at 512 B, 0.72 at 1 KiB, 1.11
+     * at 2 KiB and 1.18 at 4 KiB (twenty-second session), where the line
+     * through them priced the schedule algorithms' 512 B-2 KiB rounds
+     * 25-35 % low. */
+    int npts[XC__XFER_COUNT];
+    double pts[XC__XFER_COUNT][XC__LINK_PTS][2];
 } xc__link_params_t;
 
 /* Where pattern x's bandwidth regime starts on link lp. */
@@ -106,6 +125,20 @@ typedef struct xc__profile {
      * ones when the lines were drained before `in` (twenty-first session:
      * 0.20-0.24 against 0.43-0.49 us with fresh inputs). */
     double shm_lines;
+    /* ... and a broadcast's or reduce's round in the flagged lines (the
+     * ring operations, docs/shm.md) beyond its sync, in place of the terms
+     * above (an 8-byte reduce less the rest of its prediction): timed as
+     * the grid times them, after a barrier, one rank waits for the other's
+     * lines once it is through the barrier (twenty-second session: 8-128
+     * bytes 0.31-0.42 us where an all-reduce took 0.20-0.24). */
+    double shm_rooted;
+    /* Seconds per byte of a chunk another rank just staged, taken out of
+     * its slot by this rank's own code (a broadcast's reader, a 2-rank
+     * reduce's root): measured with a 32 KiB reduce.shm on 2 uncrowded
+     * ranks (0: not measured, priced as a fresh single-copy read).  The
+     * kernel's copy of fresh lines ran 88 ps/B, the library's ~135
+     * (twenty-second session). */
+    double shm_take;
     /* On 2 uncrowded ranks, seconds per byte the one-shot all-reduce's
      * chunks take beyond their formula (signed; cost_shm.c): measured at
      * 4 MiB, since what the two cores' concurrent staging and cross-core

@@ -36,6 +36,7 @@ static const char *k_xfers[XC__XFER_COUNT] = {"oneway", "exchange", "oneway_fres
 static void write_link(FILE *f, const char *name, const xc__link_params_t *l, int last)
 {
     fprintf(f, "    \"%s\": {\n      \"big_from\": %.0f,\n", name, l->big_from);
+    if (l->round_delta != 0) fprintf(f, "      \"round_us\": %.4f,\n", l->round_delta / US);
     for (int x = 0; x < XC__XFER_COUNT; x++) {
         const xc__line_t *ln = &l->line[x];
         fprintf(f,
@@ -44,6 +45,12 @@ static void write_link(FILE *f, const char *name, const xc__link_params_t *l, in
                 k_xfers[x], ln->alpha / US, ln->beta / PS, ln->big_alpha / US, ln->big_beta / PS,
                 ln->mem_alpha / US, ln->mem_beta / PS);
         if (ln->big_from > 0) fprintf(f, ", \"big_from\": %.0f", ln->big_from);
+        if (l->npts[x] > 0) {
+            fprintf(f, ",\n        \"points\": [");
+            for (int i = 0; i < l->npts[x]; i++)
+                fprintf(f, "%s[%.0f, %.4f]", i ? ", " : "", l->pts[x][i][0], l->pts[x][i][1] / US);
+            fprintf(f, "]");
+        }
         fprintf(f, "}%s\n", x + 1 < XC__XFER_COUNT ? "," : "");
     }
     fprintf(f, "    }%s\n", last ? "" : ",");
@@ -81,9 +88,10 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
     if (p->have & XC__HAVE_SHM)
         fprintf(f,
                 "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, "
-                "\"stage_us\": %.4f, \"lines_us\": %.4f, \"pair_chunk_ps\": %.3f},\n",
+                "\"stage_us\": %.4f, \"lines_us\": %.4f, \"rooted_us\": %.4f, "
+                "\"take_ps\": %.3f, \"pair_chunk_ps\": %.3f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US,
-                p->shm_lines / US, p->pair_chunk / PS);
+                p->shm_lines / US, p->shm_rooted / US, p->shm_take / PS, p->pair_chunk / PS);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     if (p->cold_alpha > 0 || p->cold_beta > 0)
         fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
@@ -245,29 +253,34 @@ static void read_codecs(reader_t *r, const xc__json_t *c, xc__profile_t *p)
 }
 
 /* Optional [[bytes, ps], ...], ascending sizes. */
-static void read_ladder(reader_t *r, const xc__json_t *a, xc__profile_t *p)
+/* An array of [bytes, value] pairs, bytes > 0 ascending, value >= 0 (in
+ * units of `scale`), at most `max` of them, into out[*n]. */
+static void read_pairs(reader_t *r, const xc__json_t *a, const char *where, const char *unit,
+                       double (*out)[2], int max, int *n, double scale)
 {
-    p->nladder = 0;
+    char what[96];
+    *n = 0;
     if (!a || r->rc != XC_OK) return;
+    snprintf(what, sizeof what, "expected an array of [bytes, %s] pairs, bytes > 0 ascending", unit);
     if (a->type != XC__J_ARR) {
-        bad(r, "host.memcpy_ps.ladder", "expected an array of [bytes, ps] pairs");
+        bad(r, where, what);
         return;
     }
     for (const xc__json_t *e = a->child; e; e = e->next) {
         const xc__json_t *b = e->type == XC__J_ARR ? e->child : NULL, *v = b ? b->next : NULL;
         if (!v || v->next || b->type != XC__J_NUM || v->type != XC__J_NUM || !isfinite(b->num) ||
-            !isfinite(v->num) || b->num <= 0 || v->num < 0 ||
-            (p->nladder && b->num <= p->ladder[p->nladder - 1][0])) {
-            bad(r, "host.memcpy_ps.ladder", "expected [bytes, ps] pairs, bytes > 0 ascending");
+            !isfinite(v->num) || b->num <= 0 || v->num < 0 || (*n && b->num <= out[*n - 1][0])) {
+            bad(r, where, what);
             return;
         }
-        if (p->nladder == XC__LADDER_MAX) {
-            bad(r, "host.memcpy_ps.ladder", "more than 8 entries");
+        if (*n == max) {
+            snprintf(what, sizeof what, "more than %d entries", max);
+            bad(r, where, what);
             return;
         }
-        p->ladder[p->nladder][0] = b->num;
-        p->ladder[p->nladder][1] = v->num * PS;
-        p->nladder++;
+        out[*n][0] = b->num;
+        out[*n][1] = v->num * scale;
+        (*n)++;
     }
 }
 
@@ -292,6 +305,8 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
         if (!l) continue;
         xc__link_params_t *lp = &p->link[i];
         lp->big_from = num(&r, l, path, "big_from", 1);
+        /* Optional (files before it: none), signed. */
+        if (xc__json_get(l, "round_us")) lp->round_delta = snum(&r, l, path, "round_us", US);
         for (int x = 0; x < XC__XFER_COUNT && r.rc == XC_OK; x++) {
             char xpath[48];
             snprintf(xpath, sizeof xpath, "%s.%s", path, k_xfers[x]);
@@ -306,6 +321,11 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             ln->mem_beta = num(&r, o, xpath, "mem_beta_ps", PS);
             /* Optional: without it, the link's. */
             if (xc__json_get(o, "big_from")) ln->big_from = num(&r, o, xpath, "big_from", 1);
+            /* Optional: without them, the line. */
+            char ppath[64];
+            snprintf(ppath, sizeof ppath, "%s.points", xpath);
+            read_pairs(&r, xc__json_get(o, "points"), ppath, "us", lp->pts[x], XC__LINK_PTS,
+                       &lp->npts[x], US);
         }
         p->have |= 1u << i;
     }
@@ -317,6 +337,9 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             /* Optional: files written before it was measured price none. */
             if (xc__json_get(s, "stage_us")) p->shm_stage = num(&r, s, "shm_sync", "stage_us", US);
             if (xc__json_get(s, "lines_us")) p->shm_lines = num(&r, s, "shm_sync", "lines_us", US);
+            if (xc__json_get(s, "rooted_us"))
+                p->shm_rooted = num(&r, s, "shm_sync", "rooted_us", US);
+            if (xc__json_get(s, "take_ps")) p->shm_take = num(&r, s, "shm_sync", "take_ps", PS);
             if (xc__json_get(s, "pair_chunk_ps"))
                 p->pair_chunk = snum(&r, s, "shm_sync", "pair_chunk_ps", PS);
         }
@@ -342,7 +365,8 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
         if (m) {
             p->copy_cache = num(&r, m, "host.memcpy_ps", "cache", PS);
             p->copy_mem = num(&r, m, "host.memcpy_ps", "mem", PS);
-            read_ladder(&r, xc__json_get(m, "ladder"), p);
+            read_pairs(&r, xc__json_get(m, "ladder"), "host.memcpy_ps.ladder", "ps", p->ladder,
+                       XC__LADDER_MAX, &p->nladder, PS);
         }
         const xc__json_t *g = r.rc == XC_OK ? object(&r, host, "host", "gamma_ps", 1) : NULL;
         if (g) read_gamma(&r, g, p);

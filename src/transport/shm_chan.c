@@ -58,6 +58,7 @@
  * 1 KiB blocks 1.94 -> 1.13 us) while a send/receive did not care. */
 #define BULK_MIN 1024
 #define TAG_BULK 63
+#define BULK_PREFETCH 64
 
 /* Copy `n` bytes between `buf` and the ring at byte position `pos`. */
 static void ring_copy(char *ring, size_t size, uint64_t pos, void *buf, size_t n, int in)
@@ -187,6 +188,11 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
             if (bytes == 0 || bytes > (nlines - 1) * LINE || c->crx_off >= bytes) {
                 nb = (size_t)bytes;
                 goto corrupt;
+            }
+            if (c->crx_off == 0) {
+                uint64_t raw = (bytes + LINE - 1) / LINE;
+                for (uint64_t i = 1; i <= raw && i <= BULK_PREFETCH; i++)
+                    __builtin_prefetch(line_at(c->crxd, nlines, c->ctail + i), 0, 3);
             }
             size_t k = (size_t)bytes - c->crx_off;
             if (k > want - got) k = want - got;

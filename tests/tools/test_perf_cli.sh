@@ -63,8 +63,22 @@ for ip in 0 1; do
         '^[a-z]+,[0-9]+,[0-9]+,float,[a-z]+,[^,]+,[0-9.]+,[0-9.]+,[0-9.]+,0,[0-9.]+,2,[01],3$' \
         "$TMP/fresh$ip.csv"
 done
-$bad_fresh_out
-EOF2
+
+# --calibrate: the thorough profile, written and used by a run (every
+# figure the calibration measures present; the shared-memory sync and the
+# schedule call of a plausible size)
+run --calibrate="$TMP/prof.json" >"$TMP/out" 2>"$TMP/err"
+expect_eq "calibrate: exit code" 0 $?
+for key in round_us per_rank_us stage_us lines_us rooted_us call_us gamma_ps; do
+    expect_grep "calibrate: $key" "\"$key\"" "$TMP/prof.json"
+done
+expect_grep "calibrate: the sync within 0.01-50 us" \
+    '"per_rank_us": (0\.0[1-9]|0\.[1-9]|[1-9]|[1-4][0-9])[0-9]*\.?[0-9]*,' "$TMP/prof.json"
+XCOLL_PROFILE="$TMP/prof.json" run -C allreduce,broadcast -b 8 -e 64K -f 64 -n 3 -w 1 \
+    --csv="$TMP/prof.csv" >"$TMP/out" 2>"$TMP/err"
+expect_eq "run with the profile: exit code" 0 $?
+expect_count "run with the profile: every row right" 6 \
+    '^(allreduce|broadcast),[0-9]+,[0-9]+,float,[a-z]+,[^,]+,[0-9.]+,[0-9.]+,[0-9.]+,0,' "$TMP/prof.csv"
 
 # bad input: exit 2 and a message that names the cause
 bad() {

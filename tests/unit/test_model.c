@@ -83,7 +83,7 @@ static int g_failures;
 static xc__link_params_t lk(double a, double b, double ba, double bb, double from)
 {
     xc__line_t l = {a, b, ba, bb, ba, bb, 0};
-    return (xc__link_params_t){from, {l, l, l, l}};
+    return (xc__link_params_t){.big_from = from, .line = {l, l, l, l}};
 }
 
 /* Every link class (alpha a, beta b, no rendezvous line), memcpy c per
@@ -224,6 +224,46 @@ static void test_tcp_allreduce(void)
     double pred;
     EXPECT_ALGO(xc__model_choose(&p, &t8, &tiny, &pred, NULL, NULL), XC__ALGO_ALLREDUCE_RD);
     EXPECT_NEAR(pred, rd);
+    {
+        /* A schedule's round on the link costs round_delta more than the
+         * lines say (3 rounds of rd, 14 of the ring), never below 0. */
+        xc__profile_t q = p;
+        q.link[XC__LINK_TCP_LOCAL].round_delta = -a / 4;
+        EXPECT_NEAR(xc__model_predict(&q, &t8, XC__ALGO_ALLREDUCE_RD, &tiny), rd - 3 * a / 4);
+        EXPECT_NEAR(xc__model_predict(&q, &t8, XC__ALGO_ALLREDUCE_RING, &tiny), ring - 14 * a / 4);
+        q.link[XC__LINK_TCP_LOCAL].round_delta = -2 * a;
+        EXPECT_NEAR(xc__model_predict(&q, &t8, XC__ALGO_ALLREDUCE_RD, &tiny), rd - 3 * a);
+        /* measured points price the small transfers through them: at
+         * and between the points linear, below the first its time, beyond
+         * the last the last segment's slope */
+        xc__model_topo_t t2 = tcp_topo(2);
+        xc__link_params_t *lp = &q.link[XC__LINK_TCP_LOCAL];
+        lp->round_delta = 0;
+        for (int x = 0; x < XC__XFER_COUNT; x++) {
+            lp->npts[x] = 3;
+            lp->pts[x][0][0] = 8, lp->pts[x][0][1] = 2 * a;
+            lp->pts[x][1][0] = 1024, lp->pts[x][1][1] = 3 * a;
+            lp->pts[x][2][0] = 4096, lp->pts[x][2][1] = 5 * a;
+        }
+        const double sz[] = {4, 8, 512, 1024, 4096, 8192};
+        const double want[] = {2 * a, 2 * a, 2 * a + 504.0 / 1016 * a, 3 * a, 5 * a,
+                               5 * a + 4096 * 2 * a / 3072};
+        for (int i = 0; i < 6; i++) {
+            xc__model_call_t c1 = ar((size_t)sz[i] / 4);
+            EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLREDUCE_RD, &c1),
+                        want[i] + sz[i] * g);
+        }
+        lp->round_delta = -a; /* with the round's term: never below the line's bytes */
+        xc__model_call_t c2 = ar(2);
+        EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLREDUCE_RD, &c2), a + 8 * g);
+        lp->round_delta = -10 * a;
+        EXPECT_NEAR(xc__model_predict(&q, &t2, XC__ALGO_ALLREDUCE_RD, &c2), 8 * b + 8 * g);
+        for (int x = 0; x < XC__XFER_COUNT; x++) lp->npts[x] = 0;
+        /* another class's term does not apply */
+        q.link[XC__LINK_TCP_LOCAL].round_delta = 0;
+        q.link[XC__LINK_SHM].round_delta = -a / 2;
+        EXPECT_NEAR(xc__model_predict(&q, &t8, XC__ALGO_ALLREDUCE_RD, &tiny), rd);
+    }
 
     /* 64 MiB on 8 ranks: Rabenseifner (ring bandwidth, log2 N latency, no
      * copy) beats the ring, which beats whole-vector algorithms. */
@@ -770,13 +810,16 @@ static void test_roundtrip(void)
     memset(&p, 0, sizeof p);
     p.have = XC__HAVE_SHM | XC__HAVE_TCP_NET | XC__HAVE_HOST;
     p.link[XC__LINK_SHM] = (xc__link_params_t){
-        65536, {{1.25e-6, 100.5e-12, 3.5e-6, 60.25e-12, 7.75e-6, 90.125e-12, 0},
+        .big_from = 65536, .line = {{1.25e-6, 100.5e-12, 3.5e-6, 60.25e-12, 7.75e-6, 90.125e-12, 0},
                 {1.5e-6, 110.5e-12, 4.5e-6, 70.25e-12, 8.75e-6, 95.125e-12, 0},
                 {1.75e-6, 120.5e-12, 5.5e-6, 80.25e-12, 9.75e-6, 99.125e-12, 0},
-                {2.5e-6, 130.5e-12, 6.5e-6, 90.25e-12, 10.75e-6, 199.125e-12, 0}}};
+                {2.5e-6, 130.5e-12, 6.5e-6, 90.25e-12, 10.75e-6, 199.125e-12, 0}},
+        .round_delta = -0.125e-6,
+        .npts = {3, 0, 2, 0},
+        .pts = {{{8, 0.5e-6}, {1024, 0.75e-6}, {4096, 1.25e-6}}, {{0}}, {{8, 0.25e-6}, {64, 0.5e-6}}}};
     /* TCP: a split per pattern (the link's is the default of lines without). */
     p.link[XC__LINK_TCP_NET] = (xc__link_params_t){
-        65536, {{40.125e-6, 800e-12, 55e-6, 750.5e-12, 60e-6, 900.5e-12, 1448},
+        .big_from = 65536, .line = {{40.125e-6, 800e-12, 55e-6, 750.5e-12, 60e-6, 900.5e-12, 1448},
                 {45.125e-6, 850e-12, 65e-6, 780.5e-12, 70e-6, 990.5e-12, 11585},
                 {46.125e-6, 860e-12, 66e-6, 790.5e-12, 71e-6, 991.5e-12, 0},
                 {47.125e-6, 870e-12, 67e-6, 791.5e-12, 72e-6, 992.5e-12, 2896}}};
@@ -810,7 +853,13 @@ static void test_roundtrip(void)
     for (int l = 0; l < XC__LINK_COUNT; l++) {
         if (!(p.have & (1u << l))) continue;
         EXPECT_NEAR(q.link[l].big_from, p.link[l].big_from);
+        EXPECT_NEAR(q.link[l].round_delta, p.link[l].round_delta);
         for (int x = 0; x < XC__XFER_COUNT; x++) {
+            EXPECT_TRUE(q.link[l].npts[x] == p.link[l].npts[x]);
+            for (int i = 0; i < p.link[l].npts[x] && i < q.link[l].npts[x]; i++) {
+                EXPECT_NEAR(q.link[l].pts[x][i][0], p.link[l].pts[x][i][0]);
+                EXPECT_NEAR(q.link[l].pts[x][i][1], p.link[l].pts[x][i][1]);
+            }
             const xc__line_t *a = &q.link[l].line[x], *b = &p.link[l].line[x];
             EXPECT_NEAR(a->alpha, b->alpha);
             EXPECT_NEAR(a->beta, b->beta);
@@ -923,6 +972,10 @@ static void test_malformed(void)
     bad_case(good, "\"prod\": [10.500, 100.250]", "\"prod\": [10.5]", "[cache, mem]");
     bad_case(good, "\"host\"", "\"hots\"", "host: missing");
     bad_case(good, "[67108864, 180.500]", "[1024, 180.500]", "ladder");
+    bad_case(good, "[4096, 1.2500]", "[512, 1.2500]",
+             "links.shm.oneway.points: expected an array of [bytes, us] pairs");
+    bad_case(good, "[4096, 1.2500]", "[4096, -1]", "links.shm.oneway.points");
+    bad_case(good, "\"round_us\": -0.1250", "\"round_us\": \"x\"", "links.shm.round_us");
     bad_case(good, "}\n", "}}\n", "after the end");
     bad_case(good, "{", "[", "line 2, column 11");
     bad_case(good, "\"int8\": [23.000, 33.500]", "\"int8\": [23.000]",
