@@ -685,35 +685,51 @@ static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const seri
     int saved = comm->forced_algo[coll];
     comm->forced_algo[coll] = algo;
     xc_result_t rc = XC_OK;
-    for (int s = 0; s < (se->bench ? SERIES : 1) && rc == XC_OK; s++) {
-        fresh_spin(comm);
-        for (int i = -se->warm; i < reps && rc == XC_OK; i++) {
-            /* As xcoll-perf --fresh times a call (the regime the model
-             * prices, docs/cost-model.md): the input just written, the
-             * ranks met at a barrier (untimed).  Back to back, the calls
-             * pipeline: a 64-byte allreduce.shm ran 0.25 us so against
-             * 0.45-0.47 after a barrier, allreduce.rd 0.87-0.88 against
-             * 0.59-0.76 (twenty-second session). */
-            for (size_t k = 0; k < count; k++) x[k] = (int32_t)(i & 7);
-            rc = xc_barrier(comm);
-            if (rc != XC_OK) break;
-            double t0 = now_s();
-            rc = coll == XC_COLL_REDUCE ? xc_reduce(x, y, count, XC_INT32, XC_SUM, 0, comm)
-                                        : xc_allreduce(x, y, count, XC_INT32, XC_SUM, comm);
-            if (i >= 0) t[i] = now_s() - t0;
-        }
-        comm->forced_algo[coll] = saved;
-        if (rc == XC_OK && se->bench)
-            rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
-        comm->forced_algo[coll] = algo;
-        if (rc == XC_OK) {
-            double v = stat(t, u, reps, se->bench);
-            if (s == 0 || v < *out) *out = v;
-        }
+    fresh_spin(comm);
+    for (int i = -se->warm; i < reps && rc == XC_OK; i++) {
+        /* As xcoll-perf --fresh times a call (the regime the model
+         * prices, docs/cost-model.md): the input just written, the ranks
+         * met at a barrier (untimed).  Back to back, the calls pipeline: a
+         * 64-byte allreduce.shm ran 0.25 us so against 0.45-0.47 after a
+         * barrier, allreduce.rd 0.87-0.88 against 0.59-0.76 (twenty-second
+         * session). */
+        for (size_t k = 0; k < count; k++) x[k] = (int32_t)(i & 7);
+        rc = xc_barrier(comm);
+        if (rc != XC_OK) break;
+        double t0 = now_s();
+        rc = coll == XC_COLL_REDUCE ? xc_reduce(x, y, count, XC_INT32, XC_SUM, 0, comm)
+                                    : xc_allreduce(x, y, count, XC_INT32, XC_SUM, comm);
+        if (i >= 0) t[i] = now_s() - t0;
     }
     comm->forced_algo[coll] = saved;
+    if (rc == XC_OK && se->bench) rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
+    if (rc == XC_OK) *out = stat(t, u, reps, se->bench);
     free(t);
     return rc;
+}
+
+/* Probes of the collectives: an algorithm, a count, where its time goes. */
+typedef struct probe {
+    int algo;
+    size_t count;
+    double *t;
+} probe_t;
+#define MAX_PROBES 8
+
+/* Every probe timed in SERIES sweeps over all of them (the calibration;
+ * one for the quick run), each keeping the median of its series: the
+ * host switches between modes on a scale of seconds, and three series
+ * of one probe in a row, of which the calibration kept the fastest until
+ * the twenty-second session, all landed in one -- its schedule call read
+ * 0.11-0.53 us between calibrations minutes apart. */
+static xc_result_t time_probes(xc_comm_t *comm, const probe_t *pr, int n, const series_t *se)
+{
+    int ser = se->bench ? SERIES : 1;
+    double v[MAX_PROBES][SERIES];
+    for (int s = 0; s < ser; s++)
+        for (int i = 0; i < n; i++) XC_CHECK(time_call(comm, pr[i].algo, pr[i].count, se, &v[i][s]));
+    for (int i = 0; i < n; i++) *pr[i].t = median(v[i], ser);
+    return XC_OK;
 }
 
 /* A term of the profile measured as what a call of `count` int32 by
@@ -787,18 +803,6 @@ static double take_rate(xc_comm_t *comm, xc__profile_t *p, double t)
     XC_TRACE("cost model: reduce.shm of %d int32 took %.2f us: a staged chunk taken at %.1f ps/B",
              TAKE_COUNT, t * 1e6, r * 1e12);
     return r > 0 ? r : 0;
-}
-
-/* The shared-memory synchronisation: one exchange of flagged lines, as
- * an 8-byte all-reduce.shm makes it (timed as time_call does: after a
- * barrier, the regime the model prices).  Back-to-back barriers, the
- * probe until the twenty-second session, took 0.18-0.20 us where every
- * one-line collective of the grid took 0.20-0.24 after its barrier; and
- * before the warm-up of 200 calls they landed in a slow mode of the host
- * in half the calibrations (0.39 against 0.21 us). */
-static xc_result_t measure_sync(xc_comm_t *comm, const series_t *se, double *out)
-{
-    return time_call(comm, XC__ALGO_SHM_ALLREDUCE, 2, se, out);
 }
 
 /* Calls per timed sample of a local pass over `bytes`: enough for a
@@ -1029,7 +1033,10 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__profile_t *out = comm->rank == 0 ? p : &tmp;
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
-    double t_stage = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
+    double t_sync = -1, t_stage = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
+    double t_rd = -1, t_ring = -1;
+    probe_t pr[MAX_PROBES];
+    int np = 0;
     /* Oversubscribed (one node, so every rank agrees): a synchronisation
      * takes as long as the scheduler's turns, whose times scatter widely;
      * a few reps would pick the shm or the schedule algorithms at random. */
@@ -1059,23 +1066,27 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
              * prices the shm collectives' single-copy reads; take memcpy's. */
             shm_link_from_copy = 1;
         }
-        double s = 0;
-        XC_CHECK(measure_sync(comm, &se, &s));
-        out->sync_alpha = 0;
-        out->sync_per_rank = s / (comm->size - 1);
+        /* The synchronisation: one exchange of flagged lines, as an
+         * 8-byte all-reduce.shm makes it.  Back-to-back barriers, the
+         * probe until the twenty-second session, took 0.18-0.20 us where
+         * every one-line collective of the grid took 0.20-0.24 after its
+         * barrier; and before the warm-up of 200 calls they landed in a
+         * slow mode of the host in half the calibrations (0.39 against
+         * 0.21 us). */
+        pr[np++] = (probe_t){XC__ALGO_SHM_ALLREDUCE, 2, &t_sync};
         /* A staged round's own cost: a 512-byte all-reduce (past the
          * flagged lines, so its data goes through a slot), priced below
          * once the host's figures are in. */
-        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, &se, &t_stage));
+        pr[np++] = (probe_t){XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, &t_stage};
         /* A round in several flagged lines: a 128-byte all-reduce. */
-        XC_CHECK(time_call(comm, XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, &se, &t_lines));
+        pr[np++] = (probe_t){XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, &t_lines};
         /* A rooted operation in the flagged lines: an 8-byte reduce. */
-        XC_CHECK(time_call(comm, XC__ALGO_SHM_REDUCE, 2, &se, &t_rooted));
+        pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2, &t_rooted};
         /* A staged chunk taken out of a slot, where a 2-rank reduce's root
          * does it (xc__shm_reduce_root_reads; agreed: comm->oversub). */
         if (xc__shm_reduce_root_reads(comm->size, comm->oversub) &&
             TAKE_COUNT * 4 <= comm->shm->slot_bytes)
-            XC_CHECK(time_call(comm, XC__ALGO_SHM_REDUCE, TAKE_COUNT, &se, &t_take));
+            pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, TAKE_COUNT, &t_take};
         /* The pair's one-shot all-reduce, where the single copy is the
          * alternative (cost_shm.c, xc__model_shm_pair_direct). */
         if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
@@ -1101,23 +1112,27 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     /* A schedule algorithm's round and its own call cost (select, build
      * with its scratch, queue, complete), one node (one link class):
      * a 16-element allreduce.ring and allreduce.rd, whose rounds differ
-     * in number, less what the model predicts for them (round_rounds). */
+     * in number, less what the model predicts for them (round_delta,
+     * excess). */
     uint32_t links = what & (XC__HAVE_SHM | XC__HAVE_TCP_LOCAL);
     if (comm->nnodes == 1 && comm->size > 1 && (comm->chans ? (links & XC__HAVE_SHM)
                                                             : (links & XC__HAVE_TCP_LOCAL))) {
-        double t_rd = 0, t_ring = -1;
-        XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE, &se, &t_rd));
+        pr[np++] = (probe_t){XC__ALGO_ALLREDUCE_RD, SCHED_PROBE, &t_rd};
         /* The round only on the channels, where the calls' ~0.15 us is a
          * third of an exchange: over loopback TCP it is 3 % of one, within
          * the noise of the difference (-0.8 to +1.4 us a round measured). */
-        if (comm->chans) XC_CHECK(time_call(comm, XC__ALGO_ALLREDUCE_RING, SCHED_PROBE, &se, &t_ring));
-        if (comm->rank == 0) {
-            if (t_ring >= 0)
-                out->link[XC__LINK_SHM].round_delta =
-                    round_delta(comm, out, XC__LINK_SHM, t_rd, t_ring);
-            out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE,
-                                     t_rd, out->sched_call > 0 ? out->sched_call : 0);
-        }
+        if (comm->chans) pr[np++] = (probe_t){XC__ALGO_ALLREDUCE_RING, SCHED_PROBE, &t_ring};
+    }
+    XC_CHECK(time_probes(comm, pr, np, &se));
+    if (t_sync >= 0) {
+        out->sync_alpha = 0;
+        out->sync_per_rank = t_sync / (comm->size - 1);
+    }
+    if (t_rd >= 0 && comm->rank == 0) {
+        if (t_ring >= 0)
+            out->link[XC__LINK_SHM].round_delta = round_delta(comm, out, XC__LINK_SHM, t_rd, t_ring);
+        out->sched_call = excess(comm, out, &out->sched_call, XC__ALGO_ALLREDUCE_RD, SCHED_PROBE,
+                                 t_rd, out->sched_call > 0 ? out->sched_call : 0);
     }
     /* The calibration (one node, several ranks): what a call after a pause
      * costs beyond the same call back to back. */
