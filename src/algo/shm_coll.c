@@ -323,6 +323,7 @@ static void publish_out(xc_comm_t *comm, const xc__shm_op_t *o, uint64_t g)
     }
     comm->shm_out_late = 0;
     xc__shm_publish(o->shm, &o->shm->ctl[o->me].out, g);
+    if (o->a.coll == XC_COLL_BARRIER && o->shm->asym) __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 void xc__shm_out_flush(xc_comm_t *comm)

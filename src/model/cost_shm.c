@@ -25,7 +25,11 @@ static double sync_cost(const xc__m_t *m)
  * one line, shm_lines in more. */
 static double stage(const xc__m_t *m, double staged)
 {
-    if (staged > XC__SHM_LL_MAX) return m->p->shm_stage;
+    if (staged > XC__SHM_LL_MAX) {
+        xc_coll_t c = m->c->coll;
+        int moves = c == XC_COLL_ALLGATHER || c == XC_COLL_ALLTOALL || c == XC_COLL_BCAST;
+        return moves && m->p->shm_stage_copy > 0 ? m->p->shm_stage_copy : m->p->shm_stage;
+    }
     return staged > XC__SHM_LL_LINE0 ? m->p->shm_lines : 0;
 }
 
@@ -42,15 +46,24 @@ static double cma_x(const xc__m_t *m, double bytes, int fresh)
 }
 
 /* Moving `bytes` of one rank's staging slot into another rank's buffer
- * (written by one core, read by another): the shm channel's eager
- * exchange rate, which is the same movement (copy into a ring, copy out on
- * the other core); beyond the cache plus memcpy's extra cost there. */
+ * (written by one core just before, read by another): the rate at which
+ * the library's own code takes a chunk just staged by another rank
+ * (shm_take, measured), else the shm channel's eager exchange rate (a
+ * copy into a ring and one out of it on the other core); beyond the cache
+ * plus memcpy's extra cost there.  With the ring's rate (~190 ps/B on the
+ * channels' lines, ~100 fitted through their bulk frames) the 2-32 KiB
+ * all-gathers, all-to-alls and reduce-scatters came out 15-20 % over or
+ * under from one calibration to the next; a fresh single-copy read's
+ * (75 ps/B) put them 25-50 % under: the reader's own loads of lines
+ * modified in the writer's cache run at ~145 ps/B, as a broadcast's take
+ * (twenty-second session). */
 static double xfer(const xc__m_t *m, double bytes)
 {
     const xc__line_t *l = &m->p->link[XC__LINK_SHM].line[XC__EXCHANGE];
     double extra = m->p->copy_mem * xc__m_tier(m->p, m->ws) - m->p->copy_cache;
     if (extra < 0) extra = 0;
-    return bytes * (l->beta + xc__m_mem(m, m->ws) * extra);
+    double rate = m->p->shm_take > 0 ? m->p->shm_take : l->beta;
+    return bytes * (rate + xc__m_mem(m, m->ws) * extra);
 }
 
 /* A single-copy read of the caller's buffer: the one-way line of a
@@ -170,32 +183,34 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
 }
 
 /* A rooted operation staged in the slots (more than XC__SHM_LL_MAX
- * bytes): one rank stages chunk k+1 (`put`) while the other takes chunk
- * k out of the slot (`take`), each chunk a sync and a staged round; the
- * first chunk's staging and the last one's taking are not overlapped.
- * One chunk (up to the slot, 256 KiB by default) is put, sync, take:
- * priced as the slowest side of every chunk, the 2-32 KiB broadcasts
- * and reduces of the grid came out 65-80 % under (twenty-second session). */
+ * bytes): one rank stages each chunk (`put`), the other takes it out of
+ * the slot.  One chunk (up to the slot, 256 KiB by default) is put, sync,
+ * take, in turn, and the chunk just written sits modified in the writer's
+ * cache: the taker pays shm_take's rate (`take`; priced as the slowest
+ * side of a pipeline, the 2-128 KiB broadcasts and reduces of the grid
+ * came out 65-80 % under, twenty-second session).  Several chunks run as
+ * a pipeline, the next put pushing the chunk being taken out of the
+ * writer's cache: a sync and the slower side per chunk (`chunk`; a
+ * 512 KiB reduce measured 39 us, two chunks, where one of 128 KiB took
+ * 19.5). */
 static double rooted_staged(const xc__m_t *m, double (*put)(const xc__m_t *, double),
-                            double (*take)(const xc__m_t *, double))
+                            double (*take)(const xc__m_t *, double),
+                            double (*chunk)(const xc__m_t *, double))
 {
-    double ce = chunk_elems(m, 1), full, last;
-    chunks((double)m->c->count, ce, &full, &last);
-    double nk = full + (last > 0), cb = ce * m->es, lb = last > 0 ? last * m->es : cb;
-    if (nk < 1) return sync_cost(m);
-    double P = put(m, cb), C = take(m, cb);
-    return nk * (sync_cost(m) + stage(m, cb)) + put(m, nk > 1 ? cb : lb) + take(m, lb) +
-           (nk - 1) * (P > C ? P : C);
+    double ce = chunk_elems(m, 1);
+    if ((double)m->c->count > ce) return over_chunks(m, chunk);
+    double B = xc__m_bytes(m);
+    return sync_cost(m) + stage(m, B) + put(m, B) + take(m, B);
 }
 
 /* A chunk staged by a local copy; one taken out of another rank's slot,
- * just written there: a fresh cross-core read (the broadcast's readers). */
+ * just written there (a broadcast's reader): shm_take's rate, or a fresh
+ * single-copy read where it was not measured. */
 static double put_copy(const xc__m_t *m, double cb) { return xc__m_copy(m, cb); }
 static double take_fresh(const xc__m_t *m, double cb)
 {
     return m->p->shm_take > 0 ? cb * m->p->shm_take : chunk_read(m, cb, 1);
 }
-static double take_copy(const xc__m_t *m, double cb) { return take_fresh(m, cb); }
 
 /* The root of a 2-rank reduce reduces the other rank's fresh chunk with
  * its own input (the read and the reduction one pass: the slower). */
@@ -203,6 +218,24 @@ static double take_reduce(const xc__m_t *m, double cb)
 {
     double rd = take_fresh(m, cb), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
     return (rd > red ? rd : red) + xc__m_fin(m, cb);
+}
+
+/* Pipelined chunks: a broadcast's reader copies chunk k out while the
+ * root stages k+1; a 2-rank reduce's root reduces chunk k while the
+ * other rank stages k+1 (the own input and the output memory streams
+ * beyond the cache). */
+static double bcast_chunk(const xc__m_t *m, double cb)
+{
+    double rd = cma_x(m, cb, 0), cp = xc__m_copy(m, cb);
+    return sync_cost(m) + (rd > cp ? rd : cp);
+}
+static double reduce_chunk(const xc__m_t *m, double cb)
+{
+    double side = xc__m_copy(m, cb), rd = chunk_read(m, cb, 0);
+    double red = xc__m_reduce_mix(m, cb, 2, m->ws, 2) + xc__m_fin(m, cb);
+    if (rd > side) side = rd;
+    if (red > side) side = red;
+    return sync_cost(m) + side;
 }
 
 /* A broadcast or reduce in the flagged lines (ring operations): its sync
@@ -276,7 +309,7 @@ XC__COST(shm_reduce)
                (n > 1 ? cma_x(m, blk, 0) : 0);
     }
     if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > XC__SHM_LL_MAX)
-        return rooted_staged(m, put_copy, take_reduce); /* the root reads, back to back */
+        return rooted_staged(m, put_copy, take_reduce, reduce_chunk); /* the root reads */
     if (B <= XC__SHM_LL_MAX)
         return rooted_lines(m) + xfer(m, (n - 1) * B) + slot_reduce(m, B, n) + slot_fin(m, B);
     if (one_shot_size(m, B)) return one_shot(m, B);
@@ -340,7 +373,7 @@ XC__COST(shm_bcast)
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
         return 2 * sync_cost(m) + (root > reader ? root : reader);
     }
-    if (B > XC__SHM_LL_MAX) return rooted_staged(m, put_copy, take_copy);
+    if (B > XC__SHM_LL_MAX) return rooted_staged(m, put_copy, take_fresh, bcast_chunk);
     double rd = cma_x(m, B, 0), cp = xc__m_copy(m, B);
     return rooted_lines(m) + (rd > cp ? rd : cp);
 }

@@ -648,7 +648,7 @@ typedef struct series {
     int reps, warm, bench;
 } series_t;
 
-/* An int32 all-reduce (or reduce to rank 0) of `count` elements by algorithm
+/* An int32 all-reduce (or reduce or broadcast, root 0) of `count` elements by algorithm
  * `algo` (forced on every rank: nothing else runs on the communicator
  * meanwhile; an integer sum: allowed in deterministic mode too); stat(),
  * the fastest of SERIES series for the calibration. */
@@ -697,8 +697,9 @@ static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const seri
         rc = xc_barrier(comm);
         if (rc != XC_OK) break;
         double t0 = now_s();
-        rc = coll == XC_COLL_REDUCE ? xc_reduce(x, y, count, XC_INT32, XC_SUM, 0, comm)
-                                    : xc_allreduce(x, y, count, XC_INT32, XC_SUM, comm);
+        rc = coll == XC_COLL_REDUCE  ? xc_reduce(x, y, count, XC_INT32, XC_SUM, 0, comm)
+             : coll == XC_COLL_BCAST ? xc_bcast(x, count, XC_INT32, 0, comm)
+                                     : xc_allreduce(x, y, count, XC_INT32, XC_SUM, comm);
         if (i >= 0) t[i] = now_s() - t0;
     }
     comm->forced_algo[coll] = saved;
@@ -1033,7 +1034,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__profile_t *out = comm->rank == 0 ? p : &tmp;
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
-    double t_sync = -1, t_stage = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
+    double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
     double t_rd = -1, t_ring = -1;
     probe_t pr[MAX_PROBES];
     int np = 0;
@@ -1078,6 +1079,10 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
          * flagged lines, so its data goes through a slot), priced below
          * once the host's figures are in. */
         pr[np++] = (probe_t){XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, &t_stage};
+        /* ... and a staged round that only moves data: a 512-byte
+         * broadcast (the reducing collectives' rounds at 512 bytes took
+         * 0.1 us more than the all-gather's, all-to-all's, broadcast's). */
+        pr[np++] = (probe_t){XC__ALGO_SHM_BCAST, STAGE_COUNT, &t_stage_copy};
         /* A round in several flagged lines: a 128-byte all-reduce. */
         pr[np++] = (probe_t){XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, &t_lines};
         /* A rooted operation in the flagged lines: an 8-byte reduce. */
@@ -1165,6 +1170,14 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         if (t_stage >= 0)
             p->shm_stage =
                 excess(comm, p, &p->shm_stage, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, t_stage, 0);
+        if (t_stage_copy >= 0) {
+            /* Priced with a term of (nearly) 0 -- 0 itself means "not
+             * measured, use shm_stage" (cost_shm.c). */
+            double tiny = 1e-12;
+            p->shm_stage_copy = tiny;
+            p->shm_stage_copy = excess(comm, p, &tiny, XC__ALGO_SHM_BCAST, STAGE_COUNT,
+                                       t_stage_copy, tiny);
+        }
         if (t_take >= 0) p->shm_take = take_rate(comm, p, t_take); /* after the stage term */
         if (t_pair > 0) {
             xc__model_topo_t topo;

@@ -119,6 +119,10 @@ typedef struct xc__profile {
      * counter's); rounds in the flagged lines (<= XC__SHM_LL_MAX bytes
      * per rank) have none. */
     double shm_stage;
+    /* ... the same for the collectives that only move data (all-gather,
+     * all-to-all, broadcast: a 512-byte broadcast less the rest of its
+     * prediction); 0: not measured, shm_stage. */
+    double shm_stage_copy;
     /* ... and a round in more than one flagged line beyond the one-line
      * exchange the sync is (a 128-byte all-reduce less the rest of its
      * prediction): the one-line rounds became cheaper than the multi-line

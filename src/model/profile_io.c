@@ -88,10 +88,11 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
     if (p->have & XC__HAVE_SHM)
         fprintf(f,
                 "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, "
-                "\"stage_us\": %.4f, \"lines_us\": %.4f, \"rooted_us\": %.4f, "
-                "\"take_ps\": %.3f, \"pair_chunk_ps\": %.3f},\n",
+                "\"stage_us\": %.4f, \"stage_copy_us\": %.4f, \"lines_us\": %.4f, "
+                "\"rooted_us\": %.4f, \"take_ps\": %.3f, \"pair_chunk_ps\": %.3f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US,
-                p->shm_lines / US, p->shm_rooted / US, p->shm_take / PS, p->pair_chunk / PS);
+                p->shm_stage_copy / US, p->shm_lines / US, p->shm_rooted / US, p->shm_take / PS,
+                p->pair_chunk / PS);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     if (p->cold_alpha > 0 || p->cold_beta > 0)
         fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
@@ -336,6 +337,8 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             p->sync_per_rank = num(&r, s, "shm_sync", "per_rank_us", US);
             /* Optional: files written before it was measured price none. */
             if (xc__json_get(s, "stage_us")) p->shm_stage = num(&r, s, "shm_sync", "stage_us", US);
+            if (xc__json_get(s, "stage_copy_us"))
+                p->shm_stage_copy = num(&r, s, "shm_sync", "stage_copy_us", US);
             if (xc__json_get(s, "lines_us")) p->shm_lines = num(&r, s, "shm_sync", "lines_us", US);
             if (xc__json_get(s, "rooted_us"))
                 p->shm_rooted = num(&r, s, "shm_sync", "rooted_us", US);
