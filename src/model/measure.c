@@ -94,8 +94,8 @@ static const plan_t k_quick = {k_quick_small, k_quick_big, k_quick_tcp_big, 7, 4
 /* The calibration times a link's transfers in short series like
  * xcoll-perf's (5 warm-up, 20-odd timed): the engine's busy-poll budget
  * adapts over long series, and the profile should describe what the
- * benchmark and short bursts of collectives see.  Barriers and collectives
- * (the sync, the staged round, the schedule's call and round) get 200
+ * benchmark and short bursts of collectives see.  The collective probes
+ * (the sync, the staged rounds, the schedule's call and round) get 200
  * calls of warm-up and 61 timed: after 5, the first few dozen 8-byte
  * all-reduces ran 0.24-0.43 us and a series of 21 read 0.32-0.43 where
  * thousands read 0.22-0.25 (twenty-second session), and the sync priced
@@ -648,10 +648,6 @@ typedef struct series {
     int reps, warm, bench;
 } series_t;
 
-/* An int32 all-reduce (or reduce or broadcast, root 0) of `count` elements by algorithm
- * `algo` (forced on every rank: nothing else runs on the communicator
- * meanwhile; an integer sum: allowed in deterministic mode too); stat(),
- * the fastest of SERIES series for the calibration. */
 /* The staged round's probe: 512 bytes, past the flagged lines (shm.h). */
 #define STAGE_COUNT 128
 #define LINES_COUNT 32 /* 128 bytes: three flagged lines */
@@ -673,6 +669,10 @@ static xc_coll_t coll_of(int algo)
     return XC_COLL_ALLREDUCE;
 }
 
+/* One series of an int32 all-reduce (or reduce or broadcast, root 0) of
+ * `count` elements by algorithm `algo` (forced on every rank: nothing else
+ * runs on the communicator meanwhile; an integer sum: allowed in
+ * deterministic mode too); stat() of its times (time_probes repeats it). */
 static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const series_t *se,
                              double *out)
 {
@@ -1096,7 +1096,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
          * alternative (cost_shm.c, xc__model_shm_pair_direct). */
         if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
             XC_CHECK(time_pair(comm, &t_pair));
-        XC_TRACE("cost model: shm link and sync measured in %.2f ms",
+        XC_TRACE("cost model: shm link measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
     }
     if (what & XC__HAVE_TCP_NET) {

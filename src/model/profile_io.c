@@ -253,7 +253,6 @@ static void read_codecs(reader_t *r, const xc__json_t *c, xc__profile_t *p)
     }
 }
 
-/* Optional [[bytes, ps], ...], ascending sizes. */
 /* An array of [bytes, value] pairs, bytes > 0 ascending, value >= 0 (in
  * units of `scale`), at most `max` of them, into out[*n]. */
 static void read_pairs(reader_t *r, const xc__json_t *a, const char *where, const char *unit,
