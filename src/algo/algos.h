@@ -95,6 +95,8 @@ XC__HIDDEN int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__al
 /* The registry (select.c): every algorithm, in a fixed order; *n entries.
  * The cost model walks it to choose (xc__model_choose). */
 XC__HIDDEN const xc__algo_t *xc__algo_table(size_t *n);
+/* The registry's entry of algorithm `id` (NULL if none). */
+XC__HIDDEN const xc__algo_t *xc__algo_by_id(int id);
 
 /* Cost functions, one per registered algorithm (src/model/cost_*.c). */
 #define XC__COST_DECL(name)                                                    \

@@ -115,7 +115,7 @@ const char *xc_algo_name(int algo)
     return algo > 0 && algo < XC__ALGO_COUNT ? g_algos[algo].name : NULL;
 }
 
-static const xc__algo_t *by_id(int id)
+const xc__algo_t *xc__algo_by_id(int id)
 {
     return id > 0 && id < XC__ALGO_COUNT && g_algos[id].name ? &g_algos[id] : NULL;
 }
@@ -200,14 +200,14 @@ static xc_result_t bootstrap(const xc_comm_t *comm, const xc__args_t *a, const x
         default: break;
         }
     }
-    *out = by_id(id);
+    *out = xc__algo_by_id(id);
     if (!*out) return xc__err(XC_ERR_INTERNAL, "no algorithm for %s", xc_coll_name(a->coll));
     return XC_OK;
 }
 
 static xc_result_t forced(const xc_comm_t *comm, const xc__args_t *a, const xc__algo_t **out)
 {
-    *out = by_id(comm->forced_algo[a->coll]);
+    *out = xc__algo_by_id(comm->forced_algo[a->coll]);
     if ((*out)->needs_shm && !comm->shm) {
         if (!comm->profile) return bootstrap(comm, a, out); /* still being created */
         return no_shm(*out);
@@ -324,7 +324,7 @@ static int rank_ordered(int id)
 static xc_result_t select_deterministic(const xc_comm_t *comm, const xc__args_t *a,
                                         const xc__algo_t **out)
 {
-    const xc__algo_t *f = by_id(comm->forced_algo[a->coll]);
+    const xc__algo_t *f = xc__algo_by_id(comm->forced_algo[a->coll]);
     if (f && !rank_ordered(f->id))
         return xc__err(XC_ERR_INVALID,
                        "XCOLL_ALGO forces %s, which does not reduce in rank order, but "
@@ -335,7 +335,7 @@ static xc_result_t select_deterministic(const xc_comm_t *comm, const xc__args_t 
     int id = a->coll == XC_COLL_ALLREDUCE        ? (shm ? XC__ALGO_SHM_ALLREDUCE : XC__ALGO_ALLREDUCE_DET)
              : a->coll == XC_COLL_REDUCE_SCATTER ? (shm ? XC__ALGO_SHM_REDUCE_SCATTER : XC__ALGO_REDUCE_SCATTER_DET)
                                                  : (shm ? XC__ALGO_SHM_REDUCE : XC__ALGO_REDUCE_DET);
-    *out = by_id(id);
+    *out = xc__algo_by_id(id);
     return XC_OK;
 }
 

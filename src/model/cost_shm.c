@@ -28,7 +28,7 @@ static double stage(const xc__m_t *m, double staged)
     if (staged > XC__SHM_LL_MAX) {
         xc_coll_t c = m->c->coll;
         int moves = c == XC_COLL_ALLGATHER || c == XC_COLL_ALLTOALL || c == XC_COLL_BCAST;
-        return moves && m->p->shm_stage_copy > 0 ? m->p->shm_stage_copy : m->p->shm_stage;
+        return moves ? m->p->shm_stage_copy : m->p->shm_stage;
     }
     return staged > XC__SHM_LL_LINE0 ? m->p->shm_lines : 0;
 }

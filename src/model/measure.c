@@ -662,11 +662,8 @@ _Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must us
 /* The collective algorithm `algo` belongs to (the registry's). */
 static xc_coll_t coll_of(int algo)
 {
-    size_t n;
-    const xc__algo_t *tab = xc__algo_table(&n);
-    for (size_t i = 0; i < n; i++)
-        if (tab[i].id == algo) return tab[i].coll;
-    return XC_COLL_ALLREDUCE;
+    const xc__algo_t *a = xc__algo_by_id(algo);
+    return a ? a->coll : XC_COLL_ALLREDUCE;
 }
 
 /* One series of an int32 all-reduce (or reduce or broadcast, root 0) of
@@ -1170,14 +1167,9 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         if (t_stage >= 0)
             p->shm_stage =
                 excess(comm, p, &p->shm_stage, XC__ALGO_SHM_ALLREDUCE, STAGE_COUNT, t_stage, 0);
-        if (t_stage_copy >= 0) {
-            /* Priced with a term of (nearly) 0 -- 0 itself means "not
-             * measured, use shm_stage" (cost_shm.c). */
-            double tiny = 1e-12;
-            p->shm_stage_copy = tiny;
-            p->shm_stage_copy = excess(comm, p, &tiny, XC__ALGO_SHM_BCAST, STAGE_COUNT,
-                                       t_stage_copy, tiny);
-        }
+        if (t_stage_copy >= 0)
+            p->shm_stage_copy = excess(comm, p, &p->shm_stage_copy, XC__ALGO_SHM_BCAST, STAGE_COUNT,
+                                       t_stage_copy, 0);
         if (t_take >= 0) p->shm_take = take_rate(comm, p, t_take); /* after the stage term */
         if (t_pair > 0) {
             xc__model_topo_t topo;

@@ -14,15 +14,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static const xc__algo_t *find(int id)
-{
-    size_t n;
-    const xc__algo_t *tab = xc__algo_table(&n);
-    for (size_t i = 0; i < n; i++)
-        if (tab[i].id == id) return &tab[i];
-    return NULL;
-}
-
 static double cost_of(const xc__algo_t *a, const xc__profile_t *p, const xc__model_topo_t *t,
                       const xc__model_call_t *c)
 {
@@ -42,7 +33,7 @@ static double crowding(const xc__model_topo_t *t)
 double xc__model_predict(const xc__profile_t *p, const xc__model_topo_t *t, int algo_id,
                          const xc__model_call_t *c)
 {
-    const xc__algo_t *a = find(algo_id);
+    const xc__algo_t *a = xc__algo_by_id(algo_id);
     double v = a ? cost_of(a, p, t, c) : -1;
     if (v >= 0) v += xc__model_cold(p, t, c);
     return v < 0 ? v : v * crowding(t);

@@ -121,7 +121,7 @@ typedef struct xc__profile {
     double shm_stage;
     /* ... the same for the collectives that only move data (all-gather,
      * all-to-all, broadcast: a 512-byte broadcast less the rest of its
-     * prediction); 0: not measured, shm_stage. */
+     * prediction); a file without it reads shm_stage's value. */
     double shm_stage_copy;
     /* ... and a round in more than one flagged line beyond the one-line
      * exchange the sync is (a 128-byte all-reduce less the rest of its

@@ -336,8 +336,9 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             p->sync_per_rank = num(&r, s, "shm_sync", "per_rank_us", US);
             /* Optional: files written before it was measured price none. */
             if (xc__json_get(s, "stage_us")) p->shm_stage = num(&r, s, "shm_sync", "stage_us", US);
-            if (xc__json_get(s, "stage_copy_us"))
-                p->shm_stage_copy = num(&r, s, "shm_sync", "stage_copy_us", US);
+            p->shm_stage_copy = xc__json_get(s, "stage_copy_us")
+                                    ? num(&r, s, "shm_sync", "stage_copy_us", US)
+                                    : p->shm_stage; /* files before it: one term for all */
             if (xc__json_get(s, "lines_us")) p->shm_lines = num(&r, s, "shm_sync", "lines_us", US);
             if (xc__json_get(s, "rooted_us"))
                 p->shm_rooted = num(&r, s, "shm_sync", "rooted_us", US);
