@@ -36,6 +36,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@ typedef struct stream {
 
 typedef struct rank {
     pid_t pid;    /* 0 until started */
+    int cpu;      /* the CPU it is bound to (--bind), -1: not bound */
     int alive;    /* started and not yet reaped */
     char **envp;
     stream_t s[2];
@@ -82,6 +84,7 @@ typedef struct job {
     int n, rank_offset, world, host_store, prefix, grace_ms;
     int nodes;               /* --nodes: emulated nodes (0: the real one) */
     int max_restarts;        /* --max-restarts: rerun a failed job this often */
+    int bind;                /* --bind: BIND_AUTO, BIND_NONE or BIND_CPU */
     double timeout_s;
     const char *addr, *host;
     char store_host[256];    /* from --addr/--host; 127.0.0.1 by default */
@@ -104,6 +107,8 @@ typedef struct job {
     uint64_t end_ns, kill_ns, giveup_ns;
     int out_broken[3];       /* our stdout/stderr is gone: drop output */
 } job_t;
+
+enum { BIND_AUTO, BIND_NONE, BIND_CPU };
 
 static int g_sigpipe[2] = {-1, -1}; /* self-pipe: handlers write, loop reads */
 static const int k_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
@@ -151,6 +156,10 @@ static void usage(FILE *f)
           "                       their own XCOLL_NODE_ID (shared memory within a\n"
           "                       block, TCP between blocks), for tests and\n"
           "                       benchmarks of multi-node paths on one machine\n"
+          "      --bind WHAT      cpu: bind rank i to the (i mod C)-th of the C\n"
+          "                       CPUs the launcher may run on; none: do not\n"
+          "                       bind; auto (default): cpu when this invocation\n"
+          "                       starts more ranks than it has CPUs, else none\n"
           "      --max-restarts R when a rank fails, stop the job and start it\n"
           "                       again, at most R times (as torchrun does); the\n"
           "                       ranks see XCOLL_RESTART_COUNT (0 at the first\n"
@@ -199,7 +208,7 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 static int parse_args(job_t *job, int argc, char **argv)
 {
     enum { O_ADDR = 256, O_HOST, O_OFFSET, O_WORLD, O_HOST_STORE, O_NO_PREFIX,
-           O_GRACE, O_TIMEOUT, O_NODES, O_RESTARTS };
+           O_GRACE, O_TIMEOUT, O_NODES, O_RESTARTS, O_BIND };
     static const struct option longopts[] = {
         {"nproc", required_argument, NULL, 'n'},
         {"addr", required_argument, NULL, O_ADDR},
@@ -212,6 +221,7 @@ static int parse_args(job_t *job, int argc, char **argv)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"nodes", required_argument, NULL, O_NODES},
         {"max-restarts", required_argument, NULL, O_RESTARTS},
+        {"bind", required_argument, NULL, O_BIND},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     job->n = -1;
@@ -262,6 +272,12 @@ static int parse_args(job_t *job, int argc, char **argv)
         case O_RESTARTS:
             if (parse_int(optarg, 0, 1000, &job->max_restarts) != 0)
                 return bad_usage("--max-restarts: '%s' is not in 0..1000", optarg);
+            break;
+        case O_BIND:
+            if (!strcmp(optarg, "auto")) job->bind = BIND_AUTO;
+            else if (!strcmp(optarg, "none")) job->bind = BIND_NONE;
+            else if (!strcmp(optarg, "cpu")) job->bind = BIND_CPU;
+            else return bad_usage("--bind: '%s' is not one of auto, none, cpu", optarg);
             break;
         case ':': return bad_usage("%s needs an argument", argv[optind - 1]);
         default:
@@ -489,6 +505,15 @@ static void exec_child(const job_t *job, const rank_t *r, pid_t parent,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    if (r->cpu >= 0) {
+        /* Before exec, so every thread the rank starts inherits it.  A
+         * failure (the CPU went offline meanwhile) leaves it unbound:
+         * binding is placement, not correctness. */
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(r->cpu, &one);
+        sched_setaffinity(0, sizeof one, &one);
+    }
     int e = 0;
     if (dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) {
         e = errno;
@@ -503,6 +528,30 @@ static void exec_child(const job_t *job, const rank_t *r, pid_t parent,
     ssize_t w = write(errfd, &e, sizeof e);
     (void)w;
     _exit(127);
+}
+
+/*
+ * --bind: rank i of this invocation on the (i mod C)-th of the C CPUs the
+ * launcher may run on.  With more ranks than CPUs, unbound ranks wander
+ * between the cores, and a collective, which needs every rank to have run,
+ * waits on whichever core holds more of them at the moment: bound, the
+ * ranks share the cores evenly and for good (bench/RESULTS.md: 8 ranks on
+ * 2 cores, an 8-byte all-reduce 10-15 -> 5.7 us).  With no more ranks than
+ * CPUs the kernel already spreads them, and a binding would only forbid
+ * the rank's own threads (compute, data loading) the other cores.
+ */
+static void assign_cpus(job_t *job)
+{
+    cpu_set_t set;
+    int cpus[CPU_SETSIZE], ncpu = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus[ncpu++] = c;
+    int bind = job->bind == BIND_CPU || (job->bind == BIND_AUTO && ncpu > 0 && job->n > ncpu);
+    if (bind && ncpu == 0)
+        fprintf(stderr, "xcoll-run: --bind cpu: the launcher's CPUs are unknown (%s); "
+                        "the ranks run unbound\n", strerror(errno));
+    for (int i = 0; i < job->n; ++i) job->ranks[i].cpu = bind && ncpu > 0 ? cpus[i % ncpu] : -1;
 }
 
 /* Start local rank i.  0 on success, else the launcher's exit code. */
@@ -842,6 +891,7 @@ int main(int argc, char **argv)
                      ? xc__now_ns() + (uint64_t)(job.timeout_s * 1e9)
                      : UINT64_MAX;
 restart:
+    assign_cpus(&job); /* reset_job cleared the ranks */
     for (int i = 0; i < job.n; ++i) {
         handle_signals(&job); /* stop starting ranks once told to stop */
         if (job.stopping) break;

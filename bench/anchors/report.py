@@ -171,7 +171,8 @@ def header(meta, limits, lim):
                          "one unchanged send buffer, as nccl-tests"),
          "- launch: " + "; ".join(f"{LIB_NAMES[k]}: `{c}`"
                                   for k, c in meta["launch"].items()
-                                  if k in st["libs"])]
+                                  if k in st["libs"]),
+         "- placement: " + meta["launch"].get("bind", "unbound (older run)")]
     for l, why in meta.get("skipped_libs", {}).items():
         L.append(f"- **{LIB_NAMES[l]} skipped**: {why}")
     if "gloo" in st["libs"]:

@@ -35,6 +35,7 @@ bad "bad --timeout" -n 2 --timeout -1 "$CTL" sleep 0
 bad "bad --grace-ms" -n 2 --grace-ms x "$CTL" sleep 0
 bad "--nodes above -n" -n 2 --nodes 3 "$CTL" sleep 0
 bad "--nodes 0" -n 2 --nodes 0 "$CTL" sleep 0
+bad "bad --bind" -n 2 --bind core "$CTL" sleep 0
 
 # Options after the program belong to the program.
 "$XRUN" -n 1 "$CTL" fail 0 5 0 --frobnicate >"$TMP/out" 2>&1
