@@ -20,6 +20,12 @@
 
 #include <string.h>
 
+/* Whether the connection's traffic is timed (last_rx_ns / last_tx_ns):
+ * sockets, for heartbeats and the liveness check.  A shared-memory
+ * channel's peer is watched through its socket and the shared segment,
+ * and a clock read per frame cost the small exchange ~0.1 us. */
+static inline int timed(const xc__conn_t *c) { return c->tp->kind != XC_TRANSPORT_SHM; }
+
 #define XC__DISCARD_LEN 16384
 
 void xc__stream_write(xc_comm_t *comm, xc__conn_t *c, xc__io_fn put)
@@ -58,7 +64,7 @@ void xc__stream_post(xc_comm_t *comm, xc__conn_t *c, xc__tx_t *tx)
 {
     tx->next = NULL;
     tx->off = 0;
-    c->last_tx_ns = xc__now_ns();
+    if (timed(c)) c->last_tx_ns = xc__now_ns();
     int was_empty = c->sq_head == NULL;
     if (c->sq_tail) c->sq_tail->next = tx;
     else c->sq_head = tx;
@@ -76,7 +82,7 @@ static void reset_rx(xc__conn_t *c)
     c->rux = NULL;
 }
 
-static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get);
+static int read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get);
 
 void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
 {
@@ -84,19 +90,21 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
      * and that flush reads whole frames from poisoned connections: never
      * from this one, which is in the middle of one. */
     c->reading = 1;
-    read_frames(comm, c, get);
+    if (read_frames(comm, c, get) && timed(c)) c->last_rx_ns = xc__now_ns();
     c->reading = 0;
 }
 
-static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
+/* Read and dispatch frames; 1 if any bytes arrived. */
+static int read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
 {
+    int got = 0;
     static _Thread_local char discard[XC__DISCARD_LEN]; /* write-only sink */
     while (c->state != XC__CONN_CLOSED) {
         if (!c->in_payload) {
             struct iovec v = {(char *)&c->rhdr + c->rhdr_off, sizeof c->rhdr - c->rhdr_off};
             ssize_t r = get(comm, c, &v, 1);
-            if (r <= 0) return;
-            c->last_rx_ns = xc__now_ns();
+            if (r <= 0) return got;
+            got = 1;
             c->rhdr_off += (size_t)r;
             if (c->rhdr_off < sizeof c->rhdr) continue;
             const char *bad = xc__frame_check(&c->rhdr, (uint32_t)comm->uid);
@@ -107,7 +115,7 @@ static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
                                 c->peer, c->addr, bad, (int)c->rhdr.kind,
                                 (unsigned long long)c->rhdr.len);
                 c->state = XC__CONN_CLOSED;
-                return;
+                return got;
             }
             if (c->rhdr.kind == XC__F_BEAT) { /* liveness only (empty: checked) */
                 reset_rx(c);
@@ -116,7 +124,7 @@ static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
             c->in_payload = 1;
             c->roff = 0;
             xc__match_header(comm, c); /* sets rdst/rrx/rux */
-            if (xc__comm_status(comm) == XC_ERR_PROTOCOL) return;
+            if (xc__comm_status(comm) == XC_ERR_PROTOCOL) return got;
         }
         if (c->roff < c->rhdr.len) {
             size_t want = c->rhdr.len - c->roff;
@@ -124,8 +132,8 @@ static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
             if (!c->rdst && want > sizeof discard) want = sizeof discard;
             struct iovec v = {dst, want};
             ssize_t r = get(comm, c, &v, 1);
-            if (r <= 0) return;
-            c->last_rx_ns = xc__now_ns();
+            if (r <= 0) return got;
+            got = 1;
             c->roff += (size_t)r;
             if (c->roff < c->rhdr.len) continue;
         }
@@ -133,6 +141,7 @@ static void read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
         xc__match_done(comm, c);
         reset_rx(c);
     }
+    return got;
 }
 
 int xc__stream_idle(const xc__conn_t *c)
