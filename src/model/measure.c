@@ -648,8 +648,8 @@ typedef struct series {
     int reps, warm, bench;
 } series_t;
 
-/* The staged round's probe: 512 bytes, past the flagged lines (shm.h). */
-#define STAGE_COUNT 128
+/* The staged round's probe: 1 KiB, past the flagged lines (shm.h). */
+#define STAGE_COUNT 256
 #define LINES_COUNT 32 /* 128 bytes: three flagged lines */
 _Static_assert(LINES_COUNT * 4 > XC__SHM_LL_LINE0 && LINES_COUNT * 4 <= XC__SHM_LL_MAX,
                "the lines probe must need more than one flagged line and no slot");

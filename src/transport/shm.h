@@ -39,7 +39,7 @@
  * the first line's payload led by the operation's description hash.  The writer fills the lines last to
  * first, each line's payload before its tag (release); a reader waits for
  * the first line's tag, then finds the others there too. */
-#define XC__SHM_LL_LINES 8
+#define XC__SHM_LL_LINES 12
 #define XC__SHM_LL_MAX (XC__SHM_LL_LINES * 56 - 8) /* payload bytes */
 #define XC__SHM_LL_LINE0 48 /* payload bytes of the first line (after the hash) */
 /* Ring operations (shm_coll.h: small bcast and reduce, whose ranks may be

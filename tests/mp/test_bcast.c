@@ -13,8 +13,8 @@
  * run in shared memory) between two such broadcasts must not make the
  * check compare against a description entry already overwritten.
  *
- * Stream: 3000 back-to-back broadcasts, roots rotating, 4 B to 600 B (the
- * flagged lines' express path up to 440 B, and ring entries in the slots
+ * Stream: 3000 back-to-back broadcasts, roots rotating, 4 B to 800 B (the
+ * flagged lines' express path up to 664 B, and ring entries in the slots
  * past it), each checked; then the root runs a ring's depth (8) of
  * broadcasts ahead and sends rank 1 a message that rank 1 receives before
  * it takes them: the root needs rank 1 done with the ones before, whose
@@ -83,10 +83,10 @@ static void run_interleaved(void)
 
 static void run_stream(void)
 {
-    int32_t v[151];
+    int32_t v[201];
     for (int it = 0; it < 3000; it++) {
         int root = it % H.size;
-        size_t n = 1 + (size_t)(it * 7) % 150;
+        size_t n = 1 + (size_t)(it * 7) % 200;
         for (size_t i = 0; i <= n; i++) v[i] = H.rank == root ? it * 1000 + (int)i : -1;
         H_CHECK(H.comm, xc_bcast(v, n, XC_INT32, root, H.comm));
         H.issued[XC_COLL_BCAST]++;

@@ -10,8 +10,8 @@
  * rotates the root from case to case so every root is exercised with a
  * spread of dtypes and ops.
  *
- * Stream: 3000 back-to-back int32 sums, roots rotating, 4 B to 600 B (the
- * flagged lines' express path up to 440 B, ring entries in the slots
+ * Stream: 3000 back-to-back int32 sums, roots rotating, 4 B to 800 B (the
+ * flagged lines' express path up to 664 B, ring entries in the slots
  * past it), in place on the root every third, each checked exactly.
  */
 #include "harness.h"
@@ -62,10 +62,10 @@ static void run_rejects(void)
 
 static void run_stream(void)
 {
-    int32_t in[151], out[151];
+    int32_t in[201], out[201];
     for (int it = 0; it < 3000; it++) {
         int root = it % H.size, inplace = it % 3 == 0 && H.rank == root;
-        size_t n = 1 + (size_t)(it * 7) % 150;
+        size_t n = 1 + (size_t)(it * 7) % 200;
         for (size_t i = 0; i <= n; i++) in[i] = (H.rank + 1) * (it + (int)i), out[i] = -1;
         int32_t *dst = inplace ? in : out;
         H_CHECK(H.comm, xc_reduce(in, H.rank == root ? dst : NULL, n, XC_INT32, XC_SUM, root,
