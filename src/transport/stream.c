@@ -23,7 +23,7 @@
 /* Whether the connection's traffic is timed (last_rx_ns / last_tx_ns):
  * sockets, for heartbeats and the liveness check.  A shared-memory
  * channel's peer is watched through its socket and the shared segment,
- * and a clock read per frame cost the small exchange ~0.1 us. */
+ * and a clock read per frame cost a small exchange ~0.05 us (of 0.40). */
 static inline int timed(const xc__conn_t *c) { return c->tp->kind != XC_TRANSPORT_SHM; }
 
 #define XC__DISCARD_LEN 16384
