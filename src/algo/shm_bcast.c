@@ -100,7 +100,7 @@ int xc__express_shm_bcast(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t
                           uint64_t seq)
 {
     size_t bytes = a->count * xc_dtype_size(a->dtype);
-    if (bytes > XC__SHM_LL_MAX || single_copy(comm, bytes)) return 0;
+    if (bytes > xc__shm_ll_max(comm->size) || single_copy(comm, bytes)) return 0;
     return xc__shm_express(comm, a, d, seq, comm->rank == a->root);
 }
 

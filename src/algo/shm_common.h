@@ -143,7 +143,7 @@ static inline size_t xc__shm_ce(const xc_comm_t *comm, size_t count, size_t es, 
                                 int *lines)
 {
     size_t staged = count * es * blocks;
-    *lines = staged <= XC__SHM_LL_MAX ? XC__SHM_LINES_INPUT : 0;
+    *lines = staged <= xc__shm_ll_max(comm->size) ? XC__SHM_LINES_INPUT : 0;
     if (*lines) return count ? count : 1;
     size_t ce = comm->shm->slot_bytes / (es * blocks);
     ce &= ~(size_t)15; /* keep chunk edges vector- and line-friendly */

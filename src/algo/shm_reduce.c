@@ -81,7 +81,7 @@ int xc__express_shm_reduce(xc_comm_t *comm, const xc__args_t *a, const xc__desc_
                            uint64_t seq)
 {
     size_t bytes = a->count * xc_dtype_size(a->dtype);
-    if (bytes > XC__SHM_LL_MAX || bytes > xc__shm_one_shot_max(comm->size) ||
+    if (bytes > xc__shm_ll_max(comm->size) || bytes > xc__shm_one_shot_max(comm->size) ||
         xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ROOTED))
         return 0;
     return xc__shm_express(comm, a, d, seq, comm->rank != a->root);

@@ -669,9 +669,9 @@ static void progress_tick(xc_comm_t *comm)
 
 /* Fail the first operation past its deadline (or on a silent peer);
  * return the nearest deadline. */
-static uint64_t check_deadlines(xc_comm_t *comm)
+static uint64_t check_deadlines_at(xc_comm_t *comm, uint64_t now)
 {
-    uint64_t now = xc__now_ns(), nearest = UINT64_MAX;
+    uint64_t nearest = UINT64_MAX;
     if ((comm->coll_head || comm->p2p_ops) && check_liveness(comm, now)) return UINT64_MAX;
     if (comm->coll_head) {
         if (now >= xc__op_deadline(comm, comm->coll_head)) {
@@ -689,6 +689,8 @@ static uint64_t check_deadlines(xc_comm_t *comm)
     }
     return nearest;
 }
+
+static uint64_t check_deadlines(xc_comm_t *comm) { return check_deadlines_at(comm, xc__now_ns()); }
 
 void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
 {
@@ -828,10 +830,10 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
     uint64_t spin_until = 0, yield_until = 0;
     unsigned polls = 0;
     int spinning = comm->spin_ns > 0;
-#define XC__WAIT_CLOCK()                                                       \
+#define XC__WAIT_CLOCK(now)                                                    \
     do {                                                                       \
         if (!spin_until) {                                                     \
-            spin_until = xc__now_ns() + comm->spin_ns;                         \
+            spin_until = (now) + comm->spin_ns;                                \
             yield_until = spin_until + comm->yield_ns;                         \
         }                                                                      \
     } while (0)
@@ -846,22 +848,23 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
                 __builtin_ia32_pause();
                 continue;
             }
-            XC__WAIT_CLOCK();
-            uint64_t nearest = check_deadlines(comm);
+            /* One clock read a turn (a yielding rank's turns are many). */
+            uint64_t now = xc__now_ns();
+            XC__WAIT_CLOCK(now);
+            uint64_t nearest = check_deadlines_at(comm, now);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
             /* Sockets (peer death, error frames): every 1024 turns of
              * spinning, every 16 of yielding. */
             if ((polls & (spinning ? 1023 : 15)) == 0) xc__comm_poll(comm, 0);
-            uint64_t now = xc__now_ns();
             spinning = now < spin_until;
             if (!spinning) shm_wait_step(comm, now, yield_until, nearest, 1);
             continue;
         }
-        XC__WAIT_CLOCK();
-        uint64_t nearest = check_deadlines(comm);
+        uint64_t now = xc__now_ns();
+        XC__WAIT_CLOCK(now);
+        uint64_t nearest = check_deadlines_at(comm, now);
         if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;
         int ms = 0;
-        uint64_t now = xc__now_ns();
         if (now >= spin_until && now < yield_until) {
             /* Past the spin, yield before sleeping, as on shared memory: a
              * sleep costs a wake-up (~30-80 us here) once the peer answers,

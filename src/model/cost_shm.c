@@ -12,6 +12,9 @@
 #include "../algo/shm_coll.h"
 #include "cost.h"
 
+/* The flagged lines' capacity at this rank count, as the builders use it. */
+#define LL_MAX(m) ((double)xc__shm_ll_max((m)->t->nranks))
+
 static double sync_cost(const xc__m_t *m)
 {
     return m->p->sync_alpha + (m->t->nranks - 1) * m->p->sync_per_rank;
@@ -25,7 +28,7 @@ static double sync_cost(const xc__m_t *m)
  * one line, shm_lines in more. */
 static double stage(const xc__m_t *m, double staged)
 {
-    if (staged > XC__SHM_LL_MAX) {
+    if (staged > LL_MAX(m)) {
         xc_coll_t c = m->c->coll;
         int moves = c == XC_COLL_ALLGATHER || c == XC_COLL_ALLTOALL || c == XC_COLL_BCAST;
         return moves ? m->p->shm_stage_copy : m->p->shm_stage;
@@ -182,7 +185,7 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
     return c > 0.5 * v ? c : 0.5 * v;
 }
 
-/* A rooted operation staged in the slots (more than XC__SHM_LL_MAX
+/* A rooted operation staged in the slots (more than xc__shm_ll_max
  * bytes): one rank stages each chunk (`put`), the other takes it out of
  * the slot.  One chunk (up to the slot, 256 KiB by default) is put, sync,
  * take, in turn, and the chunk just written sits modified in the writer's
@@ -245,7 +248,7 @@ static double rooted_lines(const xc__m_t *m) { return sync_cost(m) + m->p->shm_r
 
 static int one_shot_size(const xc__m_t *m, double B)
 {
-    return B <= XC__SHM_LL_MAX || B <= (double)xc__shm_one_shot_max(m->t->nranks);
+    return B <= LL_MAX(m) || B <= (double)xc__shm_one_shot_max(m->t->nranks);
 }
 
 /* The single-copy all-reduce: three syncs; block r of every input
@@ -289,7 +292,7 @@ XC__COST(shm_allreduce)
     double B = xc__m_bytes(m);
     if (use_cma_reduce(m, B, XC__SHM_RED_ALL) || xc__model_shm_pair_direct(p_, t_, c_))
         return allreduce_direct(m);
-    if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > XC__SHM_LL_MAX)
+    if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > LL_MAX(m))
         return over_chunks(m, one_shot_chunk); /* one shot per slot-sized chunk */
     if (one_shot_size(m, B)) return one_shot(m, B);
     return over_chunks(m, chunk_reduce);
@@ -308,9 +311,9 @@ XC__COST(shm_reduce)
         return 2 * sync_cost(m) + cma_reduce_block(m, blk, n == 1) +
                (n > 1 ? cma_x(m, blk, 0) : 0);
     }
-    if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > XC__SHM_LL_MAX)
+    if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > LL_MAX(m))
         return rooted_staged(m, put_copy, take_reduce, reduce_chunk); /* the root reads */
-    if (B <= XC__SHM_LL_MAX)
+    if (B <= LL_MAX(m))
         return rooted_lines(m) + xfer(m, (n - 1) * B) + slot_reduce(m, B, n) + slot_fin(m, B);
     if (one_shot_size(m, B)) return one_shot(m, B);
     return over_chunks(m, chunk_reduce);
@@ -326,7 +329,7 @@ XC__COST(shm_reduce_scatter)
     if (use_cma_reduce(m, xc__m_bytes(m) * n, XC__SHM_RED_SCATTER))
         return 2 * sync_cost(m) + cma_reduce_block(m, xc__m_bytes(m), 1);
     double ce = chunk_elems(m, n), full, last;
-    if (xc__m_bytes(m) * n <= XC__SHM_LL_MAX) ce = c_->count ? (double)c_->count : 1;
+    if (xc__m_bytes(m) * n <= LL_MAX(m)) ce = c_->count ? (double)c_->count : 1;
     chunks((double)c_->count, ce, &full, &last);
     double T = 0;
     for (int i = 0; i < 2; i++) {
@@ -347,7 +350,7 @@ XC__COST(shm_allgather)
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
     if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
-    double ce = b <= XC__SHM_LL_MAX ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
+    double ce = b <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double full, last;
     chunks((double)c_->count, ce, &full, &last);
     double T = full * (sync_cost(m) + stage(m, ce * m->es) + xfer(m, (n - 1) * ce * m->es) +
@@ -373,7 +376,7 @@ XC__COST(shm_bcast)
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
         return 2 * sync_cost(m) + (root > reader ? root : reader);
     }
-    if (B > XC__SHM_LL_MAX) return rooted_staged(m, put_copy, take_fresh, bcast_chunk);
+    if (B > LL_MAX(m)) return rooted_staged(m, put_copy, take_fresh, bcast_chunk);
     double rd = cma_x(m, B, 0), cp = xc__m_copy(m, B);
     return rooted_lines(m) + (rd > cp ? rd : cp);
 }
@@ -386,7 +389,7 @@ XC__COST(shm_alltoall)
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
     if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
-    double ce = b * n <= XC__SHM_LL_MAX ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
+    double ce = b * n <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cnt = ce < (double)c_->count ? ce : (double)c_->count;
     return nk * (sync_cost(m) + stage(m, n * cnt * m->es) + xfer(m, (n - 1) * cnt * m->es) +

@@ -42,6 +42,15 @@
 #define XC__SHM_LL_LINES 12
 #define XC__SHM_LL_MAX (XC__SHM_LL_LINES * 56 - 8) /* payload bytes */
 #define XC__SHM_LL_LINE0 48 /* payload bytes of the first line (after the hash) */
+/* What an operation of `nranks` ranks puts in the lines: all twelve lines
+ * for 2 ranks; eight (440 B) past 2, where each reader fetches the lines
+ * of L-1 ranks (a 512-byte all-reduce of 8 ranks on 2 cores 6.6-6.8 us in
+ * a slot, 7.6-8.5 in twelve lines; 4 ranks +6 %; bench/RESULTS.md,
+ * twenty-third session).  The runtime and the model both ask here. */
+static inline size_t xc__shm_ll_max(int nranks)
+{
+    return nranks <= 2 ? (size_t)XC__SHM_LL_MAX : 8 * 56 - 8;
+}
 /* Ring operations (shm_coll.h: small bcast and reduce, whose ranks may be
  * NSLOT x RING = 8 chunks apart) have flagged lines of their own, chunk g
  * in entry g % 8. */
