@@ -532,11 +532,11 @@ static void exec_child(const job_t *job, const rank_t *r, pid_t parent,
 
 /*
  * --bind: rank i of this invocation on the (i mod C)-th of the C CPUs the
- * launcher may run on.  With more ranks than CPUs, unbound ranks wander
- * between the cores, and a collective, which needs every rank to have run,
- * waits on whichever core holds more of them at the moment: bound, the
- * ranks share the cores evenly and for good (bench/RESULTS.md: 8 ranks on
- * 2 cores, an 8-byte all-reduce 10-15 -> 5.7 us).  With no more ranks than
+ * launcher may run on.  With more ranks than CPUs, unbound ranks migrate
+ * between the cores and their collectives, which need every rank to have
+ * run, ran in a slow and a fast mode up to 2x apart; bound, in the fast
+ * one (bench/RESULTS.md: 8 ranks on 2 cores, an 8-byte all-reduce 10-15
+ * -> 5.7 us; docs/launching.md "Oversubscribed cores").  With no more ranks than
  * CPUs the kernel already spreads them, and a binding would only forbid
  * the rank's own threads (compute, data loading) the other cores.
  */
