@@ -40,7 +40,9 @@
  * first, each line's payload before its tag (release); a reader waits for
  * the first line's tag, then finds the others there too. */
 #define XC__SHM_LL_LINES 12
-#define XC__SHM_LL_MAX (XC__SHM_LL_LINES * 56 - 8) /* payload bytes */
+/* Payload bytes of n flagged lines (the first line also carries the hash). */
+#define XC__SHM_LL_BYTES(n) ((n) * 56 - 8)
+#define XC__SHM_LL_MAX XC__SHM_LL_BYTES(XC__SHM_LL_LINES)
 #define XC__SHM_LL_LINE0 48 /* payload bytes of the first line (after the hash) */
 /* What an operation of `nranks` ranks puts in the lines: all twelve lines
  * for 2 ranks; eight (440 B) past 2, where each reader fetches the lines
@@ -49,7 +51,7 @@
  * twenty-third session).  The runtime and the model both ask here. */
 static inline size_t xc__shm_ll_max(int nranks)
 {
-    return nranks <= 2 ? (size_t)XC__SHM_LL_MAX : 8 * 56 - 8;
+    return nranks <= 2 ? (size_t)XC__SHM_LL_MAX : (size_t)XC__SHM_LL_BYTES(8);
 }
 /* Ring operations (shm_coll.h: small bcast and reduce, whose ranks may be
  * NSLOT x RING = 8 chunks apart) have flagged lines of their own, chunk g
