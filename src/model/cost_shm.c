@@ -185,60 +185,68 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
     return c > 0.5 * v ? c : 0.5 * v;
 }
 
-/* A rooted operation staged in the slots (more than xc__shm_ll_max
- * bytes): one rank stages each chunk (`put`), the other takes it out of
- * the slot.  One chunk (up to the slot, 256 KiB by default) is put, sync,
- * take, in turn, and the chunk just written sits modified in the writer's
- * cache: the taker pays shm_take's rate (`take`; priced as the slowest
- * side of a pipeline, the 2-128 KiB broadcasts and reduces of the grid
- * came out 65-80 % under, twenty-second session).  Several chunks run as
- * a pipeline, the next put pushing the chunk being taken out of the
- * writer's cache: a sync and the slower side per chunk (`chunk`; a
- * 512 KiB reduce measured 39 us, two chunks, where one of 128 KiB took
- * 19.5). */
-static double rooted_staged(const xc__m_t *m, double (*put)(const xc__m_t *, double),
-                            double (*take)(const xc__m_t *, double),
-                            double (*chunk)(const xc__m_t *, double))
+/* The rate at which this rank's code takes a chunk of `cb` bytes another
+ * rank just staged, the first of an operation: shm_take for a 32 KiB
+ * chunk, shm_take_big for one of shm_take_big_bytes (a slot), linear in
+ * between.  Measured with reduces on 2 uncrowded ranks, whose one-chunk
+ * time is the stager's copy plus this take: the rate holds the copy's
+ * cost beyond memcpy's cache rate too. */
+static double take_rate(const xc__m_t *m, double cb)
 {
-    double ce = chunk_elems(m, 1);
-    if ((double)m->c->count > ce) return over_chunks(m, chunk);
-    double B = xc__m_bytes(m);
-    return sync_cost(m) + stage(m, B) + put(m, B) + take(m, B);
+    const xc__profile_t *p = m->p;
+    double r = p->shm_take, b0 = XC__SHM_TAKE_BYTES, b1 = p->shm_take_big_bytes;
+    if (p->shm_take_big <= 0 || b1 <= b0 || cb <= b0) return r;
+    if (cb >= b1) return p->shm_take_big;
+    return r + (p->shm_take_big - r) * (cb - b0) / (b1 - b0);
 }
 
-/* A chunk staged by a local copy; one taken out of another rank's slot,
- * just written there (a broadcast's reader): shm_take's rate, or a fresh
- * single-copy read where it was not measured. */
-static double put_copy(const xc__m_t *m, double cb) { return xc__m_copy(m, cb); }
-static double take_fresh(const xc__m_t *m, double cb)
+/* Taking a chunk of `cb` bytes out of another rank's slot: the first of
+ * an operation, after its stager's copy (`later` 0: take_rate, or a fresh
+ * single-copy read where it was not measured); or a later one of a
+ * pipeline, staged while this rank took the one before: the slower side
+ * of the pipeline, shm_take_pipe per byte (whichever side that is: on the
+ * Intel VM the stager's copy of a 256 KiB chunk and the root's take each
+ * took ~13 us), else the slower of the stager's copy and a single-copy
+ * read of the chunk. */
+static double take_chunk(const xc__m_t *m, double cb, int later)
 {
-    return m->p->shm_take > 0 ? cb * m->p->shm_take : chunk_read(m, cb, 1);
+    if (later && m->p->shm_take_pipe > 0) return cb * m->p->shm_take_pipe;
+    if (later) {
+        double put = xc__m_copy(m, cb), rd = chunk_read(m, cb, 0);
+        return put > rd ? put : rd;
+    }
+    return m->p->shm_take > 0 ? cb * take_rate(m, cb) : chunk_read(m, cb, 1);
 }
 
-/* The root of a 2-rank reduce reduces the other rank's fresh chunk with
- * its own input (the read and the reduction one pass: the slower). */
-static double take_reduce(const xc__m_t *m, double cb)
+/* The root of a 2-rank reduce reduces the other rank's chunk with its own
+ * input (the read and the reduction one pass: the slower). */
+static double take_reduce(const xc__m_t *m, double cb, int later)
 {
-    double rd = take_fresh(m, cb), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
+    double rd = take_chunk(m, cb, later), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
     return (rd > red ? rd : red) + xc__m_fin(m, cb);
 }
 
-/* Pipelined chunks: a broadcast's reader copies chunk k out while the
- * root stages k+1; a 2-rank reduce's root reduces chunk k while the
- * other rank stages k+1 (the own input and the output memory streams
- * beyond the cache). */
-static double bcast_chunk(const xc__m_t *m, double cb)
+/* A rooted operation staged in the slots (more than xc__shm_ll_max
+ * bytes): one rank stages each chunk (a local copy), the other takes it
+ * out of the slot (`take`).  The first chunk (up to the slot, 256 KiB by
+ * default) is put, sync, taken, in turn: the chunk just written sits
+ * modified in the writer's cache (priced as the slowest side of a
+ * pipeline, the 2-128 KiB broadcasts and reduces of the grid came out
+ * 65-80 % under, twenty-second session).  Every later chunk is staged
+ * while the one before is taken: a sync and the slower side each
+ * (take_chunk).  With the later chunks priced as single-copy reads and the
+ * one chunk at the 32 KiB rate, a 512 KiB reduce was priced 21.5 us (39.3
+ * measured) and a 256 KiB one > 31 (25.3), and reduce.rs_gather took
+ * 256 KiB (twenty-third session). */
+static double rooted_staged(const xc__m_t *m, double (*take)(const xc__m_t *, double, int))
 {
-    double rd = cma_x(m, cb, 0), cp = xc__m_copy(m, cb);
-    return sync_cost(m) + (rd > cp ? rd : cp);
-}
-static double reduce_chunk(const xc__m_t *m, double cb)
-{
-    double side = xc__m_copy(m, cb), rd = chunk_read(m, cb, 0);
-    double red = xc__m_reduce_mix(m, cb, 2, m->ws, 2) + xc__m_fin(m, cb);
-    if (rd > side) side = rd;
-    if (red > side) side = red;
-    return sync_cost(m) + side;
+    double ce = chunk_elems(m, 1), full, last;
+    chunks((double)m->c->count, ce, &full, &last);
+    double cb = ce * m->es, first = full > 0 ? cb : last * m->es;
+    double t = sync_cost(m) + stage(m, first) + xc__m_copy(m, first) + take(m, first, 0);
+    if (full > 1) t += (full - 1) * (sync_cost(m) + take(m, cb, 1));
+    if (full > 0 && last > 0) t += sync_cost(m) + take(m, last * m->es, 1);
+    return t;
 }
 
 /* A broadcast or reduce in the flagged lines (ring operations): its sync
@@ -312,7 +320,7 @@ XC__COST(shm_reduce)
                (n > 1 ? cma_x(m, blk, 0) : 0);
     }
     if (xc__shm_reduce_root_reads(n, m->t->crowded) && B > LL_MAX(m))
-        return rooted_staged(m, put_copy, take_reduce, reduce_chunk); /* the root reads */
+        return rooted_staged(m, take_reduce); /* the root reads */
     if (B <= LL_MAX(m))
         return rooted_lines(m) + xfer(m, (n - 1) * B) + slot_reduce(m, B, n) + slot_fin(m, B);
     if (one_shot_size(m, B)) return one_shot(m, B);
@@ -376,7 +384,7 @@ XC__COST(shm_bcast)
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
         return 2 * sync_cost(m) + (root > reader ? root : reader);
     }
-    if (B > LL_MAX(m)) return rooted_staged(m, put_copy, take_fresh, bcast_chunk);
+    if (B > LL_MAX(m)) return rooted_staged(m, take_chunk); /* the reader copies out */
     double rd = cma_x(m, B, 0), cp = xc__m_copy(m, B);
     return rooted_lines(m) + (rd > cp ? rd : cp);
 }

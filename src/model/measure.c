@@ -658,7 +658,7 @@ _Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must us
  * line (see its use). */
 #define SCHED_PROBE 16
 /* The staged chunk's take: a 32 KiB reduce (one chunk of a slot). */
-#define TAKE_COUNT 8192
+#define TAKE_COUNT (XC__SHM_TAKE_BYTES / 4)
 /* The collective algorithm `algo` belongs to (the registry's). */
 static xc_coll_t coll_of(int algo)
 {
@@ -712,7 +712,7 @@ typedef struct probe {
     size_t count;
     double *t;
 } probe_t;
-#define MAX_PROBES 8
+#define MAX_PROBES 10
 
 /* Every probe timed in SERIES sweeps over all of them (the calibration;
  * one for the quick run), each keeping the median of its series: the
@@ -783,24 +783,27 @@ static double round_delta(xc_comm_t *comm, xc__profile_t *p, int lc, double t_rd
     return d;
 }
 
-/* The rate of a staged chunk's take (profile shm_take) from a reduce of
- * TAKE_COUNT int32 that took t: its price is linear in the rate where the
- * read is slower than the reduction (1000 ps/B is), so the rate that
- * prices it at t is r1 + (t - price(r1)) / bytes.  0 (not measured) when
- * that is not positive. */
-static double take_rate(xc_comm_t *comm, xc__profile_t *p, double t)
+/* A take rate of the profile (`*rate`: shm_take, shm_take_big or
+ * shm_take_pipe) from a reduce.shm of `count` int32 that took t: its price
+ * is linear in the rate where the read is slower than the reduction (1000
+ * and 2000 ps/B are), so the rate that prices it at t lies on the line
+ * through those two (which may be negative: the rest of the price is
+ * more than t); 0 when the call cannot be priced. */
+static double solve_take(xc_comm_t *comm, xc__profile_t *p, double *rate, size_t count, double t)
 {
     xc__model_topo_t topo;
     xc__model_topo_of(comm, &topo);
-    xc__model_call_t call = {XC_COLL_REDUCE, TAKE_COUNT, XC_INT32, XC_SUM, 0};
-    double r1 = 1e-9, bytes = TAKE_COUNT * 4.0;
-    p->shm_take = r1;
+    xc__model_call_t call = {XC_COLL_REDUCE, count, XC_INT32, XC_SUM, 0};
+    double r1 = 1e-9, r2 = 2e-9;
+    *rate = r1;
     double p1 = xc__model_predict(p, &topo, XC__ALGO_SHM_REDUCE, &call);
-    p->shm_take = 0;
-    double r = p1 >= 0 ? r1 + (t - p1) / bytes : 0;
-    XC_TRACE("cost model: reduce.shm of %d int32 took %.2f us: a staged chunk taken at %.1f ps/B",
-             TAKE_COUNT, t * 1e6, r * 1e12);
-    return r > 0 ? r : 0;
+    *rate = r2;
+    double p2 = xc__model_predict(p, &topo, XC__ALGO_SHM_REDUCE, &call);
+    *rate = 0;
+    double r = p1 >= 0 && p2 > p1 ? r1 + (t - p1) * (r2 - r1) / (p2 - p1) : 0;
+    XC_TRACE("cost model: reduce.shm of %zu int32 took %.2f us: a staged chunk taken at %.1f ps/B",
+             count, t * 1e6, r * 1e12);
+    return r;
 }
 
 /* Calls per timed sample of a local pass over `bytes`: enough for a
@@ -1032,6 +1035,9 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
+    double t_take_big = -1, t_take_pipe = -1;
+    /* A slot's worth of int32 (the staged take's second probe). */
+    size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
     double t_rd = -1, t_ring = -1;
     probe_t pr[MAX_PROBES];
     int np = 0;
@@ -1086,9 +1092,15 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2, &t_rooted};
         /* A staged chunk taken out of a slot, where a 2-rank reduce's root
          * does it (xc__shm_reduce_root_reads; agreed: comm->oversub). */
-        if (xc__shm_reduce_root_reads(comm->size, comm->oversub) &&
-            TAKE_COUNT * 4 <= comm->shm->slot_bytes)
+        if (TAKE_COUNT * 4 <= comm->shm->slot_bytes) {
             pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, TAKE_COUNT, &t_take};
+            /* ... one of a whole slot, and two in a pipeline (the stager's
+             * copy runs at another rate per byte from ~176 KiB here). */
+            if (xc__shm_reduce_root_reads(comm->size, comm->oversub) && take_slot > TAKE_COUNT) {
+                pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, take_slot, &t_take_big};
+                pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2 * take_slot, &t_take_pipe};
+            }
+        }
         /* The pair's one-shot all-reduce, where the single copy is the
          * alternative (cost_shm.c, xc__model_shm_pair_direct). */
         if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
@@ -1170,7 +1182,28 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         if (t_stage_copy >= 0)
             p->shm_stage_copy = excess(comm, p, &p->shm_stage_copy, XC__ALGO_SHM_BCAST, STAGE_COUNT,
                                        t_stage_copy, 0);
-        if (t_take >= 0) p->shm_take = take_rate(comm, p, t_take); /* after the stage term */
+        /* After the stage term, in turn: each probe's price holds the
+         * rates solved before it. */
+        if (t_take >= 0) {
+            /* A time below the rest of its price (the syncs of a crowded
+             * node, priced ranks/cores times over, are): the take priced
+             * as a local copy, not at the channels' small-message rate
+             * (~200 ps/B) that prices it where it was not measured --
+             * which put 8-rank 64 KiB reduces on reduce.binomial (47 us
+             * against reduce.shm's 36; twenty-fourth session). */
+            double r = solve_take(comm, p, &p->shm_take, TAKE_COUNT, t_take);
+            p->shm_take = r > p->copy_cache ? r : p->copy_cache;
+            p->shm_take_big = p->shm_take_pipe = 0;
+        }
+        if (t_take_big >= 0) {
+            p->shm_take_big_bytes = (double)take_slot * 4;
+            double r = solve_take(comm, p, &p->shm_take_big, take_slot, t_take_big);
+            p->shm_take_big = r > 0 ? r : 0;
+        }
+        if (t_take_pipe >= 0 && p->shm_take_big > 0) {
+            double r = solve_take(comm, p, &p->shm_take_pipe, 2 * take_slot, t_take_pipe);
+            p->shm_take_pipe = r > 0 ? r : 0;
+        }
         if (t_pair > 0) {
             xc__model_topo_t topo;
             xc__model_topo_of(comm, &topo);

@@ -44,6 +44,9 @@ enum xc__gop { XC__GOP_SUM = 0, XC__GOP_PROD, XC__GOP_MINMAX, XC__GOP_COUNT };
 
 #define XC__LADDER_MAX 8
 
+/* The chunk of the staged take's first probe (shm_take): a 32 KiB reduce. */
+#define XC__SHM_TAKE_BYTES 32768
+
 /* What a profile holds (bits of xc__profile_t.have). */
 enum {
     XC__HAVE_SHM = 1 << XC__LINK_SHM,             /* link + shm sync */
@@ -143,6 +146,18 @@ typedef struct xc__profile {
      * kernel's copy of fresh lines ran 88 ps/B, the library's ~135
      * (twenty-second session). */
     double shm_take;
+    /* ... and the same for a bigger chunk, measured with one chunk of a
+     * slot (shm_take_big_bytes; 0: not measured, shm_take at every size):
+     * between the two sizes the rate is interpolated.  On the Intel VM a
+     * 32 KiB chunk took ~135 ps/B and a 256 KiB one ~90 (the stager's
+     * memcpy runs 1.7x faster per byte from ~176 KiB, twenty-fourth
+     * session). */
+    double shm_take_big, shm_take_big_bytes;
+    /* Seconds per byte of each later chunk of a pipelined rooted operation
+     * (the stager puts chunk k+1 while the taker takes chunk k): a reduce
+     * of two slot-sized chunks less the one-chunk price (0: not measured,
+     * priced as a single-copy read of the chunk). */
+    double shm_take_pipe;
     /* On 2 uncrowded ranks, seconds per byte the one-shot all-reduce's
      * chunks take beyond their formula (signed; cost_shm.c): measured at
      * 4 MiB, since what the two cores' concurrent staging and cross-core

@@ -89,9 +89,11 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
         fprintf(f,
                 "  \"shm_sync\": {\"alpha_us\": %.4f, \"per_rank_us\": %.4f, "
                 "\"stage_us\": %.4f, \"stage_copy_us\": %.4f, \"lines_us\": %.4f, "
-                "\"rooted_us\": %.4f, \"take_ps\": %.3f, \"pair_chunk_ps\": %.3f},\n",
+                "\"rooted_us\": %.4f, \"take_ps\": %.3f, \"take_big_ps\": %.3f, "
+                "\"take_big_bytes\": %.0f, \"take_pipe_ps\": %.3f, \"pair_chunk_ps\": %.3f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US,
                 p->shm_stage_copy / US, p->shm_lines / US, p->shm_rooted / US, p->shm_take / PS,
+                p->shm_take_big / PS, p->shm_take_big_bytes, p->shm_take_pipe / PS,
                 p->pair_chunk / PS);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     if (p->cold_alpha > 0 || p->cold_beta > 0)
@@ -343,6 +345,12 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
             if (xc__json_get(s, "rooted_us"))
                 p->shm_rooted = num(&r, s, "shm_sync", "rooted_us", US);
             if (xc__json_get(s, "take_ps")) p->shm_take = num(&r, s, "shm_sync", "take_ps", PS);
+            if (xc__json_get(s, "take_big_ps")) {
+                p->shm_take_big = num(&r, s, "shm_sync", "take_big_ps", PS);
+                p->shm_take_big_bytes = num(&r, s, "shm_sync", "take_big_bytes", 1);
+            }
+            if (xc__json_get(s, "take_pipe_ps"))
+                p->shm_take_pipe = num(&r, s, "shm_sync", "take_pipe_ps", PS);
             if (xc__json_get(s, "pair_chunk_ps"))
                 p->pair_chunk = snum(&r, s, "shm_sync", "pair_chunk_ps", PS);
         }

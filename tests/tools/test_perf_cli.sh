@@ -69,7 +69,8 @@ done
 # schedule call of a plausible size)
 run --calibrate="$TMP/prof.json" >"$TMP/out" 2>"$TMP/err"
 expect_eq "calibrate: exit code" 0 $?
-for key in round_us per_rank_us stage_us lines_us rooted_us call_us gamma_ps; do
+for key in round_us per_rank_us stage_us lines_us rooted_us take_ps take_big_ps take_big_bytes \
+    take_pipe_ps call_us gamma_ps; do
     expect_grep "calibrate: $key" "\"$key\"" "$TMP/prof.json"
 done
 expect_grep "calibrate: the sync within 0.01-50 us" \

@@ -628,6 +628,49 @@ static void test_shm_rules(void)
     double a1 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar1);
     double a8 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar8);
     EXPECT_TRUE(a1 > 0 && a8 > 4 * a1 && a8 < 16 * a1);
+
+    /* The root-reads reduce's take rates (2 uncrowded ranks, 256 KiB
+     * slots): the first chunk at take_ps up to 32 KiB, take_big_ps at
+     * take_big_bytes, linear in between; every later chunk at
+     * take_pipe_ps.  Each price is linear in its rate where the take is
+     * the slower side (a cheap reduction here). */
+    p = flat_profile(1e-6, 1e-10, 5e-11, 1e-12, 0.5e-6);
+    p.shm_take = 100e-12, p.shm_take_big = 50e-12, p.shm_take_big_bytes = 256 << 10;
+    p.shm_take_pipe = 40e-12;
+    t = shm_topo(2);
+    const double dr = 10e-12;
+    struct {
+        size_t bytes;
+        double *rate, slope; /* d price / d rate */
+    } k[] = {
+        {32 << 10, &p.shm_take, 32 << 10},
+        {32 << 10, &p.shm_take_big, 0},
+        {144 << 10, &p.shm_take, 0.5 * (144 << 10)}, /* halfway: half of each */
+        {144 << 10, &p.shm_take_big, 0.5 * (144 << 10)},
+        {256 << 10, &p.shm_take_big, 256 << 10},
+        {256 << 10, &p.shm_take_pipe, 0},
+        {512 << 10, &p.shm_take_big, 256 << 10}, /* the first chunk */
+        {512 << 10, &p.shm_take_pipe, 256 << 10}, /* the second */
+        {1 << 20, &p.shm_take_pipe, 3 * (256 << 10)},
+        {(256 + 64) << 10, &p.shm_take_pipe, 64 << 10}, /* a short last chunk */
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        xc__model_call_t c = {XC_COLL_REDUCE, k[i].bytes / 4, XC_FLOAT32, XC_SUM, 0};
+        double p0 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c);
+        *k[i].rate += dr;
+        double p1 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c);
+        *k[i].rate -= dr;
+        if (fabs((p1 - p0) - dr * k[i].slope) > 1e-12)
+            FAIL("reduce.shm of %zu B: %.4g us more for %.0f ps/B more, want %.4g", k[i].bytes,
+                 (p1 - p0) * 1e6, dr * 1e12, dr * k[i].slope * 1e6);
+    }
+    /* without the big chunk's rate: take_ps at every size of one chunk */
+    p.shm_take_big = 0;
+    xc__model_call_t c256 = {XC_COLL_REDUCE, (256 << 10) / 4, XC_FLOAT32, XC_SUM, 0};
+    double q0 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c256);
+    p.shm_take += dr;
+    EXPECT_TRUE(fabs(xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c256) - q0 -
+                     dr * (256 << 10)) < 1e-12);
 }
 
 /* More ranks than cores: predictions scale by ranks/cores, choices do not
@@ -827,6 +870,8 @@ static void test_roundtrip(void)
     p.sync_per_rank = 0.375e-6;
     p.sched_call = 0.3125e-6;
     p.shm_stage = 0.1875e-6;
+    p.shm_take = 135.5e-12, p.shm_take_big = 87.25e-12, p.shm_take_big_bytes = 262144;
+    p.shm_take_pipe = 21.125e-12;
     p.cold_alpha = 52.5e-6, p.cold_beta = 237.5e-12;
     p.cold_huge_alpha = 12.5e-6, p.cold_huge_beta = 81.5e-12, p.cold_xcmem = 1;
     p.copy_cache = 6.5e-12;
@@ -877,6 +922,10 @@ static void test_roundtrip(void)
     EXPECT_NEAR(q.sync_per_rank, p.sync_per_rank);
     EXPECT_NEAR(q.sched_call, p.sched_call);
     EXPECT_NEAR(q.shm_stage, p.shm_stage);
+    EXPECT_NEAR(q.shm_take, p.shm_take);
+    EXPECT_NEAR(q.shm_take_big, p.shm_take_big);
+    EXPECT_NEAR(q.shm_take_big_bytes, p.shm_take_big_bytes);
+    EXPECT_NEAR(q.shm_take_pipe, p.shm_take_pipe);
     EXPECT_NEAR(q.cold_alpha, p.cold_alpha);
     EXPECT_NEAR(q.cold_beta, p.cold_beta);
     EXPECT_NEAR(q.cold_huge_alpha, p.cold_huge_alpha);
