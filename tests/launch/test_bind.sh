@@ -1,8 +1,8 @@
 #!/bin/sh
 # test_bind.sh XRUN CTL -- --bind: `cpu` puts rank i on the (i mod C)-th of
 # the launcher's C CPUs, `none` leaves every rank on all of them, `auto`
-# binds only when the invocation starts more ranks than it has CPUs; the
-# binding holds across --max-restarts.
+# binds only when the invocation starts at least as many ranks as it has
+# CPUs; the binding holds across --max-restarts.
 XRUN=$1 CTL=$2
 . "$(dirname "$0")/lib.sh"
 
@@ -47,8 +47,14 @@ expect_eq "auto, oversubscribed: exit code" 0 $?
 check_bound "auto, $n ranks on $C CPUs" $n "$TMP/out"
 
 "$XRUN" -n $C sh -c "$prog" >"$TMP/out" 2>&1
-expect_eq "auto, not oversubscribed: exit code" 0 $?
-check_free "auto, $C ranks on $C CPUs" $C "$TMP/out"
+expect_eq "auto, as many ranks as CPUs: exit code" 0 $?
+check_bound "auto, $C ranks on $C CPUs" $C "$TMP/out"
+
+if [ "$C" -ge 2 ]; then
+    "$XRUN" -n $((C - 1)) sh -c "$prog" >"$TMP/out" 2>&1
+    expect_eq "auto, fewer ranks than CPUs: exit code" 0 $?
+    check_free "auto, $((C - 1)) ranks on $C CPUs" $((C - 1)) "$TMP/out"
+fi
 
 # A restarted job is bound as the first: rank 1 fails the first attempt
 # after printing (the others may be stopped before they print).
