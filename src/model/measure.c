@@ -1185,14 +1185,14 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         /* After the stage term, in turn: each probe's price holds the
          * rates solved before it. */
         if (t_take >= 0) {
-            /* A time below the rest of its price (the syncs of a crowded
-             * node, priced ranks/cores times over, are): the take priced
-             * as a local copy, not at the channels' small-message rate
-             * (~200 ps/B) that prices it where it was not measured --
-             * which put 8-rank 64 KiB reduces on reduce.binomial (47 us
-             * against reduce.shm's 36; twenty-fourth session). */
+            /* A time below the rest of its price (8 ranks on 2 cores: the
+             * syncs, priced ranks/cores times over, are more than the whole
+             * call took): not measured, the staged reads priced at the
+             * channels' rate as before.  Priced as a local copy there, the
+             * 8-rank all-to-all of 32 KiB blocks went to alltoall.shm, 213 us
+             * against alltoall.pairwise's 136 (twenty-fourth session). */
             double r = solve_take(comm, p, &p->shm_take, TAKE_COUNT, t_take);
-            p->shm_take = r > p->copy_cache ? r : p->copy_cache;
+            p->shm_take = r > 0 ? r : 0;
             p->shm_take_big = p->shm_take_pipe = 0;
         }
         if (t_take_big >= 0) {
