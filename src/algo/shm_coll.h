@@ -171,6 +171,20 @@ static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_m
     return xc__shm_pair(nranks, crowded) ? XC__SHM_BCAST_CMA_MIN_2 : 0;
 }
 
+/* An all-to-all on 2 ranks of an uncrowded node reads its peer's block
+ * single copy from a quarter of `cfg_min` (XCOLL_SHM_CMA_MIN_KB in bytes:
+ * 16 KiB blocks by default).  Staged, each rank copies both its blocks
+ * into its slot and the peer copies one out: 2 ranks, all-to-all of 32 /
+ * 64 KiB, µs staged / single copy, fresh inputs 3.76 / 3.28, 7.15 / 5.05,
+ * reused 3.66 / 1.94, 6.69 / 2.82 (8 KiB blocks: fresh 1.96 / 2.18).
+ * Crowded, single copy from 16 KiB blocks was 1.3-2x slower with fresh
+ * inputs (4 ranks on 2 cores 64 KiB: 16.2 / 22.2; 8 ranks 128 KiB: 43.6
+ * / 86.5); bench/RESULTS.md, twenty-fourth session. */
+static inline size_t xc__shm_alltoall_cma_min(int nranks, int crowded, size_t cfg_min)
+{
+    return xc__shm_pair(nranks, crowded) ? cfg_min / 4 : cfg_min;
+}
+
 /* Whether the broadcast's root copies too: XCOLL_SHM_COOP (`cfg`: 1, 0,
  * or -1 for auto) or, by default, off a crowded node. */
 static inline int xc__shm_coop(int cfg, int crowded) { return cfg >= 0 ? cfg : !crowded; }

@@ -396,7 +396,8 @@ XC__COST(shm_alltoall)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
-    if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
+    if (m->t->cma && b > 0 && b >= (double)xc__shm_alltoall_cma_min(n, m->t->crowded, m->t->cma_min))
+        return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
     double ce = b * n <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cnt = ce < (double)c_->count ? ce : (double)c_->count;
