@@ -125,6 +125,13 @@ static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded, s
     if (!cfg_min) return 0;
     if (kind == XC__SHM_RED_ROOTED && xc__shm_reduce_root_reads(nranks, crowded)) return SIZE_MAX;
     if (kind == XC__SHM_RED_ALL && xc__shm_allreduce_one_shot_all(nranks, crowded)) return SIZE_MAX;
+    /* A reduce-scatter on 2 ranks of an uncrowded node: from the
+     * XCOLL_SHM_CMA_MIN_KB input (staged, each rank copies both its blocks
+     * into its slot).  64 KiB-512 KiB inputs, us staged / single copy:
+     * fresh 6.55 / 5.61, 12.4 / 9.76, 17.4 / 15.2, 34.5 / 29.1; reused 6.44
+     * / 3.31 ... 34.9 / 17.4; 16 KiB fresh 2.03 / 2.41 (bench/RESULTS.md,
+     * twenty-fourth session). */
+    if (kind == XC__SHM_RED_SCATTER && xc__shm_pair(nranks, crowded)) return cfg_min;
     return XC__SHM_CMA_REDUCE_MIN;
 }
 /* The communicator's scratch for that, allocated on first use (NULL if out

@@ -591,7 +591,9 @@ static void test_shm_rules(void)
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 65536) == SIZE_MAX);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1, 65536) == XC__SHM_CMA_REDUCE_MIN);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 3, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
-    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    /* ... a reduce-scatter there from XCOLL_SHM_CMA_MIN_KB, crowded from 1 MiB */
+    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0, 65536) == 65536);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 1, 65536) == XC__SHM_CMA_REDUCE_MIN);
     /* the all-to-all reads single copy from a quarter of the size on 2
      * uncrowded ranks only */
     EXPECT_TRUE(xc__shm_alltoall_cma_min(2, 0, 65536) == 16384 &&
