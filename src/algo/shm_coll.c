@@ -643,9 +643,14 @@ void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void
     cma_xfer(o, j, which, off, (char *)(uintptr_t)src, len, 1);
 }
 
+int xc__shm_use_cma_from(const xc_comm_t *comm, size_t bytes, size_t min)
+{
+    return comm->cma && bytes >= min && bytes > 0;
+}
+
 int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
 {
-    return comm->cma && bytes >= (size_t)comm->cfg.shm_cma_min_kb * 1024 && bytes > 0;
+    return xc__shm_use_cma_from(comm, bytes, (size_t)comm->cfg.shm_cma_min_kb * 1024);
 }
 
 xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,

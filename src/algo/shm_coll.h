@@ -207,7 +207,10 @@ static inline size_t xc__shm_bcast_share(size_t bytes, int L, int coop)
     if (!coop || L < 2) return 0;
     return bytes / (size_t)L & ~(size_t)4095;
 }
-/* Smallest block worth a single-copy read (XCOLL_SHM_CMA_MIN_KB). */
+/* Whether a block of `bytes` is read single copy: the ranks may read each
+ * other's memory and it is not empty and at least `min` bytes (_from), or
+ * at least XCOLL_SHM_CMA_MIN_KB. */
+XC__HIDDEN int xc__shm_use_cma_from(const xc_comm_t *comm, size_t bytes, size_t min);
 XC__HIDDEN int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes);
 
 /* Entries per staging slot of ring operations: such an operation's

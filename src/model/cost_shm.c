@@ -77,10 +77,12 @@ static double xfer(const xc__m_t *m, double bytes)
  * (seventeenth session). */
 static double cma(const xc__m_t *m, double bytes) { return cma_x(m, bytes, 0); }
 
-static int use_cma(const xc__m_t *m, double bytes)
+/* As xc__shm_use_cma_from / xc__shm_use_cma. */
+static int use_cma_from(const xc__m_t *m, double bytes, double min)
 {
-    return m->t->cma && bytes > 0 && bytes >= (double)m->t->cma_min;
+    return m->t->cma && bytes > 0 && bytes >= min;
 }
+static int use_cma(const xc__m_t *m, double bytes) { return use_cma_from(m, bytes, (double)m->t->cma_min); }
 
 /* The single-copy reductions run from xc__shm_cma_reduce_min bytes
  * (xc__shm_use_cma_reduce; `kind`: XC__SHM_RED_*). */
@@ -396,7 +398,7 @@ XC__COST(shm_alltoall)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
-    if (m->t->cma && b > 0 && b >= (double)xc__shm_alltoall_cma_min(n, m->t->crowded, m->t->cma_min))
+    if (use_cma_from(m, b, (double)xc__shm_alltoall_cma_min(n, m->t->crowded, m->t->cma_min)))
         return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
     double ce = b * n <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;

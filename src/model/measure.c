@@ -1090,8 +1090,10 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         pr[np++] = (probe_t){XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, &t_lines};
         /* A rooted operation in the flagged lines: an 8-byte reduce. */
         pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2, &t_rooted};
-        /* A staged chunk taken out of a slot, where a 2-rank reduce's root
-         * does it (xc__shm_reduce_root_reads; agreed: comm->oversub). */
+        /* A staged chunk taken out of a slot: a 32 KiB reduce (on 2
+         * uncrowded ranks the root takes the other rank's chunk,
+         * xc__shm_reduce_root_reads, agreed: comm->oversub; past them the
+         * chunked reduce's shares). */
         if (TAKE_COUNT * 4 <= comm->shm->slot_bytes) {
             pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, TAKE_COUNT, &t_take};
             /* ... one of a whole slot, and two in a pipeline (the stager's

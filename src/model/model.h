@@ -141,8 +141,10 @@ typedef struct xc__profile {
     double shm_rooted;
     /* Seconds per byte of a chunk another rank just staged, taken out of
      * its slot by this rank's own code (a broadcast's reader, a 2-rank
-     * reduce's root): measured with a 32 KiB reduce.shm on 2 uncrowded
-     * ranks (0: not measured, priced as a fresh single-copy read).  The
+     * reduce's root): measured with a 32 KiB reduce.shm on every
+     * shared-memory communicator (0: not measured -- or its time below the
+     * rest of its price, as on 8 ranks of 2 cores -- and priced as a fresh
+     * single-copy read or the channels' rate).  The
      * kernel's copy of fresh lines ran 88 ps/B, the library's ~135
      * (twenty-second session). */
     double shm_take;
