@@ -1198,9 +1198,10 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             p->shm_take_big = p->shm_take_pipe = 0;
         }
         if (t_take_big >= 0) {
-            p->shm_take_big_bytes = (double)take_slot * 4;
+            p->shm_take_big_bytes = (double)take_slot * 4; /* the price asks it */
             double r = solve_take(comm, p, &p->shm_take_big, take_slot, t_take_big);
             p->shm_take_big = r > 0 ? r : 0;
+            if (r <= 0) p->shm_take_big_bytes = 0;
         }
         if (t_take_pipe >= 0 && p->shm_take_big > 0) {
             double r = solve_take(comm, p, &p->shm_take_pipe, 2 * take_slot, t_take_pipe);

@@ -156,9 +156,10 @@ typedef struct xc__profile {
      * session). */
     double shm_take_big, shm_take_big_bytes;
     /* Seconds per byte of each later chunk of a pipelined rooted operation
-     * (the stager puts chunk k+1 while the taker takes chunk k): a reduce
-     * of two slot-sized chunks less the one-chunk price (0: not measured,
-     * priced as a single-copy read of the chunk). */
+     * (the stager puts chunk k+1 while the taker takes chunk k): the rate
+     * that prices a reduce of two slot-sized chunks at its time, where the
+     * reduction's own price does not already exceed it (0: not measured,
+     * priced as the slower of the stager's copy and a single-copy read). */
     double shm_take_pipe;
     /* On 2 uncrowded ranks, seconds per byte the one-shot all-reduce's
      * chunks take beyond their formula (signed; cost_shm.c): measured at
