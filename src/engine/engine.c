@@ -815,6 +815,13 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
     xc__comm_poll(comm, 0); /* sockets: peer death, error frames */
 }
 
+/* This process's publications on the communicator's segments: changes
+ * when a wait made progress. */
+static uint64_t shm_moves(const xc_comm_t *comm)
+{
+    return xc__shm_pubs(comm->shm) + xc__shm_pubs(comm->node_shm);
+}
+
 /* Block until `req` completes (called with the lock held).  `handoff`:
  * afterwards, wake the progress thread for what is still pending (0: the
  * caller waits on this communicator again at once). */
@@ -826,8 +833,13 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
     xc_comm_t *saved = tls_waiting;
     tls_waiting = comm;
     /* The clock is first read after 64 turns: a wait that ends sooner (the
-     * common case on shared memory) never reads it. */
-    uint64_t spin_until = 0, yield_until = 0;
+     * common case on shared memory) never reads it.  The spin and yield
+     * budgets are the time without progress: a wait in which this rank
+     * published (a chunk staged, reduced or copied out) starts them over,
+     * so that a long operation moving chunk by chunk never sleeps between
+     * its chunks (an 8-rank 16 MiB broadcast on 2 cores slept after 2 ms
+     * and took 12-14 ms instead of 4.6). */
+    uint64_t spin_until = 0, yield_until = 0, moves = shm_moves(comm);
     unsigned polls = 0;
     int spinning = comm->spin_ns > 0;
 #define XC__WAIT_CLOCK(now)                                                    \
@@ -849,7 +861,8 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
                 continue;
             }
             /* One clock read a turn (a yielding rank's turns are many). */
-            uint64_t now = xc__now_ns();
+            uint64_t now = xc__now_ns(), m = shm_moves(comm);
+            if (m != moves) moves = m, spin_until = 0;
             XC__WAIT_CLOCK(now);
             uint64_t nearest = check_deadlines_at(comm, now);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;

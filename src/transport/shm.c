@@ -235,14 +235,23 @@ static void wake_rank(xc__shm_t *s, int r)
     xc__shm_bump(s, r);
 }
 
+/* One more publication (a count only looked at for change: threads that
+ * race here may lose an increment, never tear it). */
+static void count_pub(xc__shm_t *s)
+{
+    __atomic_store_n(&s->pubs, __atomic_load_n(&s->pubs, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
 void xc__shm_ring_rank(xc__shm_t *s, int to)
 {
+    count_pub(s);
     publish_barrier(s);
     wake_rank(s, to); /* its own count: an armed thread is only there */
 }
 
 void xc__shm_ring(xc__shm_t *s)
 {
+    count_pub(s);
     publish_barrier(s);
     if (!__atomic_load_n(&s->hdr->sleepers, __ATOMIC_SEQ_CST)) return;
     for (int r = 0; r < s->nranks; r++) wake_rank(s, r);

@@ -128,6 +128,9 @@ typedef struct xc__shm {
     int asym;               /* publishers skip the wake-up check's fence; a
                              * rank about to sleep makes every rank's
                              * barrier (membarrier; all ranks agreed) */
+    uint64_t pubs;          /* this process's publications (rings) here: a
+                             * waiter that published since it last looked
+                             * made progress (xc__shm_pubs) */
 } xc__shm_t;
 
 /* Can this process take part in the fence-free wake-up check (registered
@@ -162,6 +165,11 @@ static inline uint64_t xc__shm_load(const uint64_t *p)
  * not woken by its neighbours' point-to-point traffic (on a crowded node
  * that woke it for every message and slowed the pair's exchanges 20x). */
 XC__HIDDEN void xc__shm_publish(xc__shm_t *s, uint64_t *counter, uint64_t v);
+/* How many times this process rang s's bells (published); NULL: 0. */
+static inline uint64_t xc__shm_pubs(const xc__shm_t *s)
+{
+    return s ? __atomic_load_n(&s->pubs, __ATOMIC_RELAXED) : 0;
+}
 XC__HIDDEN void xc__shm_publish_to(xc__shm_t *s, uint64_t *counter, uint64_t v, int to);
 /* If a rank has poisoned segment `s`, poison `comm` with its cause (unless
  * already poisoned) and return 1; else 0.  A failing rank poisons the
