@@ -22,7 +22,7 @@ xc_result_t xc__build_allgather_bruck(xc_comm_t *comm, xc__op_t *op, const xc__a
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank;
-    size_t bb = a->count * xc_dtype_size(a->dtype);
+    size_t bb = a->count * xc__dtype_size(a->dtype);
     char *out = a->rbuf;
     if (n == 1) {
         xc__sched_copy(s, out, a->sbuf, bb);

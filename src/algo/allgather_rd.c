@@ -20,7 +20,7 @@ xc_result_t xc__build_allgather_rd(xc_comm_t *comm, xc__op_t *op, const xc__args
     int n = comm->size, r = comm->rank;
     if (n != xc__pow2_floor(n)) return xc__build_allgather_bruck(comm, op, a);
     xc__sched_t *s = &op->sched;
-    size_t bb = a->count * xc_dtype_size(a->dtype);
+    size_t bb = a->count * xc__dtype_size(a->dtype);
     char *out = a->rbuf;
     char *mine_blk = out + (size_t)r * bb;
     if (n == 1) {

@@ -10,7 +10,7 @@ xc_result_t xc__build_allgather_ring(xc_comm_t *comm, xc__op_t *op, const xc__ar
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank;
-    size_t bb = a->count * xc_dtype_size(a->dtype);
+    size_t bb = a->count * xc__dtype_size(a->dtype);
     char *out = a->rbuf;
     xc__sched_copy(s, out + (size_t)r * bb, a->sbuf, bb);
     xc__sched_round(s);

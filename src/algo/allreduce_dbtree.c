@@ -225,7 +225,7 @@ xc_result_t xc__build_allreduce_dbtree(xc_comm_t *comm, xc__op_t *op, const xc__
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank;
-    size_t es = xc_dtype_size(a->dtype), count = a->count;
+    size_t es = xc__dtype_size(a->dtype), count = a->count;
     if (n == 1) {
         xc__sched_copy(s, a->rbuf, a->sbuf, count * es);
         xc__sched_finalize(s, a->rbuf, count);

@@ -31,7 +31,7 @@ xc_result_t xc__build_allreduce_hier(xc_comm_t *comm, xc__op_t *op, const xc__ar
     int L = comm->local_size, K = comm->nnodes;
     xc__group_t node = {comm->node_ranks + comm->node_start[comm->node], 1, L, comm->local_rank};
     xc__group_t cross = {comm->node_ranks + comm->local_rank, L, K, comm->node};
-    size_t es = xc_dtype_size(a->dtype);
+    size_t es = xc__dtype_size(a->dtype);
     char *buf = a->rbuf;
     xc__sched_copy(s, buf, a->sbuf, a->count * es);
     xc__sched_round(s);

@@ -31,7 +31,7 @@ xc_result_t xc__build_allreduce_rhd(xc_comm_t *comm, xc__op_t *op, const xc__arg
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank;
-    size_t es = xc_dtype_size(a->dtype), count = a->count, bytes = count * es;
+    size_t es = xc__dtype_size(a->dtype), count = a->count, bytes = count * es;
     char *buf = a->rbuf;
     const char *cur = a->sbuf; /* holds this rank's partial sums of its window */
     if (n == 1) {

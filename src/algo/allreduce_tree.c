@@ -12,7 +12,7 @@ xc_result_t xc__build_allreduce_tree(xc_comm_t *comm, xc__op_t *op, const xc__ar
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank;
-    size_t es = xc_dtype_size(a->dtype);
+    size_t es = xc__dtype_size(a->dtype);
     char *buf = a->rbuf;
     xc__sched_copy(s, buf, a->sbuf, a->count * es);
     xc__sched_round(s);

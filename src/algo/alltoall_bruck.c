@@ -46,7 +46,7 @@ xc_result_t xc__build_alltoall_bruck(xc_comm_t *comm, xc__op_t *op, const xc__ar
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank;
-    size_t bb = a->count * xc_dtype_size(a->dtype);
+    size_t bb = a->count * xc__dtype_size(a->dtype);
     const char *in = a->sbuf;
     char *out = a->rbuf;
     if (n == 1) {

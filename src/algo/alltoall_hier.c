@@ -26,7 +26,7 @@ xc_result_t xc__build_alltoall_hier(xc_comm_t *comm, xc__op_t *op, const xc__arg
     xc__sched_t *s = &op->sched;
     int L = comm->local_size, K = comm->nnodes, me = comm->local_rank, mn = comm->node;
     const int *nr = comm->node_ranks;
-    size_t b = a->count * xc_dtype_size(a->dtype), N = (size_t)comm->size;
+    size_t b = a->count * xc__dtype_size(a->dtype), N = (size_t)comm->size;
     /* Scratch: p1[j][m] blocks for (m, j) from us; r1[j][m] blocks from
      * (mn, j) for (m, me); p2[m][j] the same regrouped by node; r2[m][j]
      * blocks from (m, j) for us. */

@@ -28,7 +28,7 @@ xc_result_t xc__build_alltoall_pairwise(xc_comm_t *comm, xc__op_t *op, const xc_
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size;
-    size_t es = xc_dtype_size(a->dtype), bb = a->count * es;
+    size_t es = xc__dtype_size(a->dtype), bb = a->count * es;
     const char *in = a->sbuf;
     size_t *cd = malloc(2 * (size_t)n * sizeof *cd);
     if (!cd) return xc__err(XC_ERR_NOMEM, "out of memory");
@@ -47,7 +47,7 @@ xc_result_t xc__build_alltoall_pairwise(xc_comm_t *comm, xc__op_t *op, const xc_
 
 xc_result_t xc__build_alltoallv_pairwise(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    exchange(&op->sched, comm->rank, comm->size, a->sbuf, a->rbuf, xc_dtype_size(a->dtype),
+    exchange(&op->sched, comm->rank, comm->size, a->sbuf, a->rbuf, xc__dtype_size(a->dtype),
              a->scounts, a->sdispls, a->rcounts, a->rdispls);
     return XC_OK;
 }

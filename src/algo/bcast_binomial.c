@@ -12,6 +12,6 @@ xc_result_t xc__build_bcast_binomial(xc_comm_t *comm, xc__op_t *op, const xc__ar
     xc__sched_t *s = &op->sched;
     xc__sched_desc_check(s, comm->rank, comm->size);
     xc__sched_bcast_tree(s, comm->rank, comm->size, a->root, a->rbuf,
-                         a->count * xc_dtype_size(a->dtype));
+                         a->count * xc__dtype_size(a->dtype));
     return XC_OK;
 }

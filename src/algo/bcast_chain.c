@@ -40,7 +40,7 @@ xc_result_t xc__build_bcast_chain(xc_comm_t *comm, xc__op_t *op, const xc__args_
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank, root = a->root;
     if (n == 1) return XC_OK;
-    size_t es = xc_dtype_size(a->dtype), count = a->count;
+    size_t es = xc__dtype_size(a->dtype), count = a->count;
     char *buf = a->rbuf;
     size_t seg = xc__chain_seg(count, es, n); /* elements */
     size_t nseg = count ? (count + seg - 1) / seg : 1;

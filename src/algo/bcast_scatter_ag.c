@@ -27,7 +27,7 @@ xc_result_t xc__build_bcast_scatter_ag(xc_comm_t *comm, xc__op_t *op, const xc__
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank, root = a->root;
     if (n == 1) return XC_OK;
-    size_t es = xc_dtype_size(a->dtype), count = a->count;
+    size_t es = xc__dtype_size(a->dtype), count = a->count;
     char *buf = a->rbuf;
     int v = xc__rel(r, root, n);
 #define OFF(j) (xc__block_off(count, n, (j)) * es)

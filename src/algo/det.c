@@ -74,7 +74,7 @@ xc_result_t xc__build_allreduce_det(xc_comm_t *comm, xc__op_t *op, const xc__arg
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, me = comm->rank;
-    size_t es = xc_dtype_size(a->dtype), mo, mc;
+    size_t es = xc__dtype_size(a->dtype), mo, mc;
     char *out = a->rbuf;
     xc__block(a->count, n, me, &mo, &mc);
     gather_reduce(s, n, me, a->sbuf, out + mo * es, a->count, es, cut_even,
@@ -93,7 +93,7 @@ xc_result_t xc__build_allreduce_det(xc_comm_t *comm, xc__op_t *op, const xc__arg
 
 xc_result_t xc__build_reduce_scatter_det(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    size_t es = xc_dtype_size(a->dtype);
+    size_t es = xc__dtype_size(a->dtype);
     gather_reduce(&op->sched, comm->size, comm->rank, a->sbuf, a->rbuf, a->count, es, cut_rs,
                   a->count);
     return XC_OK;
@@ -106,7 +106,7 @@ xc_result_t xc__build_reduce_det(xc_comm_t *comm, xc__op_t *op, const xc__args_t
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, me = comm->rank, root = a->root;
-    size_t es = xc_dtype_size(a->dtype), mo, mc;
+    size_t es = xc__dtype_size(a->dtype), mo, mc;
     xc__block(a->count, n, me, &mo, &mc);
     char *out = me == root ? (char *)a->rbuf + mo * es : NULL;
     char *mine = gather_reduce(s, n, me, a->sbuf, out, a->count, es, cut_even,

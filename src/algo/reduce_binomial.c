@@ -12,7 +12,7 @@ xc_result_t xc__build_reduce_binomial(xc_comm_t *comm, xc__op_t *op, const xc__a
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank, root = a->root;
-    size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
+    size_t es = xc__dtype_size(a->dtype), bytes = a->count * es;
     int vr = xc__rel(r, root, n);
     /* Leaves (odd relative ranks) send their input as is. */
     int leaf = (vr & 1) || n == 1;

@@ -31,7 +31,7 @@ xc_result_t xc__build_reduce_rs_gather(xc_comm_t *comm, xc__op_t *op, const xc__
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank, root = a->root;
-    size_t es = xc_dtype_size(a->dtype), count = a->count;
+    size_t es = xc__dtype_size(a->dtype), count = a->count;
     const char *in = a->sbuf;
     if (n == 1) {
         xc__sched_copy(s, a->rbuf, in, count * es);

@@ -24,7 +24,7 @@ xc_result_t xc__build_reduce_scatter_pairwise(xc_comm_t *comm, xc__op_t *op,
 {
     xc__sched_t *s = &op->sched;
     int n = comm->size, r = comm->rank;
-    size_t es = xc_dtype_size(a->dtype), rc = a->count, bb = rc * es;
+    size_t es = xc__dtype_size(a->dtype), rc = a->count, bb = rc * es;
     const char *in = a->sbuf;
     char *out = a->rbuf;
     if (n == 1) {

@@ -185,7 +185,7 @@ static xc_result_t bootstrap(const xc_comm_t *comm, const xc__args_t *a, const x
     if (id == XC__ALGO_NONE) {
         switch (a->coll) {
         case XC_COLL_ALLREDUCE: {
-            size_t bytes = a->count * xc_dtype_size(a->dtype);
+            size_t bytes = a->count * xc__dtype_size(a->dtype);
             id = bytes <= 16384 || a->count < (size_t)comm->size ? XC__ALGO_ALLREDUCE_TREE
                                                                  : XC__ALGO_ALLREDUCE_RING;
             break;
@@ -269,7 +269,7 @@ static xc_result_t choose(const xc_comm_t *comm, const xc__args_t *a, size_t byt
     struct xc__sel_state *st = comm->profile->sel;
     int red = reduces(a->coll);
     xc__model_call_t call = {a->coll, a->count, red ? a->dtype : XC_UINT8, red ? a->op : XC_SUM, 0};
-    size_t es = xc_dtype_size(call.dtype), lo = bytes, hi = bytes + 1;
+    size_t es = xc__dtype_size(call.dtype), lo = bytes, hi = bytes + 1;
     uint8_t *slot = NULL;
     if (bytes < SEL_EXACT_FROM) {
         unsigned b = bucket(bytes);
@@ -346,7 +346,7 @@ xc_result_t xc__algo_select(const xc_comm_t *comm, const xc__args_t *a, const xc
     if (XC__UNLIKELY(comm->forced_algo[a->coll])) return forced(comm, a, out);
     const xc__profile_t *p = comm->profile;
     if (XC__UNLIKELY(!p)) return bootstrap(comm, a, out);
-    size_t bytes = a->count * xc_dtype_size(a->dtype);
+    size_t bytes = a->count * xc__dtype_size(a->dtype);
     if (XC__LIKELY(bytes < SEL_EXACT_FROM)) {
         int red = reduces(a->coll);
         const uint8_t *slot = &p->sel->choice[a->coll][red ? a->dtype : 0]

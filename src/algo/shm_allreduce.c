@@ -71,7 +71,7 @@ static int pair_direct(const xc_comm_t *comm, const xc__args_t *a)
 
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
+    size_t es = xc__dtype_size(a->dtype), bytes = a->count * es;
     int all = xc__shm_allreduce_one_shot_all(comm->size, comm->oversub);
     if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ALL) ||
         (all && pair_direct(comm, a) && xc__shm_cma_scratch(comm))) {

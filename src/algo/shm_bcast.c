@@ -99,14 +99,14 @@ static int single_copy(const xc_comm_t *comm, size_t bytes)
 int xc__express_shm_bcast(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
                           uint64_t seq)
 {
-    size_t bytes = a->count * xc_dtype_size(a->dtype);
+    size_t bytes = a->count * xc__dtype_size(a->dtype);
     if (bytes > xc__shm_ll_max(comm->size) || single_copy(comm, bytes)) return 0;
     return xc__shm_express(comm, a, d, seq, comm->rank == a->root);
 }
 
 xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
+    size_t es = xc__dtype_size(a->dtype), bytes = a->count * es;
     if (single_copy(comm, bytes)) {
         int coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));

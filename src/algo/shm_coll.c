@@ -29,18 +29,25 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 33);
 }
 
-static uint64_t desc_hash(uint64_t seq, const xc__desc_t *d)
-{
-    uint64_t h = mix(seq);
-    h = mix(h ^ ((uint64_t)d->coll | (uint64_t)d->dtype << 8 | (uint64_t)d->op << 16 |
-                 (uint64_t)d->algo << 24 | (uint64_t)(uint32_t)d->root << 32));
-    return mix(h ^ d->count);
-}
-
 static int desc_eq(const xc__desc_t *a, const xc__desc_t *b)
 {
     return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op &&
            a->algo == b->algo && a->root == b->root && a->count == b->count;
+}
+
+/* Operation `seq`'s hash, which every rank publishes and compares with its
+ * neighbour's (equal hashes: the same operation).  The description's part
+ * is kept for the last description hashed: a loop of one collective hashes
+ * it once. */
+static uint64_t desc_hash(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d)
+{
+    if (XC__UNLIKELY(!comm->shm_hdh || !desc_eq(&comm->shm_hdesc, d))) {
+        uint64_t h = mix((uint64_t)d->coll | (uint64_t)d->dtype << 8 | (uint64_t)d->op << 16 |
+                         (uint64_t)d->algo << 24 | (uint64_t)(uint32_t)d->root << 32);
+        comm->shm_hdesc = *d;
+        comm->shm_hdh = mix(h ^ d->count);
+    }
+    return mix(comm->shm_hdh + seq);
 }
 
 /* Rank j's description of operation `seq` differs from ours (`mine`):
@@ -360,7 +367,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
         if (xc__shm_adopt_poison(comm, s)) return 0;
         o->base = xc__shm_load(&me->in);
         o->n = comm->shm_ops++;
-        o->hash = desc_hash(op->seq, &op->desc);
+        o->hash = desc_hash(comm, op->seq, &op->desc);
         o->phase = 0;
     }
     while (o->k < o->nk) {
@@ -522,7 +529,7 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     o.L = comm->size;
     o.me = comm->rank;
     o.a = *a;
-    o.es = xc_dtype_size(a->dtype);
+    o.es = xc__dtype_size(a->dtype);
     o.ll = 1;
     o.ring = 1;
     o.ll_bytes = a->count * o.es;
@@ -531,7 +538,7 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     o.ce = a->count ? a->count : 1;
     o.k = 0;
     o.nk = 1;
-    o.hash = desc_hash(seq, d);
+    o.hash = desc_hash(comm, seq, d);
     /* A rank arriving after another failed fails too: the ordinary way. */
     if (__atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE)) return 0;
     uint64_t g = o.base + 1, h;
@@ -643,16 +650,6 @@ void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void
     cma_xfer(o, j, which, off, (char *)(uintptr_t)src, len, 1);
 }
 
-int xc__shm_use_cma_from(const xc_comm_t *comm, size_t bytes, size_t min)
-{
-    return comm->cma && bytes >= min && bytes > 0;
-}
-
-int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
-{
-    return xc__shm_use_cma_from(comm, bytes, (size_t)comm->cfg.shm_cma_min_kb * 1024);
-}
-
 xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
                             const xc__shm_coll_t *vt, size_t ce, int lines)
 {
@@ -664,7 +661,7 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     o->L = comm->size;
     o->me = comm->rank;
     o->a = *a;
-    o->es = xc_dtype_size(a->dtype);
+    o->es = xc__dtype_size(a->dtype);
     o->ce = ce ? ce : 1;
     o->ll = lines != 0;
     if (lines == XC__SHM_LINES_ADDRS) {

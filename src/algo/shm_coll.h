@@ -210,8 +210,14 @@ static inline size_t xc__shm_bcast_share(size_t bytes, int L, int coop)
 /* Whether a block of `bytes` is read single copy: the ranks may read each
  * other's memory and it is not empty and at least `min` bytes (_from), or
  * at least XCOLL_SHM_CMA_MIN_KB. */
-XC__HIDDEN int xc__shm_use_cma_from(const xc_comm_t *comm, size_t bytes, size_t min);
-XC__HIDDEN int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes);
+static inline int xc__shm_use_cma_from(const xc_comm_t *comm, size_t bytes, size_t min)
+{
+    return comm->cma && bytes >= min && bytes > 0;
+}
+static inline int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
+{
+    return xc__shm_use_cma_from(comm, bytes, (size_t)comm->cfg.shm_cma_min_kb * 1024);
+}
 
 /* Entries per staging slot of ring operations: such an operation's
  * chunk g may be staged once every other rank has finished chunk

@@ -80,7 +80,7 @@ static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, NULL, out_dir
 int xc__express_shm_reduce(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
                            uint64_t seq)
 {
-    size_t bytes = a->count * xc_dtype_size(a->dtype);
+    size_t bytes = a->count * xc__dtype_size(a->dtype);
     if (bytes > xc__shm_ll_max(comm->size) || bytes > xc__shm_one_shot_max(comm->size) ||
         xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ROOTED))
         return 0;
@@ -89,7 +89,7 @@ int xc__express_shm_reduce(xc_comm_t *comm, const xc__args_t *a, const xc__desc_
 
 xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    size_t es = xc_dtype_size(a->dtype), bytes = a->count * es;
+    size_t es = xc__dtype_size(a->dtype), bytes = a->count * es;
     if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ROOTED)) {
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;

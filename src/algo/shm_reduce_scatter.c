@@ -47,7 +47,7 @@ static const xc__shm_coll_t direct = {one, reads_all, xc__shm_stage_addr, NULL, 
 
 xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
-    size_t es = xc_dtype_size(a->dtype);
+    size_t es = xc__dtype_size(a->dtype);
     if (xc__shm_use_cma_reduce(comm, a->count * es * (size_t)comm->size, XC__SHM_RED_SCATTER)) {
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;

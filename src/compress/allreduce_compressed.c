@@ -62,7 +62,7 @@ xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t c
     if (fmt == XC_COMPRESS_NONE) return xc_allreduce(sendbuf, recvbuf, count, dtype, op, comm);
     int n = xc_comm_size(comm), me = xc_comm_rank(comm);
     if (n == 1) { /* nothing to send: the exact input (x/1 for XC_AVG) */
-        if (count && recvbuf != sendbuf) memmove(recvbuf, sendbuf, count * xc_dtype_size(dtype));
+        if (count && recvbuf != sendbuf) memmove(recvbuf, sendbuf, count * xc__dtype_size(dtype));
         return XC_OK;
     }
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
@@ -101,7 +101,7 @@ xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t c
             chunk_t *k = &ch[step];
             size_t e0, e1;
             xc__cseg_elems(&k->p, k->b0, k->b0 + k->nb, &e0, &e1);
-            xc__compress_widen(x + e0, (const char *)sendbuf + e0 * xc_dtype_size(dtype), e1 - e0,
+            xc__compress_widen(x + e0, (const char *)sendbuf + e0 * xc__dtype_size(dtype), e1 - e0,
                                dtype);
             if (op == XC_AVG)
                 for (size_t i = e0; i < e1; i++) x[i] /= (float)n;
@@ -145,7 +145,7 @@ xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t c
                                 slice_first(k, j + 1), x, 0);
             size_t e0, e1;
             xc__cseg_elems(&k->p, k->b0, k->b0 + k->nb, &e0, &e1);
-            xc__compress_narrow((char *)recvbuf + e0 * xc_dtype_size(dtype), x + e0, e1 - e0,
+            xc__compress_narrow((char *)recvbuf + e0 * xc__dtype_size(dtype), x + e0, e1 - e0,
                                 dtype);
         }
     }

@@ -25,7 +25,7 @@ xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, siz
     const char *fn = "xc_reduce_scatter_compressed";
     XC_CHECK(xc__compress_check_args(fn, sendbuf, recvbuf, count, dtype, op, fmt, comm));
     int n = xc_comm_size(comm);
-    size_t all = count * (size_t)n, es = xc_dtype_size(dtype);
+    size_t all = count * (size_t)n, es = xc__dtype_size(dtype);
     if (residual && xc__residual_count(residual) != all)
         return xc__err(XC_ERR_INVALID,
                        "%s: the residual was created for %zu values, not %zu (count x ranks)", fn,

@@ -25,7 +25,7 @@ static xc_result_t check_common(const xc_comm_t *comm, xc_dtype_t dtype, size_t 
                                 size_t mult, const char *fn)
 {
     if (!comm) return xc__err(XC_ERR_INVALID, "%s: comm is NULL", fn);
-    size_t es = xc_dtype_size(dtype);
+    size_t es = xc__dtype_size(dtype);
     if (es == 0) return xc__err(XC_ERR_INVALID, "%s: invalid dtype %d", fn, (int)dtype);
     size_t bytes; /* (no division on every call's path) */
     if (__builtin_mul_overflow(count, es * (mult ? mult : 1) * 2, &bytes))
@@ -109,7 +109,7 @@ static xc_result_t allreduce(const void *sbuf, void *rbuf, size_t count, xc_dtyp
     ARGCHECK(xc__reduce_check(dtype, op));
     ARGCHECK(check_buf(sbuf, count, fn, "sendbuf"));
     ARGCHECK(check_buf(rbuf, count, fn, "recvbuf"));
-    size_t b = count * xc_dtype_size(dtype);
+    size_t b = count * xc__dtype_size(dtype);
     if (sbuf != rbuf && overlap(sbuf, b, rbuf, b))
         return bad(comm, xc__err(XC_ERR_INVALID, "%s: sendbuf and recvbuf overlap without being equal (in place)", fn));
     xc__args_t a = {.coll = XC_COLL_ALLREDUCE, .sbuf = sbuf, .rbuf = rbuf, .count = count,
@@ -136,7 +136,7 @@ static xc_result_t reduce_scatter(const void *sbuf, void *rbuf, size_t rcount, x
     ARGCHECK(xc__reduce_check(dtype, op));
     ARGCHECK(check_buf(sbuf, rcount, fn, "sendbuf"));
     ARGCHECK(check_buf(rbuf, rcount, fn, "recvbuf"));
-    size_t es = xc_dtype_size(dtype), b = rcount * es;
+    size_t es = xc__dtype_size(dtype), b = rcount * es;
     const char *mine = (const char *)sbuf + (size_t)comm->rank * b;
     if ((const void *)mine != rbuf && overlap(sbuf, b * (size_t)comm->size, rbuf, b))
         return bad(comm, xc__err(XC_ERR_INVALID,
@@ -165,7 +165,7 @@ static xc_result_t allgather(const void *sbuf, void *rbuf, size_t scount, xc_dty
     ARGCHECK(check_common(comm, dtype, scount, (size_t)comm->size, fn));
     ARGCHECK(check_buf(sbuf, scount, fn, "sendbuf"));
     ARGCHECK(check_buf(rbuf, scount, fn, "recvbuf"));
-    size_t es = xc_dtype_size(dtype), b = scount * es;
+    size_t es = xc__dtype_size(dtype), b = scount * es;
     const char *mine = (const char *)rbuf + (size_t)comm->rank * b;
     if ((const void *)mine != sbuf && overlap(sbuf, b, rbuf, b * (size_t)comm->size))
         return bad(comm, xc__err(XC_ERR_INVALID,
@@ -196,7 +196,7 @@ static xc_result_t reduce(const void *sbuf, void *rbuf, size_t count, xc_dtype_t
     ARGCHECK(check_buf(sbuf, count, fn, "sendbuf"));
     if (comm->rank == root) {
         ARGCHECK(check_buf(rbuf, count, fn, "recvbuf (on the root)"));
-        size_t b = count * xc_dtype_size(dtype);
+        size_t b = count * xc__dtype_size(dtype);
         if (sbuf != rbuf && overlap(sbuf, b, rbuf, b))
             return bad(comm, xc__err(XC_ERR_INVALID, "%s: sendbuf and recvbuf overlap without being equal (in place)", fn));
     }
@@ -246,7 +246,7 @@ static xc_result_t alltoall(const void *sbuf, void *rbuf, size_t count, xc_dtype
     ARGCHECK(check_common(comm, dtype, count, (size_t)comm->size, fn));
     ARGCHECK(check_buf(sbuf, count, fn, "sendbuf"));
     ARGCHECK(check_buf(rbuf, count, fn, "recvbuf"));
-    size_t b = count * xc_dtype_size(dtype) * (size_t)comm->size;
+    size_t b = count * xc__dtype_size(dtype) * (size_t)comm->size;
     if (sbuf != rbuf && overlap(sbuf, b, rbuf, b))
         return bad(comm, xc__err(XC_ERR_INVALID, "%s: sendbuf and recvbuf overlap without being equal (in place)", fn));
     xc__args_t a = {.coll = XC_COLL_ALLTOALL, .sbuf = sbuf, .rbuf = rbuf, .count = count,
@@ -289,7 +289,7 @@ static xc_result_t alltoallv(const void *sbuf, const size_t *sc, const size_t *s
         return bad(comm, xc__err(XC_ERR_INVALID, "%s: %s is NULL", fn,
                                  !sc ? "sendcounts" : !sd ? "sdispls" : !rc ? "recvcounts" : "rdispls"));
     int n = comm->size;
-    size_t se = 0, re = 0, es = xc_dtype_size(dtype);
+    size_t se = 0, re = 0, es = xc__dtype_size(dtype);
     ARGCHECK(v_extent(sc, sd, n, &se, fn, "sendcounts/sdispls"));
     ARGCHECK(v_extent(rc, rd, n, &re, fn, "recvcounts/rdispls"));
     ARGCHECK(check_buf(sbuf, se, fn, "sendbuf"));

@@ -159,7 +159,7 @@ void xc__comm_set_wait(xc_comm_t *c)
     c->spin_ns = c->spin_max_ns;
 }
 
-xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc)
+xc_result_t xc__comm_record_fail(xc_comm_t *comm, xc_result_t rc)
 {
     if (comm && rc != XC_OK)
         snprintf(comm->lastmsg, sizeof comm->lastmsg, "%s", xc__tls_error());

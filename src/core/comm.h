@@ -131,6 +131,8 @@ struct xc_comm {
     uint64_t shm_out_min;    /* the least `out` of the other ranks when last read
                               * (they only grow: a lower bound) */
     uint64_t shm_ops;        /* shared-memory operations started (not every op is one) */
+    xc__desc_t shm_hdesc;    /* the last description hashed (shm_coll.c desc_hash) */
+    uint64_t shm_hdh;        /* and its hash; 0: none yet */
     uint64_t shm_out_late;   /* this rank's `out` not yet published (0: none) */
     uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (shm op number, chunk) */
     int shm_nbq_head, shm_nbq_n;
@@ -164,8 +166,12 @@ XC__HIDDEN xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cf
 /* Free everything of a communicator whose thread is not running. */
 XC__HIDDEN void xc__comm_free(xc_comm_t *comm);
 /* Record the thread-local error detail as the communicator's last error
- * and return rc (for API entry points). */
-XC__HIDDEN xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc);
+ * and return rc (for API entry points; nothing to do for XC_OK). */
+XC__HIDDEN xc_result_t xc__comm_record_fail(xc_comm_t *comm, xc_result_t rc);
+static inline xc_result_t xc__comm_fail(xc_comm_t *comm, xc_result_t rc)
+{
+    return XC__LIKELY(rc == XC_OK) ? rc : xc__comm_record_fail(comm, rc);
+}
 /* Compute node indices, local rank/size from per-rank node id strings. */
 /* The CPUs this process may run on (its affinity set), as a bit mask. */
 #define XC__CPUMASK_WORDS 16

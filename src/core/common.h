@@ -57,6 +57,17 @@ static inline int xc__wire_code_ok(int64_t code)
     return (code < 0 && code >= XC_ERR_INTERNAL) || code == XC_ERR_REVOKED;
 }
 
+/* The size of a dtype's element, 0 for an invalid one (xc_dtype_size,
+ * without a call on the hot paths): XC_INT8 .. XC_FLOAT64 in enum order,
+ * four bits each. */
+#define XC__DTYPE_SIZES 0x842288442211ull
+_Static_assert(XC_DTYPE_COUNT == 12, "XC__DTYPE_SIZES lists every dtype");
+static inline size_t xc__dtype_size(xc_dtype_t d)
+{
+    return (unsigned)d < (unsigned)XC_DTYPE_COUNT ? (size_t)(XC__DTYPE_SIZES >> (4 * (unsigned)d)) & 15
+                                                  : 0;
+}
+
 /* Logging, controlled by XCOLL_DEBUG=WARN|INFO|TRACE (default: errors and
  * warnings only go nowhere; the library never prints unless asked). */
 enum { XC__LOG_NONE = 0, XC__LOG_WARN = 1, XC__LOG_INFO = 2, XC__LOG_TRACE = 3 };

@@ -336,7 +336,7 @@ static int stale_frames(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d)
 /* The operation's span in the trace: "allreduce 4.0 MiB (allreduce.ring)". */
 static void trace_op(const xc_comm_t *comm, const xc__op_t *op, xc_result_t rc)
 {
-    double b = (double)op->desc.count * (double)xc_dtype_size((xc_dtype_t)op->desc.dtype);
+    double b = (double)op->desc.count * (double)xc__dtype_size((xc_dtype_t)op->desc.dtype);
     const char *unit = "B";
     if (b >= 1024 * 1024) b /= 1024 * 1024, unit = "MiB";
     else if (b >= 1024) b /= 1024, unit = "KiB";
@@ -838,12 +838,16 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
      * published (a chunk staged, reduced or copied out) starts them over,
      * so that a long operation moving chunk by chunk never sleeps between
      * its chunks (an 8-rank 16 MiB broadcast on 2 cores slept after 2 ms
-     * and took 12-14 ms instead of 4.6). */
+     * and took 12-14 ms instead of 4.6); beside socket traffic too, where
+     * a shared-memory stage would otherwise sleep in 1 ms polls.  Socket
+     * frames do not count: poll() wakes on them. */
     uint64_t spin_until = 0, yield_until = 0, moves = shm_moves(comm);
     unsigned polls = 0;
     int spinning = comm->spin_ns > 0;
 #define XC__WAIT_CLOCK(now)                                                    \
     do {                                                                       \
+        uint64_t m_ = shm_moves(comm);                                         \
+        if (m_ != moves) moves = m_, spin_until = 0;                           \
         if (!spin_until) {                                                     \
             spin_until = (now) + comm->spin_ns;                                \
             yield_until = spin_until + comm->yield_ns;                         \
@@ -861,8 +865,7 @@ static void wait_locked(xc_comm_t *comm, xc_request_t *req, int handoff)
                 continue;
             }
             /* One clock read a turn (a yielding rank's turns are many). */
-            uint64_t now = xc__now_ns(), m = shm_moves(comm);
-            if (m != moves) moves = m, spin_until = 0;
+            uint64_t now = xc__now_ns();
             XC__WAIT_CLOCK(now);
             uint64_t nearest = check_deadlines_at(comm, now);
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) break;

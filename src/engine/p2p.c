@@ -83,7 +83,7 @@ static xc_result_t p2p_check(int is_send, const void *buf, size_t count, xc_dtyp
                              int peer, int tag, const xc_comm_t *comm, const char *fn)
 {
     if (!comm) return xc__err(XC_ERR_INVALID, "%s: comm is NULL", fn);
-    if (xc_dtype_size(dtype) == 0) return xc__err(XC_ERR_INVALID, "%s: invalid dtype %d", fn, (int)dtype);
+    if (xc__dtype_size(dtype) == 0) return xc__err(XC_ERR_INVALID, "%s: invalid dtype %d", fn, (int)dtype);
     if (!buf && count) return xc__err(XC_ERR_INVALID, "%s: buf is NULL with count %zu", fn, count);
     if ((peer < 0 || peer >= comm->size) && (is_send || peer != XC_ANY_SOURCE))
         return xc__err(XC_ERR_INVALID, "%s: peer %d out of range [0, %d)%s", fn, peer,
@@ -111,7 +111,7 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
     op->desc.algo = XC__ALGO_P2P;
     op->desc.root = -1;
     op->peer = peer;
-    size_t len = count * xc_dtype_size(dtype);
+    size_t len = count * xc__dtype_size(dtype);
     if (is_send) {
         op->ptx.buf = buf;
         op->ptx.hdr.len = len;

@@ -35,7 +35,7 @@ typedef struct xc__m {
 static inline xc__m_t xc__m_make(const xc__profile_t *p, const xc__model_topo_t *t,
                                  const xc__model_call_t *c)
 {
-    xc__m_t m = {p, t, c, (double)xc_dtype_size(c->dtype), 0};
+    xc__m_t m = {p, t, c, (double)xc__dtype_size(c->dtype), 0};
     double B = (double)c->count * m.es, n = t->nranks;
     switch (c->coll) {
     case XC_COLL_ALLREDUCE:

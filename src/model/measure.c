@@ -835,7 +835,7 @@ static double time_reduce(char *dst, const char *a, const char *b, size_t bytes,
                           xc_op_t op, int reps)
 {
     double t[64];
-    size_t count = bytes / xc_dtype_size(d);
+    size_t count = bytes / xc__dtype_size(d);
     int k = batch_of(bytes);
     if (reps > 64) reps = 64;
     xc__reduce2(dst, a, b, count, d, op);
@@ -844,7 +844,7 @@ static double time_reduce(char *dst, const char *a, const char *b, size_t bytes,
         for (int j = 0; j < k; j++) xc__reduce2(dst, a, b, count, d, op);
         t[i] = (now_s() - t0) / k;
     }
-    return median(t, reps) / (double)(count * xc_dtype_size(d));
+    return median(t, reps) / (double)(count * xc__dtype_size(d));
 }
 
 /* The compression codecs over n cache-resident fp32 values (x, residual

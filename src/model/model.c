@@ -64,7 +64,7 @@ double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t, const x
 static int crowded_small(const xc__model_topo_t *t, const xc__model_call_t *c)
 {
     return t->crowded && t->nnodes == 1 && t->shm &&
-           c->count * xc_dtype_size(c->dtype) <= XC__CROWDED_SHM_MAX;
+           c->count * xc__dtype_size(c->dtype) <= XC__CROWDED_SHM_MAX;
 }
 
 int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,

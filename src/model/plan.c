@@ -60,7 +60,7 @@ static double price(const xc__profile_t *p, const xc__plan_in_t *in, xc_coll_t c
     if (g <= 1) return 0;
     xc__model_topo_t t;
     topo(in, g, nodes, &t);
-    size_t es = xc_dtype_size(dt);
+    size_t es = xc__dtype_size(dt);
     xc__model_call_t c = {coll, (size_t)(bytes / es), dt, XC_SUM, 0};
     /* the public calls' count: per block for these three */
     if (coll == XC_COLL_REDUCE_SCATTER || coll == XC_COLL_ALLGATHER || coll == XC_COLL_ALLTOALL)

@@ -33,15 +33,14 @@
 
 static const struct {
     const char *name;
-    size_t size;
     int is_float;
 } dtype_info[XC_DTYPE_COUNT] = {
-    [XC_INT8] = {"int8", 1, 0},       [XC_UINT8] = {"uint8", 1, 0},
-    [XC_INT16] = {"int16", 2, 0},     [XC_UINT16] = {"uint16", 2, 0},
-    [XC_INT32] = {"int32", 4, 0},     [XC_UINT32] = {"uint32", 4, 0},
-    [XC_INT64] = {"int64", 8, 0},     [XC_UINT64] = {"uint64", 8, 0},
-    [XC_FLOAT16] = {"fp16", 2, 1},    [XC_BFLOAT16] = {"bf16", 2, 1},
-    [XC_FLOAT32] = {"fp32", 4, 1},    [XC_FLOAT64] = {"fp64", 8, 1},
+    [XC_INT8] = {"int8", 0},       [XC_UINT8] = {"uint8", 0},
+    [XC_INT16] = {"int16", 0},     [XC_UINT16] = {"uint16", 0},
+    [XC_INT32] = {"int32", 0},     [XC_UINT32] = {"uint32", 0},
+    [XC_INT64] = {"int64", 0},     [XC_UINT64] = {"uint64", 0},
+    [XC_FLOAT16] = {"fp16", 1},    [XC_BFLOAT16] = {"bf16", 1},
+    [XC_FLOAT32] = {"fp32", 1},    [XC_FLOAT64] = {"fp64", 1},
 };
 
 static const char *const op_names[XC_OP_COUNT] = {
@@ -60,7 +59,7 @@ static int op_valid(xc_op_t op) { return (unsigned)op < (unsigned)XC_OP_COUNT; }
 
 size_t xc_dtype_size(xc_dtype_t dtype)
 {
-    return dtype_valid(dtype) ? dtype_info[dtype].size : 0;
+    return xc__dtype_size(dtype);
 }
 
 const char *xc_dtype_name(xc_dtype_t dtype)
@@ -103,7 +102,7 @@ void xc__reduce_n(void *dst, const void *const *srcs, int k, size_t count,
     xc__reduce_kernel_fn fn = xc__reduce_impl()->kernel[dtype][op];
     if (XC__UNLIKELY(fn == NULL) || count == 0) return;
     if (k == 1) {
-        if (dst != srcs[0]) memmove(dst, srcs[0], count * dtype_info[dtype].size);
+        if (dst != srcs[0]) memmove(dst, srcs[0], count * xc__dtype_size(dtype));
         return;
     }
     fn(dst, srcs, k, count);

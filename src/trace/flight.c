@@ -129,6 +129,7 @@ void xc__flight_init(xc_comm_t *comm)
     if (!comm->flight.ring) return; /* no recorder: not worth failing for */
     comm->flight.n = (uint32_t)n;
     comm->flight.next = 1;
+    comm->flight.pos = n == 1 ? 0 : 1;
     pthread_mutex_lock(&g_mu);
     if (g_ncomms == g_cap) {
         size_t cap = g_cap ? 2 * g_cap : 8;
@@ -151,15 +152,15 @@ void xc__flight_fini(xc_comm_t *comm)
 }
 
 /* Fill the next record for a collective (seq, d) or a point-to-point
- * operation (seq 0); returns its id, 0 with no recorder. */
-static uint64_t record(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, int32_t peer,
-                       int32_t tag, uint64_t t)
+ * operation (seq 0); returns it (its id in r->id), NULL with no recorder. */
+static xc__flight_rec_t *record(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, int32_t peer,
+                                int32_t tag, uint64_t t)
 {
     xc__flight_t *f = &comm->flight;
-    if (!f->ring) return 0;
-    uint64_t id = f->next++;
-    xc__flight_rec_t *r = &f->ring[id % f->n];
-    r->id = id;
+    if (!f->ring) return NULL;
+    xc__flight_rec_t *r = &f->ring[f->pos]; /* the slot of id % n */
+    f->pos = f->pos + 1 == f->n ? 0 : f->pos + 1;
+    r->id = f->next++;
     r->seq = seq;
     r->count = d->count;
     r->t_issue = t;
@@ -173,21 +174,23 @@ static uint64_t record(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, int32
     r->dtype = d->dtype;
     r->op = d->op;
     r->state = XC__FL_ISSUED;
-    return id;
+    return r;
 }
 
 void xc__flight_issue(xc_comm_t *comm, xc__op_t *op)
 {
     int p2p = op->is_p2p;
     int32_t tag = !p2p ? -1 : op->desc.coll == XC_COLL_SEND ? op->ptx.hdr.tag : op->prx.tag;
-    op->flight_id = record(comm, p2p ? 0 : op->seq, &op->desc, p2p ? op->peer : -1, tag, stamp());
+    xc__flight_rec_t *r =
+        record(comm, p2p ? 0 : op->seq, &op->desc, p2p ? op->peer : -1, tag, stamp());
+    op->flight_id = r ? r->id : 0;
 }
 
 void xc__flight_express(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, xc_result_t rc)
 {
-    uint64_t t = stamp(), id = record(comm, seq, d, -1, -1, t);
-    if (!id) return;
-    xc__flight_rec_t *r = &comm->flight.ring[id % comm->flight.n];
+    uint64_t t = stamp();
+    xc__flight_rec_t *r = record(comm, seq, d, -1, -1, t);
+    if (!r) return;
     r->t_done = t;
     r->rc = rc;
     r->state = rc == XC_OK ? XC__FL_DONE : XC__FL_FAILED;

@@ -34,6 +34,7 @@ typedef struct xc__flight_rec {
 typedef struct xc__flight {
     xc__flight_rec_t *ring;
     uint32_t n;          /* slots */
+    uint32_t pos;        /* next % n, kept without a division */
     uint64_t next;       /* id of the next operation */
 } xc__flight_t;
 

@@ -123,7 +123,7 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
                                          "(entry %d is %d)", p, g);
             goto out;
         }
-        if (xc_dtype_size(dtypes[g]) == 0) {
+        if (xc__dtype_size(dtypes[g]) == 0) {
             rc = xc__err(XC_ERR_INVALID, "bucket layout: gradient %d has invalid dtype %d", g,
                          (int)dtypes[g]);
             goto out;
@@ -132,11 +132,11 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     size_t sum[XC_DTYPE_COUNT] = {0};
     for (int p = n - 1; p >= 0; p--) {
         int g = order[p];
-        left[p] = sum[dtypes[g]] += counts[g] * xc_dtype_size(dtypes[g]);
+        left[p] = sum[dtypes[g]] += counts[g] * xc__dtype_size(dtypes[g]);
     }
     for (int p = 0; p < n; p++) {
         int g = order[p];
-        size_t bytes = counts[g] * xc_dtype_size(dtypes[g]);
+        size_t bytes = counts[g] * xc__dtype_size(dtypes[g]);
         size_t np = piece && bytes > (tail ? piece_at(piece, 1, left[p]) : cap)
                         ? plan_pieces(bytes, piece, tail, left[p], NULL)
                         : 1;
@@ -168,7 +168,7 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     for (int p = 0; p < n; p++) {
         int g = order[p];
         xc_dtype_t d = dtypes[g];
-        size_t es = xc_dtype_size(d), bytes = counts[g] * es;
+        size_t es = xc__dtype_size(d), bytes = counts[g] * es;
         int k = open[d];
         if (out->npieces_of[g] > 1) { /* split: pieces, each a bucket */
             open[d] = -1;
@@ -206,7 +206,7 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     for (int k = 0; k < nb; k++) {
         xc__bucket_t *bk = &out->buckets[k];
         bk->dtype = ob[k].dtype;
-        bk->count = ob[k].bytes / xc_dtype_size(ob[k].dtype);
+        bk->count = ob[k].bytes / xc__dtype_size(ob[k].dtype);
         bk->last_pos = ob[k].last_pos;
         bk->elem0 = ob[k].elem0;
         bk->first = k; /* the construction id, until renumbered below */
@@ -222,7 +222,7 @@ xc_result_t xc__layout_build(int n, const size_t *counts, const xc_dtype_t *dtyp
     for (int k = 0; k < nb; k++) {
         xc__bucket_t *bk = &out->buckets[k];
         bk->byte_off = arena;
-        arena += align_up(bk->count * xc_dtype_size(bk->dtype), XC__BUCKET_ALIGN);
+        arena += align_up(bk->count * xc__dtype_size(bk->dtype), XC__BUCKET_ALIGN);
         bk->first = j;
         j += bk->ngrads;
         bk->ngrads = 0;

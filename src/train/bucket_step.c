@@ -42,7 +42,7 @@ static void bucket_str(const xc_bucketer_t *b, int k, char *out, size_t cap)
         snprintf(piece, sizeof piece, " piece %d of %d", k - b->lay.bucket_of[g0] + 1,
                  b->lay.npieces_of[g0]);
     snprintf(out, cap, "bucket %d (%s, %.2f MiB: '%.40s'%s%s%.40s%s, step %llu)", k,
-             xc_dtype_name(bk->dtype), mib(bk->count * xc_dtype_size(bk->dtype)), first, piece,
+             xc_dtype_name(bk->dtype), mib(bk->count * xc__dtype_size(bk->dtype)), first, piece,
              bk->ngrads > 1 ? " .. '" : "", bk->ngrads > 1 ? last : "",
              bk->ngrads > 1 ? "'" : "", (unsigned long long)b->step);
 }
@@ -107,7 +107,7 @@ static xc_result_t launch_ready(xc_bucketer_t *b)
 static void *slot(const xc_bucketer_t *b, int g)
 {
     const xc__bucket_t *bk = &b->lay.buckets[b->lay.bucket_of[g]];
-    return b->arena + bk->byte_off + b->lay.offset_of[g] * xc_dtype_size(bk->dtype);
+    return b->arena + bk->byte_off + b->lay.offset_of[g] * xc__dtype_size(bk->dtype);
 }
 
 /* The checks of a call naming gradient `index` (fn: the call's name). */
@@ -193,7 +193,7 @@ static xc_result_t mark(xc_bucketer_t *b, const char *fn, int index, int whole, 
         free(b->old_arena);
         b->old_arena = NULL;
     }
-    size_t es = xc_dtype_size(g->dtype);
+    size_t es = xc__dtype_size(g->dtype);
     for (int i = i0; i < i1; i++) {
         size_t at, n;
         piece_span(b, index, i, &at, &n);
@@ -278,7 +278,7 @@ static xc_result_t complete(xc_bucketer_t *b, int k, const char *who)
     }
     if (r == XC_OK && !b->views) { /* hand the results back (a piece: its part) */
         const xc__bucket_t *bk = &b->lay.buckets[k];
-        size_t es = xc_dtype_size(bk->dtype);
+        size_t es = xc__dtype_size(bk->dtype);
         for (int j = bk->first; j < bk->first + bk->ngrads; j++) {
             const xc__grad_t *g = &b->grads[b->lay.grads[j]];
             size_t n = XC__MIN(g->count - bk->elem0, bk->count - b->lay.offsets[j]);

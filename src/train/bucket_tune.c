@@ -56,7 +56,7 @@ double xc__bk_comm_end(int n, const size_t *counts, const xc_dtype_t *dtypes, co
         for (int j = bk->first; j < bk->first + bk->ngrads; j++)
             if ((double)ready_ns[lay.grads[j]] > ready) ready = (double)ready_ns[lay.grads[j]];
         double start = ready > end ? ready : end;
-        double w = m->alpha_ns + (double)(bk->count * xc_dtype_size(bk->dtype)) * m->ns_per_byte;
+        double w = m->alpha_ns + (double)(bk->count * xc__dtype_size(bk->dtype)) * m->ns_per_byte;
         end = finish_at(start, w, m->slowdown, B);
     }
     if (nbuckets) *nbuckets = lay.nbuckets;
@@ -181,7 +181,7 @@ static xc_result_t compute(xc_bucketer_t *b, xc__bk_model_t m, double *r)
     for (int g = 0; g < n; g++) {
         counts[g] = b->grads[g].count;
         dtypes[g] = b->grads[g].dtype;
-        total += (double)(counts[g] * xc_dtype_size(dtypes[g]));
+        total += (double)(counts[g] * xc__dtype_size(dtypes[g]));
     }
     if (m.slowdown < 0) m.slowdown = fit_slowdown(b, counts, dtypes, &p, m);
     if (m.slowdown < 1) m.slowdown = 1;
@@ -379,7 +379,7 @@ int xc__bk_tail_from(const xc_bucketer_t *b)
     if (bytes && done && ready && seq) {
         double total = 0;
         for (int k = 0; k < nb; k++) {
-            bytes[k] = (double)(lay->buckets[k].count * xc_dtype_size(lay->buckets[k].dtype));
+            bytes[k] = (double)(lay->buckets[k].count * xc__dtype_size(lay->buckets[k].dtype));
             total += bytes[k];
             seq[k] = k;
             for (int i = 0; i < m; i++) v[i] = b->tl_ready[(size_t)i * (size_t)nb + (size_t)k];

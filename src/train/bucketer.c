@@ -161,7 +161,7 @@ xc_result_t xc_bucketer_register(xc_bucketer_t *b, void *grad, size_t count, xc_
     if (b->committed)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_register: '%s' registered after "
                                               "xc_bucketer_commit", nm);
-    if (xc_dtype_size(dtype) == 0)
+    if (xc__dtype_size(dtype) == 0)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_register: '%s' has invalid dtype %d",
                            nm, (int)dtype);
     if (count > ((size_t)1 << 48))
@@ -210,11 +210,11 @@ xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay)
     if (lay->arena_bytes) memset(arena, 0, lay->arena_bytes); /* padding reduces as zeros */
     if (b->views && b->arena) { /* carry the gradients' values over */
         for (int g = 0; g < b->ngrads; g++) {
-            size_t bytes = b->grads[g].count * xc_dtype_size(b->grads[g].dtype);
+            size_t bytes = b->grads[g].count * xc__dtype_size(b->grads[g].dtype);
             if (!bytes) continue;
             const xc__bucket_t *ob = &b->lay.buckets[b->lay.bucket_of[g]];
             const xc__bucket_t *nb = &lay->buckets[lay->bucket_of[g]];
-            size_t es = xc_dtype_size(b->grads[g].dtype);
+            size_t es = xc__dtype_size(b->grads[g].dtype);
             memcpy(arena + nb->byte_off + lay->offset_of[g] * es,
                    b->arena + ob->byte_off + b->lay.offset_of[g] * es, bytes);
         }
@@ -308,7 +308,7 @@ void *xc_bucketer_grad(const xc_bucketer_t *b, int index)
     if (!b->views) return b->grads[index].user;
     if (!b->arena) return NULL; /* every gradient is empty */
     const xc__bucket_t *bk = &b->lay.buckets[b->lay.bucket_of[index]];
-    return b->arena + bk->byte_off + b->lay.offset_of[index] * xc_dtype_size(bk->dtype);
+    return b->arena + bk->byte_off + b->lay.offset_of[index] * xc__dtype_size(bk->dtype);
 }
 
 xc_result_t xc_bucketer_set_hook(xc_bucketer_t *b, const xc_bucket_hook_t *hook)
