@@ -111,8 +111,13 @@ static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
  * 1.15-2.1x faster from 32 KiB to 8 MiB, in place and not (bench/RESULTS.md,
  * sixteenth session).  Not single copy either (unless XCOLL_SHM_CMA_MIN_KB
  * is 0), except where the cost model prices that lower from
- * XC__SHM_CMA_REDUCE_MIN (xc__model_shm_pair_direct, nineteenth session:
- * machines differ). */
+ * XC__SHM_PAIR_DIRECT_MIN (xc__model_shm_pair_direct, nineteenth session:
+ * machines differ).  Measured one
+ * shot per chunk / single copy, us, reused and fresh inputs: 128 KiB 18.8 /
+ * 20.2, 17.7 / 16.4; 256 KiB 34.8 / 24.1, 34.5 / 30.6; 512 KiB 72.0 /
+ * 47.5, 69.5 / 59.5 (bench/RESULTS.md, twenty-fifth session; the floor
+ * was 1 MiB, XC__SHM_CMA_REDUCE_MIN). */
+#define XC__SHM_PAIR_DIRECT_MIN (256 * 1024)
 static inline int xc__shm_allreduce_one_shot_all(int nranks, int crowded)
 {
     return xc__shm_pair(nranks, crowded);

@@ -271,7 +271,7 @@ static double allreduce_direct(const xc__m_t *m)
 }
 
 /* On 2 ranks of an uncrowded node the all-reduce runs one shot per
- * slot-sized chunk, or -- from XC__SHM_CMA_REDUCE_MIN (and
+ * slot-sized chunk, or -- from XC__SHM_PAIR_DIRECT_MIN (and
  * XCOLL_SHM_CMA_MIN_KB), when the ranks may read each other -- single
  * copy where the profile prices that lower: the two measured 1.15-2.1x
  * apart one way on one machine and 1.7-1.9x the other way on another
@@ -284,7 +284,7 @@ int xc__model_shm_pair_direct(const xc__profile_t *p_, const xc__model_topo_t *t
     XC__COST_SETUP();
     if (!t_->shm || !xc__shm_allreduce_one_shot_all(n, t_->crowded)) return 0;
     double B = xc__m_bytes(m);
-    if (!use_cma(m, B) || B < (double)XC__SHM_CMA_REDUCE_MIN) return 0;
+    if (!use_cma(m, B) || B < (double)XC__SHM_PAIR_DIRECT_MIN) return 0;
     return allreduce_direct(m) < over_chunks(m, one_shot_chunk);
 }
 
