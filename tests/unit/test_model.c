@@ -467,6 +467,20 @@ static void test_link_classes(void)
         xc__model_call_t bc = {XC_COLL_BCAST, 8, XC_UINT8, XC_SUM, 0};
         EXPECT_ALGO(xc__model_choose(&p, &cr, &bc, NULL, NULL, NULL), XC__ALGO_SHM_BCAST);
     }
+    /* A broadcast or reduce that fits the flagged lines goes to shared
+     * memory uncrowded too, whatever the prices (its express path); one
+     * byte beyond them, the prices (here the schedules, the sync slow). */
+    {
+        size_t ll = xc__shm_ll_max(shm.nranks);
+        xc__model_call_t bc = {XC_COLL_BCAST, ll, XC_UINT8, XC_SUM, 0};
+        EXPECT_ALGO(xc__model_choose(&p, &shm, &bc, NULL, NULL, NULL), XC__ALGO_SHM_BCAST);
+        xc__model_call_t rd = {XC_COLL_REDUCE, 2, XC_FLOAT32, XC_SUM, 0};
+        EXPECT_ALGO(xc__model_choose(&p, &shm, &rd, NULL, NULL, NULL), XC__ALGO_SHM_REDUCE);
+        bc.count = ll + 1;
+        EXPECT_TRUE(xc__model_choose(&p, &shm, &bc, NULL, NULL, NULL) != XC__ALGO_SHM_BCAST);
+        /* not the all-reduce: its shm path has no overlap of calls */
+        EXPECT_ALGO(xc__model_choose(&p, &shm, &tiny, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_RD);
+    }
 
     /* The rendezvous line from big_from on. */
     p.link[XC__LINK_SHM] = lk(1e-6, 1e-10, 3e-6, 5e-11, 65536);
@@ -727,6 +741,17 @@ static void test_argmin_grid(void)
                         if (tab[a].explicit_only) continue; /* deterministic mode's */
                         double v = xc__model_predict(&p, &t, a, &call);
                         if (v >= 0 && (best == XC__ALGO_NONE || v < bt)) best = a, bt = v;
+                    }
+                    /* a broadcast or reduce in the flagged lines: shm
+                     * whatever the prices (model.c, rooted_lines) */
+                    if (t.shm && count * 2 <= xc__shm_ll_max(n) &&
+                        (colls[ci] == XC_COLL_BCAST || colls[ci] == XC_COLL_REDUCE)) {
+                        int shm_id = colls[ci] == XC_COLL_BCAST ? XC__ALGO_SHM_BCAST
+                                                                : XC__ALGO_SHM_REDUCE;
+                        EXPECT_ALGO(id, shm_id);
+                        EXPECT_NEAR(pred, xc__model_predict(&p, &t, shm_id, &call));
+                        checked++;
+                        continue;
                     }
                     if (id != best || pred != bt)
                         FAIL("%s n=%d topo=%d count=%zu: chose %s (%g), argmin %s (%g)",
