@@ -64,7 +64,8 @@ static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, mid_direct, o
 static int pair_direct(const xc_comm_t *comm, const xc__args_t *a)
 {
     const xc__model_topo_t *t = xc__algo_topo(comm);
-    if (!t || comm->shm_one_shot) return 0;
+    if (comm->shm_one_shot) return comm->shm_one_shot == 2;
+    if (!t) return 0;
     xc__model_call_t call = {XC_COLL_ALLREDUCE, a->count, a->dtype, a->op, 0};
     return xc__model_shm_pair_direct(comm->profile, t, &call);
 }

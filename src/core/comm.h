@@ -95,7 +95,8 @@ struct xc_comm {
     struct xc__shm *node_shm; /* segment of this node's ranks (channels,
                               * single copy): == shm on one node */
     int cma;                 /* every rank can read its node peers' memory (CMA) */
-    int shm_one_shot;        /* calibration: the 2-rank all-reduce stays one shot */
+    int shm_one_shot;        /* calibration: the 2-rank all-reduce stays one shot (1)
+                                or runs single copy (2); 0: as the model says */
     int shm_ok;              /* all ranks agreed to use shared memory (the same
                               * on every rank, also those alone on a node) */
     char *cma_tmp;           /* scratch of single-copy reductions (lazy) */

@@ -262,12 +262,17 @@ static int one_shot_size(const xc__m_t *m, double B)
 }
 
 /* The single-copy all-reduce: three syncs; block r of every input
- * reduced, then the other blocks pulled from their owners. */
+ * reduced, then the other blocks pulled from their owners.  On 2
+ * uncrowded ranks with the measured correction (the profile's
+ * pair_direct), never below half the formula's price. */
 static double allreduce_direct(const xc__m_t *m)
 {
     int n = m->t->nranks;
     double blk = xc__m_blk(m, n);
-    return 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
+    double v = 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
+    if (!xc__shm_allreduce_one_shot_all(n, m->t->crowded)) return v;
+    double c = v + xc__m_bytes(m) * m->p->pair_direct;
+    return c > 0.5 * v ? c : 0.5 * v;
 }
 
 /* On 2 ranks of an uncrowded node the all-reduce runs one shot per
@@ -293,6 +298,13 @@ double xc__model_shm_pair_one_shot(const xc__profile_t *p_, const xc__model_topo
 {
     XC__COST_SETUP();
     return over_chunks(m, one_shot_chunk);
+}
+
+double xc__model_shm_pair_single_copy(const xc__profile_t *p_, const xc__model_topo_t *t_,
+                                      const xc__model_call_t *c_)
+{
+    XC__COST_SETUP();
+    return allreduce_direct(m);
 }
 
 XC__COST(shm_allreduce)

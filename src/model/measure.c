@@ -278,12 +278,14 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
     return rc;
 }
 
-/* The 2-rank one-shot all-reduce (shm_allreduce.c) of PAIR_BYTES, back
- * to back, the single copy held off: the median over PAIR_REPS calls of
- * the slower rank's time (every rank takes part; rank 0 keeps it). */
+/* The 2-rank all-reduce (shm_allreduce.c) of PAIR_BYTES, back to back,
+ * one shot per chunk (mode 1: the single copy held off) or single copy
+ * (2): the median over PAIR_REPS calls of the slower rank's time (every
+ * rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
-#define PAIR_REPS 3
-static xc_result_t time_pair(xc_comm_t *comm, double *out)
+#define PAIR_REPS 5
+#define PAIR_WARM 2
+static xc_result_t time_pair(xc_comm_t *comm, int mode, double *out)
 {
     size_t count = PAIR_BYTES / sizeof(float);
     char *buf = malloc(2 * (size_t)PAIR_BYTES);
@@ -297,9 +299,9 @@ static xc_result_t time_pair(xc_comm_t *comm, double *out)
     memset(buf, 0x3c, 2 * (size_t)PAIR_BYTES);
     int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
     comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_SHM_ALLREDUCE;
-    comm->shm_one_shot = 1;
+    comm->shm_one_shot = mode;
     double t[PAIR_REPS], u[PAIR_REPS];
-    for (int i = -1; i < PAIR_REPS && rc == XC_OK; i++) {
+    for (int i = -PAIR_WARM; i < PAIR_REPS && rc == XC_OK; i++) {
         double t0 = now_s();
         rc = xc_allreduce(buf, buf + PAIR_BYTES, count, XC_FLOAT32, XC_SUM, comm);
         if (i >= 0) t[i] = now_s() - t0;
@@ -1035,6 +1037,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
+    double t_direct = -1;
     double t_take_big = -1, t_take_pipe = -1;
     /* A slot's worth of int32 (the staged take's second probe). */
     size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
@@ -1104,9 +1107,14 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             }
         }
         /* The pair's one-shot all-reduce, where the single copy is the
-         * alternative (cost_shm.c, xc__model_shm_pair_direct). */
-        if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
-            XC_CHECK(time_pair(comm, &t_pair));
+         * alternative (cost_shm.c, xc__model_shm_pair_direct), and that
+         * single copy where it may run. */
+        if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub)) {
+            XC_CHECK(time_pair(comm, 1, &t_pair));
+            if (xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN &&
+                xc__shm_cma_scratch(comm))
+                XC_CHECK(time_pair(comm, 2, &t_direct));
+        }
         XC_TRACE("cost model: shm link measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
     }
@@ -1217,6 +1225,17 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             if (rest > 0) p->pair_chunk = (t_pair - rest) / PAIR_BYTES;
             XC_TRACE("cost model: 2-rank one-shot all-reduce of %u B took %.1f us, its formula "
                      "%.1f us", PAIR_BYTES, t_pair * 1e6, rest * 1e6);
+        }
+        if (t_direct > 0) {
+            xc__model_topo_t topo;
+            xc__model_topo_of(comm, &topo);
+            xc__model_call_t call = {XC_COLL_ALLREDUCE, PAIR_BYTES / sizeof(float), XC_FLOAT32,
+                                     XC_SUM, 0};
+            p->pair_direct = 0;
+            double rest = xc__model_shm_pair_single_copy(p, &topo, &call);
+            if (rest > 0) p->pair_direct = (t_direct - rest) / PAIR_BYTES;
+            XC_TRACE("cost model: 2-rank single-copy all-reduce of %u B took %.1f us, its formula "
+                     "%.1f us", PAIR_BYTES, t_direct * 1e6, rest * 1e6);
         }
     }
     return XC_OK;

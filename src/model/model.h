@@ -167,6 +167,12 @@ typedef struct xc__profile {
      * reads cost differs between machines more than the formula's parts
      * say (this price decides between it and the single copy). */
     double pair_chunk;
+    /* Likewise the single-copy all-reduce there (signed, per byte of the
+     * call beyond allreduce_direct's formula), measured at the same size:
+     * process_vm_readv's calls and page pinning cost machines differently
+     * (on the AMD EPYC VM of the twenty-seventh session the formula priced
+     * 256 KiB at 16.6 us; it took 41-52, one shot per chunk 30). */
+    double pair_direct;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
@@ -275,6 +281,10 @@ XC__HIDDEN int xc__model_shm_pair_direct(const xc__profile_t *p, const xc__model
  * for the profile's pair_chunk). */
 XC__HIDDEN double xc__model_shm_pair_one_shot(const xc__profile_t *p, const xc__model_topo_t *t,
                                               const xc__model_call_t *c);
+/* ... and single copy (the reference for pair_direct). */
+XC__HIDDEN double xc__model_shm_pair_single_copy(const xc__profile_t *p,
+                                                 const xc__model_topo_t *t,
+                                                 const xc__model_call_t *c);
 
 /* The algorithm with the least predicted time for `c` (ties: registry
  * order); its id, or XC__ALGO_NONE (0) if no algorithm is valid.  *pred

@@ -650,6 +650,34 @@ static void test_shm_rules(void)
     double a1 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar1);
     double a8 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar8);
     EXPECT_TRUE(a1 > 0 && a8 > 4 * a1 && a8 < 16 * a1);
+    /* The single copy's measured correction (pair_direct, per byte of the
+     * call): added to its formula on the pair, never below half of it;
+     * what the pair's choice between the two compares. */
+    {
+        xc__profile_t q = p;
+        xc__model_call_t m1 = {XC_COLL_ALLREDUCE, mib / 4, XC_FLOAT32, XC_SUM, 0};
+        q.pair_direct = 0;
+        double f = xc__model_shm_pair_single_copy(&q, &t, &m1);
+        double os = xc__model_shm_pair_one_shot(&q, &t, &m1);
+        EXPECT_TRUE(f > 0 && os > 0);
+        q.pair_direct = 1e-12;
+        EXPECT_NEAR(xc__model_shm_pair_single_copy(&q, &t, &m1), f + mib * 1e-12);
+        q.pair_direct = -1.0; /* far below: half the formula */
+        EXPECT_NEAR(xc__model_shm_pair_single_copy(&q, &t, &m1), 0.5 * f);
+        /* priced above one shot per chunk: never chosen; far below: chosen
+         * (1 MiB is past XC__SHM_PAIR_DIRECT_MIN and the topology's cma_min) */
+        q.pair_direct = (os - f) / mib + 1e-12;
+        EXPECT_TRUE(!xc__model_shm_pair_direct(&q, &t, &m1));
+        EXPECT_TRUE(0.5 * f < os);
+        q.pair_direct = (0.5 * (0.5 * f + os) - f) / mib; /* between half and one shot */
+        EXPECT_TRUE(xc__model_shm_pair_direct(&q, &t, &m1));
+        /* not on 4 ranks: the correction was measured on the pair */
+        xc__model_topo_t t4 = shm_topo(4);
+        q.pair_direct = 0;
+        double f4 = xc__model_shm_pair_single_copy(&q, &t4, &m1);
+        q.pair_direct = 1e-12;
+        EXPECT_NEAR(xc__model_shm_pair_single_copy(&q, &t4, &m1), f4);
+    }
 
     /* The root-reads reduce's take rates (2 uncrowded ranks, 256 KiB
      * slots): the first chunk at take_ps up to 32 KiB, take_big_ps at
