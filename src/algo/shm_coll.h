@@ -223,6 +223,14 @@ static inline int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
 {
     return xc__shm_use_cma_from(comm, bytes, (size_t)comm->cfg.shm_cma_min_kb * 1024);
 }
+/* The collectives that only move data (all-gather, broadcast, all-to-all):
+ * as xc__shm_use_cma_from, and a block no larger than the profile's
+ * measured ceiling (xc__model_topo_t.cma_max; none before the profile). */
+static inline int xc__shm_move_cma_from(const xc_comm_t *comm, size_t bytes, size_t min)
+{
+    const xc__model_topo_t *t = xc__algo_topo(comm);
+    return xc__shm_use_cma_from(comm, bytes, min) && (!t || !t->cma_max || bytes <= t->cma_max);
+}
 
 /* Entries per staging slot of ring operations: such an operation's
  * chunk g may be staged once every other rank has finished chunk

@@ -83,6 +83,11 @@ static int use_cma_from(const xc__m_t *m, double bytes, double min)
     return m->t->cma && bytes > 0 && bytes >= min;
 }
 static int use_cma(const xc__m_t *m, double bytes) { return use_cma_from(m, bytes, (double)m->t->cma_min); }
+/* As xc__shm_move_cma_from: the moving collectives' ceiling too. */
+static int move_cma_from(const xc__m_t *m, double bytes, double min)
+{
+    return use_cma_from(m, bytes, min) && (!m->t->cma_max || bytes <= (double)m->t->cma_max);
+}
 
 /* The single-copy reductions run from xc__shm_cma_reduce_min bytes
  * (xc__shm_use_cma_reduce; `kind`: XC__SHM_RED_*). */
@@ -371,7 +376,8 @@ XC__COST(shm_allgather)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
-    if (use_cma(m, b)) return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
+    if (move_cma_from(m, b, (double)m->t->cma_min))
+        return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
     double ce = b <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double full, last;
     chunks((double)c_->count, ce, &full, &last);
@@ -392,7 +398,7 @@ XC__COST(shm_bcast)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma(m, B) && B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded, m->t->cma_min)) {
+    if (move_cma_from(m, B, (double)m->t->cma_min) && B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded, m->t->cma_min)) {
         double h = (double)xc__shm_bcast_share((size_t)B, n, m->t->coop);
         if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);
@@ -410,7 +416,7 @@ XC__COST(shm_alltoall)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
-    if (use_cma_from(m, b, (double)xc__shm_alltoall_cma_min(n, m->t->crowded, m->t->cma_min)))
+    if (move_cma_from(m, b, (double)xc__shm_alltoall_cma_min(n, m->t->crowded, m->t->cma_min)))
         return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
     double ce = b * n <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;

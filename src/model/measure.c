@@ -280,23 +280,15 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 
 /* The 2-rank all-reduce (shm_allreduce.c) of PAIR_BYTES, back to back,
  * one shot per chunk (mode 1: the single copy held off) or single copy
- * (2): the median over PAIR_REPS calls of the slower rank's time (every
- * rank takes part; rank 0 keeps it). */
+ * (2), in `buf` (2 PAIR_BYTES): the median over PAIR_REPS calls of the
+ * slower rank's time (every rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
 #define PAIR_REPS 5
 #define PAIR_WARM 2
-static xc_result_t time_pair(xc_comm_t *comm, int mode, double *out)
+static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
 {
     size_t count = PAIR_BYTES / sizeof(float);
-    char *buf = malloc(2 * (size_t)PAIR_BYTES);
-    int32_t ok = buf != NULL;
-    /* Every rank learns of a failed allocation (none waits alone). */
-    xc_result_t rc = xc_allreduce(&ok, &ok, 1, XC_INT32, XC_MIN, comm);
-    if (rc != XC_OK || !ok) {
-        free(buf);
-        return rc != XC_OK ? rc : xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
-    }
-    memset(buf, 0x3c, 2 * (size_t)PAIR_BYTES);
+    xc_result_t rc = XC_OK;
     int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
     comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_SHM_ALLREDUCE;
     comm->shm_one_shot = mode;
@@ -310,6 +302,63 @@ static xc_result_t time_pair(xc_comm_t *comm, int mode, double *out)
     comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
     if (rc == XC_OK) rc = xc_allreduce(t, u, PAIR_REPS, XC_FLOAT64, XC_MAX, comm);
     if (rc == XC_OK) *out = median(u, PAIR_REPS);
+    return rc;
+}
+
+/* The pair's all-gather of CMA_PROBE_BYTES (blocks of half that), in
+ * place in `buf`, back to back, single copy (cma 1) or staged (0): as
+ * time_pair. */
+#define CMA_PROBE_BYTES (8u << 20)
+#define CMA_PROBE_REPS 3
+static xc_result_t time_allgather(xc_comm_t *comm, int cma, char *buf, double *out)
+{
+    size_t half = CMA_PROBE_BYTES / 2;
+    xc_result_t rc = XC_OK;
+    int saved = comm->forced_algo[XC_COLL_ALLGATHER], min_kb = comm->cfg.shm_cma_min_kb;
+    comm->forced_algo[XC_COLL_ALLGATHER] = XC__ALGO_SHM_ALLGATHER;
+    /* staged: a threshold past the probe (the ranks set it alike) */
+    comm->cfg.shm_cma_min_kb = cma ? min_kb : (int)(CMA_PROBE_BYTES / 1024);
+    double t[CMA_PROBE_REPS], u[CMA_PROBE_REPS];
+    for (int i = -1; i < CMA_PROBE_REPS && rc == XC_OK; i++) {
+        double t0 = now_s();
+        /* in place: the rank's block already in its slot of buf */
+        rc = xc_allgather(buf + (size_t)comm->rank * half, buf, half, XC_UINT8, comm);
+        if (i >= 0) t[i] = now_s() - t0;
+    }
+    comm->cfg.shm_cma_min_kb = min_kb;
+    comm->forced_algo[XC_COLL_ALLGATHER] = saved;
+    if (rc == XC_OK) rc = xc_allreduce(t, u, CMA_PROBE_REPS, XC_FLOAT64, XC_MAX, comm);
+    if (rc == XC_OK) *out = median(u, CMA_PROBE_REPS);
+    return rc;
+}
+
+/* The pair's probes (2 uncrowded ranks that may read each other): the
+ * all-reduce one shot (*one) and single copy (*direct, where it may run),
+ * the all-gather single copy and staged (*ag_cma, *ag_staged, likewise),
+ * in one buffer written once -- a page's first touch costs ~10 us on the
+ * AMD EPYC VM (12 MiB: 33 ms), more than the probes. */
+static xc_result_t pair_probes(xc_comm_t *comm, double *one, double *direct, double *ag_cma,
+                               double *ag_staged)
+{
+    _Static_assert(CMA_PROBE_BYTES >= 2 * PAIR_BYTES, "one buffer serves both probes");
+    char *buf = malloc(CMA_PROBE_BYTES);
+    int32_t ok = buf != NULL;
+    /* Every rank learns of a failed allocation (none waits alone). */
+    xc_result_t rc = xc_allreduce(&ok, &ok, 1, XC_INT32, XC_MIN, comm);
+    if (rc != XC_OK || !ok) {
+        free(buf);
+        return rc != XC_OK ? rc : xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
+    }
+    memset(buf, 0x3c, CMA_PROBE_BYTES);
+    rc = time_pair(comm, 1, buf, one);
+    if (rc == XC_OK && xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN &&
+        xc__shm_cma_scratch(comm))
+        rc = time_pair(comm, 2, buf, direct);
+    /* The moving collectives' single-copy ceiling (shm_cma_max). */
+    if (rc == XC_OK && xc__shm_use_cma(comm, CMA_PROBE_BYTES / 2)) {
+        rc = time_allgather(comm, 1, buf, ag_cma);
+        if (rc == XC_OK) rc = time_allgather(comm, 0, buf, ag_staged);
+    }
     free(buf);
     return rc;
 }
@@ -1037,7 +1086,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
-    double t_direct = -1;
+    double t_direct = -1, t_ag_cma = -1, t_ag_staged = -1;
     double t_take_big = -1, t_take_pipe = -1;
     /* A slot's worth of int32 (the staged take's second probe). */
     size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
@@ -1109,12 +1158,8 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         /* The pair's one-shot all-reduce, where the single copy is the
          * alternative (cost_shm.c, xc__model_shm_pair_direct), and that
          * single copy where it may run. */
-        if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub)) {
-            XC_CHECK(time_pair(comm, 1, &t_pair));
-            if (xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN &&
-                xc__shm_cma_scratch(comm))
-                XC_CHECK(time_pair(comm, 2, &t_direct));
-        }
+        if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
+            XC_CHECK(pair_probes(comm, &t_pair, &t_direct, &t_ag_cma, &t_ag_staged));
         XC_TRACE("cost model: shm link measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
     }
@@ -1225,6 +1270,13 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             if (rest > 0) p->pair_chunk = (t_pair - rest) / PAIR_BYTES;
             XC_TRACE("cost model: 2-rank one-shot all-reduce of %u B took %.1f us, its formula "
                      "%.1f us", PAIR_BYTES, t_pair * 1e6, rest * 1e6);
+        }
+        if (t_ag_cma > 0 && t_ag_staged > 0) {
+            p->shm_cma_max = t_ag_staged < t_ag_cma ? CMA_PROBE_BYTES / 4 : 0;
+            XC_TRACE("cost model: 2-rank all-gather of %u B took %.1f us single copy, %.1f us "
+                     "staged: single copy %s",
+                     CMA_PROBE_BYTES, t_ag_cma * 1e6, t_ag_staged * 1e6,
+                     p->shm_cma_max > 0 ? "up to 2 MiB blocks" : "at every size");
         }
         if (t_direct > 0) {
             xc__model_topo_t topo;

@@ -173,6 +173,14 @@ typedef struct xc__profile {
      * (on the AMD EPYC VM of the twenty-seventh session the formula priced
      * 256 KiB at 16.6 us; it took 41-52, one shot per chunk 30). */
     double pair_direct;
+    /* On 2 uncrowded ranks, the largest block the collectives that only
+     * move data (all-gather, broadcast, all-to-all) read single copy; 0:
+     * no ceiling.  Measured at creation: an 8 MiB allgather.shm (4 MiB
+     * blocks) single copy and staged; where staged was faster, half its
+     * block.  On the AMD EPYC VM of the twenty-seventh session the kernel's
+     * copy fell to about half the staged copies' rate beyond ~4 MiB blocks
+     * (16 MiB all-gather: 1.7-2.3 ms single copy, 0.82-1.03 staged). */
+    double shm_cma_max;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
@@ -227,6 +235,8 @@ typedef struct xc__model_topo {
     int cma;              /* single-copy reads (process_vm_readv) between local ranks */
     size_t slot_bytes;    /* shm staging slot (XCOLL_SHM_SLOT_KB) */
     size_t cma_min;       /* single copy from this block size (XCOLL_SHM_CMA_MIN_KB) */
+    size_t cma_max;       /* ... and the moving collectives' blocks up to this size
+                           * (0: any; the profile's shm_cma_max, on the pair) */
     int cores;            /* cores of a node (0: unknown); more ranks than
                            * cores scale predictions, never choices */
     int crowded;          /* the runtime's agreed flag (comm->oversub: more
