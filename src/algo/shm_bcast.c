@@ -90,7 +90,7 @@ static const xc__shm_coll_t direct = {one, reads_direct, stage_addr, NULL, out_d
 
 static int single_copy(const xc_comm_t *comm, size_t bytes)
 {
-    return xc__shm_move_cma_from(comm, bytes, (size_t)comm->cfg.shm_cma_min_kb * 1024) &&
+    return xc__shm_use_cma(comm, bytes) &&
            bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub,
                                           (size_t)comm->cfg.shm_cma_min_kb * 1024);
 }

@@ -83,7 +83,7 @@ static int use_cma_from(const xc__m_t *m, double bytes, double min)
     return m->t->cma && bytes > 0 && bytes >= min;
 }
 static int use_cma(const xc__m_t *m, double bytes) { return use_cma_from(m, bytes, (double)m->t->cma_min); }
-/* As xc__shm_move_cma_from: the moving collectives' ceiling too. */
+/* As xc__shm_move_cma_from: all-gather's and all-to-all's ceiling too. */
 static int move_cma_from(const xc__m_t *m, double bytes, double min)
 {
     return use_cma_from(m, bytes, min) && (!m->t->cma_max || bytes <= (double)m->t->cma_max);
@@ -398,7 +398,7 @@ XC__COST(shm_bcast)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (move_cma_from(m, B, (double)m->t->cma_min) && B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded, m->t->cma_min)) {
+    if (use_cma(m, B) && B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded, m->t->cma_min)) {
         double h = (double)xc__shm_bcast_share((size_t)B, n, m->t->coop);
         if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);

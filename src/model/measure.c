@@ -363,6 +363,25 @@ static xc_result_t pair_probes(xc_comm_t *comm, double *one, double *direct, dou
     return rc;
 }
 
+/* The channels' single copy beyond the cache, from the pair's all-gather
+ * probe (t: both ranks read CMA_PROBE_BYTES / 2 of the other's at once,
+ * the exchange pattern, working set CMA_PROBE_BYTES): the shm link's
+ * lines beyond the cache are raised, never lowered, so that they price
+ * that exchange at t.  Derived from memcpy alone (derive_mem) they priced
+ * it at half its time on the AMD EPYC VM of the twenty-seventh session,
+ * whose kernel copy of ordinary pages slows far more than glibc's memcpy
+ * there: a 1 MiB allreduce.rhd was priced 97-124 us, took 165-177, and
+ * was chosen over allreduce.shm's 110. */
+static void cma_beyond_cache(xc__profile_t *p, double t)
+{
+    double b = CMA_PROBE_BYTES / 2, tier = xc__m_tier(p, CMA_PROBE_BYTES);
+    for (int x = 0; x < XC__XFER_COUNT; x++) {
+        xc__line_t *l = &p->link[XC__LINK_SHM].line[x];
+        double mb = (t - l->big_alpha) / b / (tier > 0 ? tier : 1);
+        if (mb > l->mem_beta) l->mem_beta = mb;
+    }
+}
+
 /* The calibration repeats each series: the engine's busy-poll budget
  * makes short series either all fast or all slow (waits ending in yields),
  * and small-message times here switch between modes ~1.3x apart every few
@@ -1272,6 +1291,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
                      "%.1f us", PAIR_BYTES, t_pair * 1e6, rest * 1e6);
         }
         if (t_ag_cma > 0 && t_ag_staged > 0) {
+            cma_beyond_cache(p, t_ag_cma);
             p->shm_cma_max = t_ag_staged < t_ag_cma ? CMA_PROBE_BYTES / 4 : 0;
             XC_TRACE("cost model: 2-rank all-gather of %u B took %.1f us single copy, %.1f us "
                      "staged: single copy %s",

@@ -173,8 +173,8 @@ typedef struct xc__profile {
      * (on the AMD EPYC VM of the twenty-seventh session the formula priced
      * 256 KiB at 16.6 us; it took 41-52, one shot per chunk 30). */
     double pair_direct;
-    /* On 2 uncrowded ranks, the largest block the collectives that only
-     * move data (all-gather, broadcast, all-to-all) read single copy; 0:
+    /* On 2 uncrowded ranks, the largest block all-gather and all-to-all
+     * read single copy (not the broadcast: shm_coll.h); 0:
      * no ceiling.  Measured at creation: an 8 MiB allgather.shm (4 MiB
      * blocks) single copy and staged; where staged was faster, half its
      * block.  On the AMD EPYC VM of the twenty-seventh session the kernel's
@@ -235,8 +235,8 @@ typedef struct xc__model_topo {
     int cma;              /* single-copy reads (process_vm_readv) between local ranks */
     size_t slot_bytes;    /* shm staging slot (XCOLL_SHM_SLOT_KB) */
     size_t cma_min;       /* single copy from this block size (XCOLL_SHM_CMA_MIN_KB) */
-    size_t cma_max;       /* ... and the moving collectives' blocks up to this size
-                           * (0: any; the profile's shm_cma_max, on the pair) */
+    size_t cma_max;       /* ... and all-gather's and all-to-all's blocks up to this
+                           * size (0: any; the profile's shm_cma_max, on the pair) */
     int cores;            /* cores of a node (0: unknown); more ranks than
                            * cores scale predictions, never choices */
     int crowded;          /* the runtime's agreed flag (comm->oversub: more

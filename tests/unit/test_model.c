@@ -650,18 +650,17 @@ static void test_shm_rules(void)
     double a1 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar1);
     double a8 = xc__model_predict(&p, &t, XC__ALGO_SHM_ALLREDUCE, &ar8);
     EXPECT_TRUE(a1 > 0 && a8 > 4 * a1 && a8 < 16 * a1);
-    /* The moving collectives' single-copy ceiling (cma_max): a block above
-     * it is priced staged -- as without single copy at all -- and one at it
-     * single copy, for all-gather, broadcast and all-to-all alike. */
+    /* All-gather's and all-to-all's single-copy ceiling (cma_max): a block
+     * above it is priced staged -- as without single copy at all -- and one
+     * at it single copy; the broadcast has none. */
     {
         xc__model_topo_t cap = shm_topo(2), none = shm_topo(2);
         cap.cma_max = 2 * mib;
         none.cma = 0;
-        const xc_coll_t mv[] = {XC_COLL_ALLGATHER, XC_COLL_BCAST, XC_COLL_ALLTOALL};
-        const int ids[] = {XC__ALGO_SHM_ALLGATHER, XC__ALGO_SHM_BCAST, XC__ALGO_SHM_ALLTOALL};
-        for (int i = 0; i < 3; i++) {
-            /* bytes per block: the count of all-gather; broadcast's whole
-             * message; all-to-all's count per block */
+        const xc_coll_t mv[] = {XC_COLL_ALLGATHER, XC_COLL_ALLTOALL};
+        const int ids[] = {XC__ALGO_SHM_ALLGATHER, XC__ALGO_SHM_ALLTOALL};
+        for (int i = 0; i < 2; i++) {
+            /* bytes per block: the count of either */
             size_t over = 4 * mib, at = 2 * mib;
             xc__model_call_t large = {mv[i], over, XC_UINT8, XC_SUM, 0};
             xc__model_call_t fit = {mv[i], at, XC_UINT8, XC_SUM, 0};
@@ -672,6 +671,11 @@ static void test_shm_rules(void)
             EXPECT_TRUE(xc__model_predict(&p, &t, ids[i], &fit) !=
                         xc__model_predict(&p, &none, ids[i], &fit));
         }
+        xc__model_call_t bc4 = {XC_COLL_BCAST, 4 * mib, XC_UINT8, XC_SUM, 0};
+        EXPECT_NEAR(xc__model_predict(&p, &cap, XC__ALGO_SHM_BCAST, &bc4),
+                    xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc4));
+        EXPECT_TRUE(xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc4) !=
+                    xc__model_predict(&p, &none, XC__ALGO_SHM_BCAST, &bc4));
     }
     /* The single copy's measured correction (pair_direct, per byte of the
      * call): added to its formula on the pair, never below half of it;
