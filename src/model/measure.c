@@ -382,6 +382,24 @@ static void cma_beyond_cache(xc__profile_t *p, double t)
     }
 }
 
+/* What the pair's PAIR_BYTES all-reduce took (t) beyond its formula
+ * (`price`, with the correction `*term` it prices zeroed first), per byte,
+ * signed; 0 where the formula is not positive. */
+static double pair_excess(xc_comm_t *comm, xc__profile_t *p, double *term,
+                          double (*price)(const xc__profile_t *, const xc__model_topo_t *,
+                                          const xc__model_call_t *),
+                          double t, const char *what)
+{
+    xc__model_topo_t topo;
+    xc__model_topo_of(comm, &topo);
+    xc__model_call_t call = {XC_COLL_ALLREDUCE, PAIR_BYTES / sizeof(float), XC_FLOAT32, XC_SUM, 0};
+    *term = 0;
+    double rest = price(p, &topo, &call);
+    XC_TRACE("cost model: 2-rank %s all-reduce of %u B took %.1f us, its formula %.1f us", what,
+             PAIR_BYTES, t * 1e6, rest * 1e6);
+    return rest > 0 ? (t - rest) / PAIR_BYTES : 0;
+}
+
 /* The calibration repeats each series: the engine's busy-poll budget
  * makes short series either all fast or all slow (waits ending in yields),
  * and small-message times here switch between modes ~1.3x apart every few
@@ -1279,17 +1297,8 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
             double r = solve_take(comm, p, &p->shm_take_pipe, 2 * take_slot, t_take_pipe);
             p->shm_take_pipe = r > 0 ? r : 0;
         }
-        if (t_pair > 0) {
-            xc__model_topo_t topo;
-            xc__model_topo_of(comm, &topo);
-            xc__model_call_t call = {XC_COLL_ALLREDUCE, PAIR_BYTES / sizeof(float), XC_FLOAT32,
-                                     XC_SUM, 0};
-            p->pair_chunk = 0;
-            double rest = xc__model_shm_pair_one_shot(p, &topo, &call);
-            if (rest > 0) p->pair_chunk = (t_pair - rest) / PAIR_BYTES;
-            XC_TRACE("cost model: 2-rank one-shot all-reduce of %u B took %.1f us, its formula "
-                     "%.1f us", PAIR_BYTES, t_pair * 1e6, rest * 1e6);
-        }
+        /* The channels' single copy beyond the cache first: the pair's
+         * formulas below price with it. */
         if (t_ag_cma > 0 && t_ag_staged > 0) {
             cma_beyond_cache(p, t_ag_cma);
             p->shm_cma_max = t_ag_staged < t_ag_cma ? CMA_PROBE_BYTES / 4 : 0;
@@ -1298,17 +1307,12 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
                      CMA_PROBE_BYTES, t_ag_cma * 1e6, t_ag_staged * 1e6,
                      p->shm_cma_max > 0 ? "up to 2 MiB blocks" : "at every size");
         }
-        if (t_direct > 0) {
-            xc__model_topo_t topo;
-            xc__model_topo_of(comm, &topo);
-            xc__model_call_t call = {XC_COLL_ALLREDUCE, PAIR_BYTES / sizeof(float), XC_FLOAT32,
-                                     XC_SUM, 0};
-            p->pair_direct = 0;
-            double rest = xc__model_shm_pair_single_copy(p, &topo, &call);
-            if (rest > 0) p->pair_direct = (t_direct - rest) / PAIR_BYTES;
-            XC_TRACE("cost model: 2-rank single-copy all-reduce of %u B took %.1f us, its formula "
-                     "%.1f us", PAIR_BYTES, t_direct * 1e6, rest * 1e6);
-        }
+        if (t_pair > 0)
+            p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,
+                                        t_pair, "one-shot");
+        if (t_direct > 0)
+            p->pair_direct = pair_excess(comm, p, &p->pair_direct,
+                                         xc__model_shm_pair_single_copy, t_direct, "single-copy");
     }
     return XC_OK;
 }
