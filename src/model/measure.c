@@ -278,57 +278,55 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
     return rc;
 }
 
-/* The 2-rank all-reduce (shm_allreduce.c) of PAIR_BYTES, back to back,
- * one shot per chunk (mode 1: the single copy held off) or single copy
- * (2), in `buf` (2 PAIR_BYTES): the median over PAIR_REPS calls of the
- * slower rank's time (every rank takes part; rank 0 keeps it). */
+/* The pair's probes: `reps` calls of the pair's all-reduce (PAIR_BYTES,
+ * buf -> buf + PAIR_BYTES) or in-place all-gather (CMA_PROBE_BYTES in
+ * blocks of half) after `warm` untimed ones, back to back, the
+ * algorithm forced to the shm one (the caller sets its mode): the median
+ * of the slower rank's times (every rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
-#define PAIR_REPS 5
-#define PAIR_WARM 2
-static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
+#define CMA_PROBE_BYTES (8u << 20)
+#define PROBE_MAX_REPS 5
+static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
+                                  double *out)
 {
-    size_t count = PAIR_BYTES / sizeof(float);
+    int algo = coll == XC_COLL_ALLGATHER ? XC__ALGO_SHM_ALLGATHER : XC__ALGO_SHM_ALLREDUCE;
+    size_t half = CMA_PROBE_BYTES / 2;
     xc_result_t rc = XC_OK;
-    int saved = comm->forced_algo[XC_COLL_ALLREDUCE];
-    comm->forced_algo[XC_COLL_ALLREDUCE] = XC__ALGO_SHM_ALLREDUCE;
-    comm->shm_one_shot = mode;
-    double t[PAIR_REPS], u[PAIR_REPS];
-    for (int i = -PAIR_WARM; i < PAIR_REPS && rc == XC_OK; i++) {
+    int saved = comm->forced_algo[coll];
+    comm->forced_algo[coll] = algo;
+    double t[PROBE_MAX_REPS], u[PROBE_MAX_REPS];
+    for (int i = -warm; i < reps && rc == XC_OK; i++) {
         double t0 = now_s();
-        rc = xc_allreduce(buf, buf + PAIR_BYTES, count, XC_FLOAT32, XC_SUM, comm);
+        rc = coll == XC_COLL_ALLGATHER
+                 ? xc_allgather(buf + (size_t)comm->rank * half, buf, half, XC_UINT8, comm)
+                 : xc_allreduce(buf, buf + PAIR_BYTES, PAIR_BYTES / sizeof(float), XC_FLOAT32,
+                                XC_SUM, comm);
         if (i >= 0) t[i] = now_s() - t0;
     }
-    comm->shm_one_shot = 0;
-    comm->forced_algo[XC_COLL_ALLREDUCE] = saved;
-    if (rc == XC_OK) rc = xc_allreduce(t, u, PAIR_REPS, XC_FLOAT64, XC_MAX, comm);
-    if (rc == XC_OK) *out = median(u, PAIR_REPS);
+    comm->forced_algo[coll] = saved;
+    if (rc == XC_OK) rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
+    if (rc == XC_OK) *out = median(u, reps);
     return rc;
 }
 
-/* The pair's all-gather of CMA_PROBE_BYTES (blocks of half that), in
- * place in `buf`, back to back, single copy (cma 1) or staged (0): as
- * time_pair. */
-#define CMA_PROBE_BYTES (8u << 20)
-#define CMA_PROBE_REPS 3
+/* The 2-rank all-reduce one shot per chunk (mode 1: the single copy held
+ * off) or single copy (2): 5 calls after 2. */
+static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
+{
+    comm->shm_one_shot = mode;
+    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLREDUCE, 2, PROBE_MAX_REPS, buf, out);
+    comm->shm_one_shot = 0;
+    return rc;
+}
+
+/* The pair's all-gather single copy (cma 1) or staged (0): 3 calls after
+ * 1; staged by a threshold past the probe (the ranks set it alike). */
 static xc_result_t time_allgather(xc_comm_t *comm, int cma, char *buf, double *out)
 {
-    size_t half = CMA_PROBE_BYTES / 2;
-    xc_result_t rc = XC_OK;
-    int saved = comm->forced_algo[XC_COLL_ALLGATHER], min_kb = comm->cfg.shm_cma_min_kb;
-    comm->forced_algo[XC_COLL_ALLGATHER] = XC__ALGO_SHM_ALLGATHER;
-    /* staged: a threshold past the probe (the ranks set it alike) */
-    comm->cfg.shm_cma_min_kb = cma ? min_kb : (int)(CMA_PROBE_BYTES / 1024);
-    double t[CMA_PROBE_REPS], u[CMA_PROBE_REPS];
-    for (int i = -1; i < CMA_PROBE_REPS && rc == XC_OK; i++) {
-        double t0 = now_s();
-        /* in place: the rank's block already in its slot of buf */
-        rc = xc_allgather(buf + (size_t)comm->rank * half, buf, half, XC_UINT8, comm);
-        if (i >= 0) t[i] = now_s() - t0;
-    }
+    int min_kb = comm->cfg.shm_cma_min_kb;
+    if (!cma) comm->cfg.shm_cma_min_kb = (int)(CMA_PROBE_BYTES / 1024);
+    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLGATHER, 1, 3, buf, out);
     comm->cfg.shm_cma_min_kb = min_kb;
-    comm->forced_algo[XC_COLL_ALLGATHER] = saved;
-    if (rc == XC_OK) rc = xc_allreduce(t, u, CMA_PROBE_REPS, XC_FLOAT64, XC_MAX, comm);
-    if (rc == XC_OK) *out = median(u, CMA_PROBE_REPS);
     return rc;
 }
 
