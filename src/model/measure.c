@@ -352,7 +352,7 @@ static xc_result_t pair_probes(xc_comm_t *comm, double *one, double *direct, dou
     if (rc == XC_OK && xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN &&
         xc__shm_cma_scratch(comm))
         rc = time_pair(comm, 2, buf, direct);
-    /* The moving collectives' single-copy ceiling (shm_cma_max). */
+    /* All-gather's and all-to-all's single-copy ceiling (shm_cma_max). */
     if (rc == XC_OK && xc__shm_use_cma(comm, CMA_PROBE_BYTES / 2)) {
         rc = time_allgather(comm, 1, buf, ag_cma);
         if (rc == XC_OK) rc = time_allgather(comm, 0, buf, ag_staged);
