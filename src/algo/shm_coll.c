@@ -112,13 +112,19 @@ static char *ll_piece(uint64_t *line, int i, size_t bytes, size_t *off, size_t *
 _Static_assert(XC__SHM_LL_RING == XC__SHM_NSLOT * XC__SHM_RING,
                "ring operations' flagged lines: one entry per chunk they may be apart");
 
-/* memcpy of a line's share (n <= 56 bytes) without the call: 8-byte
- * moves, the last one overlapping the one before. */
+/* memcpy of a line's share (n <= 56 bytes) without the call: two moves
+ * of the largest power of two up to n, the second ending at n (they
+ * overlap). */
 static inline void copy_piece(char *dst, const char *src, size_t n)
 {
-    if (n >= 8) {
-        size_t i = 0;
-        for (; i + 8 < n; i += 8) __builtin_memcpy(dst + i, src + i, 8);
+    if (n >= 32) {
+        __builtin_memcpy(dst, src, 32);
+        __builtin_memcpy(dst + n - 32, src + n - 32, 32);
+    } else if (n >= 16) {
+        __builtin_memcpy(dst, src, 16);
+        __builtin_memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+        __builtin_memcpy(dst, src, 8);
         __builtin_memcpy(dst + n - 8, src + n - 8, 8);
     } else if (n >= 4) {
         __builtin_memcpy(dst, src, 4);
@@ -138,17 +144,44 @@ static uint64_t (*ll_at(const xc__shm_op_t *o, int j, uint64_t g))[8]
     return o->ring ? c->llr[g % XC__SHM_LL_RING] : c->ll[g % 2];
 }
 
+/* Where rank j's lines leave a gap in its staging (ll_gap): at block j;
+ * none (SIZE_MAX) for the other layouts. */
+static inline size_t ll_gap_at(const xc__shm_op_t *o, int j)
+{
+    return o->ll_gap ? (size_t)j * o->ll_gap : SIZE_MAX;
+}
+
+/* Move a line's share of the payload, `n` bytes at payload offset `off`,
+ * between the line (`p`) and a staging buffer `buf` that holds `gap` more
+ * bytes at `gap_at` which the lines do not carry (put: into the line). */
+static inline void ll_move(char *buf, size_t off, char *p, size_t n, size_t gap_at, size_t gap,
+                           int put)
+{
+    if (XC__UNLIKELY(off + n > gap_at)) {
+        if (off < gap_at) { /* the share straddles the gap */
+            size_t a = gap_at - off;
+            put ? copy_piece(p, buf + off, a) : copy_piece(buf + off, p, a);
+            put ? copy_piece(p + a, buf + gap_at + gap, n - a)
+                : copy_piece(buf + gap_at + gap, p + a, n - a);
+            return;
+        }
+        off += gap; /* after it */
+    }
+    put ? copy_piece(p, buf + off, n) : copy_piece(buf + off, p, n);
+}
+
 /* Copy this rank's staged payload (unpacked in ll_buf) into its flagged
  * lines of chunk g's parity, last line first, each line's payload before
  * its tag: a reader that sees line 0's tag finds the others written. */
 static void ll_put_from(xc__shm_op_t *o, uint64_t g, const char *src)
 {
     uint64_t (*l)[8] = ll_at(o, o->me, g);
-    size_t bytes = o->ll_bytes;
+    size_t bytes = o->ll_bytes, gap_at = ll_gap_at(o, o->me);
     for (int i = ll_lines(bytes) - 1; i >= 0; i--) {
         size_t off, n;
         char *p = ll_piece(l[i], i, bytes, &off, &n);
-        if (n) copy_piece(p, src + off, n); /* (src may be NULL when empty) */
+        /* (src may be NULL when empty) */
+        if (n) ll_move((char *)(uintptr_t)src, off, p, n, gap_at, o->ll_gap, 1);
         if (i == 0) memcpy(l[0], &o->hash, 8);
         __atomic_store_n(&l[i][7], g, __ATOMIC_RELEASE);
     }
@@ -185,14 +218,16 @@ static int ll_ready(const xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
     return 1;
 }
 
-/* Copy rank j's payload of chunk g (its lines ready) to dst. */
+/* Copy rank j's payload of chunk g (its lines ready) to dst (laid out as
+ * j's staging: the gap of ll_gap left as it is). */
 static void ll_unpack(const xc__shm_op_t *o, int j, uint64_t g, char *dst)
 {
     uint64_t (*l)[8] = ll_at(o, j, g);
+    size_t gap_at = ll_gap_at(o, j);
     for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++) {
         size_t off, k;
-        const char *p = ll_piece(l[i], i, o->ll_bytes, &off, &k);
-        copy_piece(dst + off, p, k);
+        char *p = ll_piece(l[i], i, o->ll_bytes, &off, &k);
+        ll_move(dst, off, p, k, gap_at, o->ll_gap, 0);
     }
 }
 
@@ -533,6 +568,7 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     o.ll = 1;
     o.ring = 1;
     o.ll_bytes = a->count * o.es;
+    o.ll_gap = 0;
     o.base = xc__shm_load(&me->in);
     o.n = comm->shm_ops;
     o.ce = a->count ? a->count : 1;
@@ -667,7 +703,10 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     if (lines == XC__SHM_LINES_ADDRS) {
         o->ll_bytes = XC__SHM_ADDR_BYTES;
     } else if (lines) {
-        o->ll_bytes = a->count * o->es * xc__shm_blocks(a, comm->size);
+        size_t blocks = xc__shm_blocks(a, comm->size);
+        /* A block for every rank: its own stays out of the lines. */
+        if (blocks > 1) o->ll_gap = a->count * o->es, blocks--;
+        o->ll_bytes = a->count * o->es * blocks;
     }
     o->phase = -1;
     o->nk = vt->nchunks(o);

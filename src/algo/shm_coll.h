@@ -67,7 +67,11 @@ struct xc__shm_op {
     size_t es;          /* element size */
     size_t ce;          /* elements per chunk (per block, for blocked layouts) */
     int ll;             /* payload carried in the flagged lines (shm.h) */
-    size_t ll_bytes;    /* their payload: each rank's staged bytes */
+    size_t ll_bytes;    /* their payload: each rank's staged bytes less ll_gap */
+    size_t ll_gap;      /* blocked layouts (all-to-all, reduce-scatter): the
+                         * bytes of the block a rank sends itself, which it
+                         * leaves out of its lines (rank j's lines carry its
+                         * staging less block j); 0: none */
     int ring;           /* payload in a slot's ring entry (<= slot / XC__SHM_RING) */
     uint64_t base;      /* global chunk number before this operation */
     uint64_t n;         /* this rank's shared-memory operation number (its

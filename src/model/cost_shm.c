@@ -36,6 +36,13 @@ static double stage(const xc__m_t *m, double staged)
     return staged > XC__SHM_LL_LINE0 ? m->p->shm_lines : 0;
 }
 
+/* The same for the blocked layouts (reduce-scatter, all-to-all): L blocks
+ * of `block` bytes staged, the own one left out of the lines (ll_gap). */
+static double stage_blocks(const xc__m_t *m, double block, int n)
+{
+    return n * block > LL_MAX(m) ? stage(m, n * block) : stage(m, (n - 1) * block);
+}
+
 /* Single-copy read of `bytes` of a peer's user buffer (`fresh`: written
  * in this call, e.g. a block it just reduced). */
 static double cma_x(const xc__m_t *m, double bytes, int fresh)
@@ -363,7 +370,7 @@ XC__COST(shm_reduce_scatter)
         double cnt = i ? last : ce, times = i ? (last > 0 || c_->count == 0) : full;
         if (times <= 0) continue;
         double bytes = cnt * m->es;
-        T += times * (sync_cost(m) + stage(m, n * bytes) + xfer(m, (n - 1) * bytes) +
+        T += times * (sync_cost(m) + stage_blocks(m, bytes, n) + xfer(m, (n - 1) * bytes) +
                       slot_reduce(m, bytes, n) + slot_fin(m, bytes));
     }
     return T;
@@ -421,7 +428,7 @@ XC__COST(shm_alltoall)
     double ce = b * n <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, n);
     double nk = c_->count ? ceil((double)c_->count / ce) : 1;
     double cnt = ce < (double)c_->count ? ce : (double)c_->count;
-    return nk * (sync_cost(m) + stage(m, n * cnt * m->es) + xfer(m, (n - 1) * cnt * m->es) +
+    return nk * (sync_cost(m) + stage_blocks(m, cnt * m->es, n) + xfer(m, (n - 1) * cnt * m->es) +
                  xc__m_copy(m, cnt * m->es));
 }
 
