@@ -9,8 +9,19 @@
  *   memcpy_sweep  memcpy, single thread, at every size of the benchmark's
  *            sweep (-b/-e/-f, as xcoll-perf): the per-size limit of
  *            summary.md
+ *   line_us  a cross-core flag: two threads on CPUs 0 and 1 hand a counter
+ *            back and forth, each writing its own 128-byte-aligned line and
+ *            spinning on the other's; one way, microseconds.  The floor of
+ *            any shared-memory signal -- and on a VM it moves when the
+ *            hypervisor places the two vCPUs elsewhere (siblings of one
+ *            core against cores apart), which is why every record shows it
+ *            at the start and at the end.
+ *   futex_us a futex wake across cores: a thread asleep in FUTEX_WAIT on
+ *            CPU 1 woken by CPU 0; from the wake call to the sleeper
+ *            running, microseconds.  What a sleeping waiter pays.
  *
- * Units: GB/s = 1e9 bytes per second of ONE buffer's bytes: bytes copied
+ * Units (the latencies above aside, whose best and median columns are
+ * microseconds): GB/s = 1e9 bytes per second of ONE buffer's bytes: bytes copied
  * for memcpy, bytes of c written for the add (STREAM would count twice
  * resp. three times that, adding the reads).  This is the unit of busbw:
  * a collective that moves its bytes once through memory at memcpy speed
@@ -24,12 +35,17 @@
  * Pointers go through an empty asm with a memory clobber so the compiler
  * cannot drop copies whose result nobody reads.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_REPS 100000
 
@@ -193,6 +209,123 @@ static int one_thread(const char *test, void (*fn)(void *), size_t bytes,
     return 0;
 }
 
+/* ---- cross-core latencies (line_us, futex_us) ---- */
+
+#define LAT_ROUNDS 2000 /* round trips per timed repetition of line_us */
+
+typedef struct lat {
+    _Alignas(128) uint64_t ping; /* written by thread 0 */
+    _Alignas(128) uint64_t pong; /* written by thread 1 */
+    _Alignas(128) uint32_t word; /* futex word */
+    uint32_t stop;
+    _Alignas(128) double woke; /* thread 1: when it ran after a wake */
+    int reps, mode;            /* mode 0: lines, 1: futex */
+    pthread_barrier_t bar;
+} lat_t;
+
+static int pin(int cpu)
+{
+    cpu_set_t c;
+    CPU_ZERO(&c);
+    CPU_SET(cpu, &c);
+    return pthread_setaffinity_np(pthread_self(), sizeof c, &c);
+}
+
+static long futex(uint32_t *w, int op, uint32_t v)
+{
+    return syscall(SYS_futex, w, op, v, NULL, NULL, 0);
+}
+
+static void *lat_peer(void *p)
+{
+    lat_t *l = p;
+    pin(1);
+    pthread_barrier_wait(&l->bar);
+    if (l->mode == 0) {
+        uint64_t total = (uint64_t)(l->reps + 1) * LAT_ROUNDS;
+        for (uint64_t i = 1; i <= total; i++) {
+            while (__atomic_load_n(&l->ping, __ATOMIC_ACQUIRE) != i)
+                __builtin_ia32_pause();
+            __atomic_store_n(&l->pong, i, __ATOMIC_RELEASE);
+        }
+        return NULL;
+    }
+    for (int r = 0; r < l->reps + 1; r++) {
+        /* Asleep until thread 0 bumps the word and wakes us. */
+        while (__atomic_load_n(&l->word, __ATOMIC_ACQUIRE) == (uint32_t)(2 * r))
+            futex(&l->word, FUTEX_WAIT_PRIVATE, (uint32_t)(2 * r));
+        l->woke = now_s(); /* published by the store below */
+        __atomic_store_n(&l->word, (uint32_t)(2 * r + 2), __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* line_us (mode 0) or futex_us (1): skipped (0) where the process may not
+ * run on CPUs 0 and 1. */
+static int latency(int mode, double secs)
+{
+    lat_t *l = aligned_alloc(128, sizeof *l);
+    if (!l)
+        return -1;
+    memset(l, 0, sizeof *l);
+    l->mode = mode;
+    /* about `secs` (a round trip well under a microsecond; a wake tens) */
+    l->reps = mode == 0 ? (int)(secs / (LAT_ROUNDS * 0.5e-6)) : (int)(secs / 200e-6);
+    if (l->reps < 5)
+        l->reps = 5;
+    if (l->reps > MAX_REPS - 1)
+        l->reps = MAX_REPS - 1;
+    if (pin(0) != 0) {
+        free(l);
+        return 0;
+    }
+    pthread_barrier_init(&l->bar, NULL, 2);
+    pthread_t th;
+    if (pthread_create(&th, NULL, lat_peer, l) != 0) {
+        free(l);
+        return -1;
+    }
+    pthread_barrier_wait(&l->bar);
+    uint64_t i = 0;
+    for (int r = 0; r < l->reps + 1; r++) { /* repetition 0 warms up */
+        double t0 = now_s(), t;
+        if (mode == 0) {
+            for (int k = 0; k < LAT_ROUNDS; k++) {
+                __atomic_store_n(&l->ping, ++i, __ATOMIC_RELEASE);
+                while (__atomic_load_n(&l->pong, __ATOMIC_ACQUIRE) != i)
+                    __builtin_ia32_pause();
+            }
+            t = (now_s() - t0) / (2.0 * LAT_ROUNDS);
+        } else {
+            /* Let the peer fall asleep, then wake it. */
+            struct timespec nap = {0, 100000};
+            nanosleep(&nap, NULL);
+            t0 = now_s();
+            __atomic_store_n(&l->word, (uint32_t)(2 * r + 1), __ATOMIC_RELEASE);
+            futex(&l->word, FUTEX_WAKE_PRIVATE, 1);
+            while (__atomic_load_n(&l->word, __ATOMIC_ACQUIRE) != (uint32_t)(2 * r + 2))
+                __builtin_ia32_pause();
+            t = l->woke - t0;
+        }
+        if (r > 0)
+            g_times[r - 1] = t;
+    }
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&l->bar);
+    qsort(g_times, (size_t)l->reps, sizeof *g_times, cmp_double);
+    printf("%s,8,2,%.3f,%.3f\n", mode ? "futex_us" : "line_us", g_times[0] * 1e6,
+           g_times[l->reps / 2] * 1e6);
+    fflush(stdout);
+    free(l);
+    /* back to every CPU for the tests that follow */
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        CPU_SET(c, &all);
+    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+    return 0;
+}
+
 /* "64K", "8M", "4096" -> bytes; 0 on a malformed value. */
 static size_t parse_size(const char *s)
 {
@@ -240,7 +373,8 @@ int main(int argc, char **argv)
              one_thread("memcpy", do_memcpy, big, secs) ||
              two_thread_memcpy(big, secs) ||
              one_thread("add_f32", do_add, small, secs) ||
-             one_thread("add_f32", do_add, big, secs);
+             one_thread("add_f32", do_add, big, secs) ||
+             latency(0, secs) || latency(1, secs);
     for (size_t s = lo; rc == 0 && lo && s <= hi; s *= factor)
         rc = one_thread("memcpy_sweep", do_memcpy, s, secs / 3);
     free(g_times);

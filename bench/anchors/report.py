@@ -190,7 +190,7 @@ def header(meta, limits, lim):
               "| when | test | size | threads | best | median |",
               "|---|---|---|---|---|---|"]
         for r in limits:
-            if r["test"] != "memcpy_sweep":
+            if r["test"] != "memcpy_sweep" and not r["test"].endswith("_us"):
                 L.append(f"| {r['when']} | {r['test']} | "
                          f"{fmt_size(int(r['bytes']))} | {r['threads']} | "
                          f"{r['best_gbs']} | {r['median_gbs']} |")
@@ -200,6 +200,18 @@ def header(meta, limits, lim):
               "(limits.csv), best of both, GB/s: " +
               ", ".join(f"{fmt_size(b)} {fmt_num(v)}"
                         for b, v in sorted(lim.by_size.items())) + ".", ""]
+        lat = [r for r in limits if r["test"].endswith("_us")]
+        if lat:
+            name = {"line_us": "cache-line flag, one way",
+                    "futex_us": "futex wake"}
+            L += ["Cross-core latencies (µs, best / median; two threads on "
+                  "CPUs 0 and 1): " +
+                  "; ".join(f"{r['when']} {name.get(r['test'], r['test'])} "
+                            f"{r['best_gbs']} / {r['median_gbs']}"
+                            for r in lat) +
+                  ". The flag's time is the floor of every small "
+                  "shared-memory call; on a VM it changes when the "
+                  "hypervisor moves the vCPUs (docs/benchmarking.md).", ""]
     return L
 
 
