@@ -978,6 +978,7 @@ static int64_t check_outputs(const bench_t *b, const bufs_t *B, size_t count)
 typedef struct row {
     size_t bytes, count;
     double time_us, algbw, busbw, spread_pct;
+    double mean_us; /* the slowest rank's mean time per iteration (nccl-tests' "time") */
     int64_t wrong; /* -1: not checked */
     int iters;     /* timed iterations (-n, or more with -T) */
     char algo[160];
@@ -1096,6 +1097,15 @@ static void measure(xc_comm_t *const *comms, int k, const bench_t *b, const opts
         row->iters = iters;
         XC(xc_comm_stats(comms[j], &s1));
         algo_delta(&s0[j], &s1, row->algo, sizeof row->algo);
+        /* Each rank's own mean first (a throughput: with more ranks than
+         * cores the ranks run in bursts, and the median of per-iteration
+         * maxima then counts a rank's descheduling in nearly every
+         * iteration), then the per-iteration maxima. */
+        double mean = 0;
+        for (int i = 0; i < iters; i++) mean += t[i];
+        mean = iters ? mean / iters : 0;
+        XC(xc_allreduce(&mean, &mean, 1, XC_FLOAT64, XC_MAX, comms[j]));
+        row->mean_us = mean;
         XC(xc_allreduce(t, t, (size_t)iters, XC_FLOAT64, XC_MAX, comms[j]));
         qsort(t, (size_t)iters, sizeof *t, cmp_double);
 
@@ -1144,9 +1154,9 @@ static void emit_record(out_t *O, const bench_t *b, const row_t *r)
     const char *op = k_colls[b->coll].reduces ? xc_op_name(b->op) : "none";
     int inplace = b->coll == C_BROADCAST ? 1 : b->coll == C_SENDRECV ? 0 : b->inplace;
     if (O->csv) {
-        fprintf(O->csv, "%s,%zu,%zu,%s,%s,%s,%.3f,%.6f,%.6f,%" PRId64 ",%.2f,%d,%d,%d\n", coll,
-                r->bytes, r->count, b->dt->name, op, r->algo, r->time_us, r->algbw, r->busbw,
-                r->wrong, r->spread_pct, b->nranks, inplace, r->iters);
+        fprintf(O->csv, "%s,%zu,%zu,%s,%s,%s,%.3f,%.6f,%.6f,%" PRId64 ",%.2f,%d,%d,%d,%.3f\n",
+                coll, r->bytes, r->count, b->dt->name, op, r->algo, r->time_us, r->algbw,
+                r->busbw, r->wrong, r->spread_pct, b->nranks, inplace, r->iters, r->mean_us);
         fflush(O->csv);
     }
     if (O->json) {
@@ -1161,9 +1171,10 @@ static void emit_record(out_t *O, const bench_t *b, const row_t *r)
         json_string(f, r->algo);
         fprintf(f,
                 ", \"time_us\": %.3f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"wrong\": %" PRId64
-                ", \"spread_pct\": %.2f, \"nranks\": %d, \"inplace\": %d, \"iters\": %d}",
+                ", \"spread_pct\": %.2f, \"nranks\": %d, \"inplace\": %d, \"iters\": %d"
+                ", \"mean_us\": %.3f}",
                 r->time_us, r->algbw, r->busbw, r->wrong, r->spread_pct, b->nranks, inplace,
-                r->iters);
+                r->iters, r->mean_us);
         fflush(f);
     }
 }
@@ -1175,10 +1186,10 @@ static void print_table_header(const bench_t *b)
                        : b->inplace            ? "in-place"
                                                : "out-of-place";
     printf("#\n# collective %s (%s)\n#\n", k_colls[b->coll].name, mode);
-    printf("# %10s  %12s  %8s  %6s  %5s  %-24s  %10s  %7s  %7s  %6s  %7s\n", "size", "count", "type",
-           "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", "spread");
-    printf("# %10s  %12s  %8s  %6s  %5s  %-24s  %10s  %7s  %7s  %6s  %7s\n", "(B)", "(elements)", "",
-           "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(%)");
+    printf("# %10s  %12s  %8s  %6s  %5s  %-24s  %10s  %7s  %7s  %6s  %7s  %10s\n", "size", "count",
+           "type", "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", "spread", "mean");
+    printf("# %10s  %12s  %8s  %6s  %5s  %-24s  %10s  %7s  %7s  %6s  %7s  %10s\n", "(B)",
+           "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(%)", "(us)");
 }
 
 static void print_table_row(const bench_t *b, const row_t *r)
@@ -1186,10 +1197,10 @@ static void print_table_row(const bench_t *b, const row_t *r)
     char wrong[32];
     if (r->wrong < 0) snprintf(wrong, sizeof wrong, "N/A");
     else snprintf(wrong, sizeof wrong, "%" PRId64, r->wrong);
-    printf("%12zu  %12zu  %8s  %6s  %5d  %-24s  %10.2f  %7.2f  %7.2f  %6s  %7.1f\n", r->bytes,
-           r->count, b->dt->name, k_colls[b->coll].reduces ? xc_op_name(b->op) : "none",
+    printf("%12zu  %12zu  %8s  %6s  %5d  %-24s  %10.2f  %7.2f  %7.2f  %6s  %7.1f  %10.2f\n",
+           r->bytes, r->count, b->dt->name, k_colls[b->coll].reduces ? xc_op_name(b->op) : "none",
            k_colls[b->coll].rooted ? b->root : -1, r->algo, r->time_us, r->algbw, r->busbw, wrong,
-           r->spread_pct);
+           r->spread_pct, r->mean_us);
     fflush(stdout);
 }
 
@@ -1229,7 +1240,8 @@ static void print_job_header(const opts_t *o, int print)
         printf("# algorithm: %s%s\n", env_algo && *env_algo ? "XCOLL_ALGO=" : "auto (selector)",
                env_algo && *env_algo ? env_algo : "");
         printf("# time: median over iterations of the slowest rank's time per iteration; "
-               "spread = (p90 - p10) / median\n#\n");
+               "spread = (p90 - p10) / median; mean: the slowest rank's mean time per "
+               "iteration\n#\n");
         for (int r = 0; r < n; r++)
             printf("#  Rank %3d Pid %7d on %s node %d\n", r, (int)all[r].pid, all[r].host,
                    (int)all[r].node);
@@ -1313,7 +1325,7 @@ int main(int argc, char **argv)
         if (o.csv_path) {
             O.csv = open_output(o.csv_path);
             fprintf(O.csv, "collective,size,count,type,op,algo,time_us,algbw_gbs,busbw_gbs,"
-                           "wrong,spread_pct,nranks,inplace,iters\n");
+                           "wrong,spread_pct,nranks,inplace,iters,mean_us\n");
         }
         if (o.json_path) {
             O.json = open_output(o.json_path);

@@ -229,6 +229,8 @@ int bench_size(const Ctx &ctx, const perf_opts_t &o, const perf_layout_t &l,
         op.run();
         t[i] = now_s() - t0;
     }
+    double mean = perf_mean(t.data(), o.iters);
+    allreduce_f64(ctx, &mean, 1, kMaxF64);
     allreduce_f64(ctx, t.data(), (size_t)o.iters, kMaxF64);
 
     double bad = -1;
@@ -245,7 +247,8 @@ int bench_size(const Ctx &ctx, const perf_opts_t &o, const perf_layout_t &l,
                                                           : "default";
         perf_print_row(o.coll, &l, algo, t.data(), o.iters, (long long)bad,
                        n, o.coll == PERF_REDUCESCATTER ||
-                              o.coll == PERF_BROADCAST);
+                              o.coll == PERF_BROADCAST,
+                       mean);
     }
     return 0;
 }

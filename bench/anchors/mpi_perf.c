@@ -78,6 +78,8 @@ static int bench_size(const perf_opts_t *o, const perf_layout_t *l, int rank,
         run_op(o->coll, l, send, recv, rank, n);
         t[i] = MPI_Wtime() - t0;
     }
+    double mean = perf_mean(t, o->iters), mean_max = 0;
+    MPI_Reduce(&mean, &mean_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(t, tmax, o->iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (o->check) {
         perf_fill(o->coll, l, rank, send, recv);
@@ -88,7 +90,7 @@ static int bench_size(const perf_opts_t *o, const perf_layout_t *l, int rank,
     }
     if (rank == 0)
         perf_print_row(o->coll, l, "default", tmax, o->iters, badsum, n,
-                       o->coll == PERF_BROADCAST);
+                       o->coll == PERF_BROADCAST, mean_max);
     perf_free(send, l->sendc * sizeof(float), o->huge);
     perf_free(recv, l->recvc * sizeof(float), o->huge);
     return 0;

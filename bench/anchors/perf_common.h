@@ -58,7 +58,7 @@ static const char *const perf_coll_names[PERF_NCOLL] = {
 
 #define PERF_CSV_HEADER                                                        \
     "collective,size,count,type,op,algo,time_us,algbw_gbs,busbw_gbs,wrong,"    \
-    "spread_pct,nranks,inplace,iters"
+    "spread_pct,nranks,inplace,iters,mean_us"
 
 typedef struct perf_opts {
     int coll;         /* enum perf_coll */
@@ -348,11 +348,23 @@ static double perf_quantile_sorted(const double *t, int n, double q)
     return t[i] + (pos - i) * (t[i + 1] - t[i]);
 }
 
+/* A rank's mean of its own per-iteration times (seconds), before they are
+ * reduced: with the max over ranks, the row's mean_us (a throughput; see
+ * xcoll-perf). */
+static double perf_mean(const double *t, int iters)
+{
+    double s = 0;
+    for (int i = 0; i < iters; i++)
+        s += t[i];
+    return iters ? s / iters : 0.0;
+}
+
 /* Print one CSV row from the per-iteration times (seconds, already the max
- * over ranks); sorts `t`.  wrong < 0: not checked. */
+ * over ranks) and `mean` (seconds, the slowest rank's perf_mean); sorts
+ * `t`.  wrong < 0: not checked. */
 static void perf_print_row(int coll, const perf_layout_t *l, const char *algo,
                            double *t, int iters, long long wrong, int nranks,
-                           int inplace)
+                           int inplace, double mean)
 {
     qsort(t, (size_t)iters, sizeof *t, perf_cmp_double);
     double med = perf_quantile_sorted(t, iters, 0.5);
@@ -361,11 +373,11 @@ static void perf_print_row(int coll, const perf_layout_t *l, const char *algo,
     double algbw = med > 0 ? (double)l->bytes / med / 1e9 : 0.0;
     int reducing = coll == PERF_ALLREDUCE || coll == PERF_REDUCE ||
                    coll == PERF_REDUCESCATTER;
-    printf("%s,%zu,%zu,float,%s,%s,%.3f,%.6f,%.6f,%lld,%.2f,%d,%d,%d\n",
+    printf("%s,%zu,%zu,float,%s,%s,%.3f,%.6f,%.6f,%lld,%.2f,%d,%d,%d,%.3f\n",
            perf_coll_names[coll], l->bytes, l->block,
            reducing ? "sum" : "none", algo, med * 1e6, algbw,
            algbw * l->busfac, wrong, med > 0 ? (p90 - p10) / med * 100.0 : 0.0,
-           nranks, inplace, iters);
+           nranks, inplace, iters, mean * 1e6);
     fflush(stdout);
 }
 

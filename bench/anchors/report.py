@@ -77,6 +77,7 @@ def load(out):
             key = (r["lib"], int(r["nranks"]), r["collective"], int(r["size"]))
             r["time_us"] = float(r["time_us"])
             r["busbw_gbs"] = float(r["busbw_gbs"])
+            r["mean_us"] = float(r.get("mean_us") or 0)  # older records: none
             if int(r["wrong"]) > 0:
                 wrong.add(key)
             if r["time_us"] > 0 and (key not in best or
@@ -215,22 +216,39 @@ def header(meta, limits, lim):
     return L
 
 
+def mean_ratio(got):
+    """Best anchor's mean time per iteration / xcoll's (None without)."""
+    x = got.get("xcoll")
+    means = [got[a]["mean_us"] for a in ANCHORS
+             if got.get(a) and got[a]["mean_us"] > 0]
+    if not x or x["mean_us"] <= 0 or not means:
+        return None
+    return min(means) / x["mean_us"]
+
+
 def overview(best, libs, meta, lim):
     st = meta["settings"]
     anchors = [a for a in ANCHORS if a in libs]
     L = ["## Overview", "",
          "Geometric means of xcoll/anchor over sizes; peaks are the largest "
-         "busbw over sizes.", "",
-         "| ranks | collective | xcoll/best ≤4 KiB | xcoll/best ≥1 MiB | " +
+         "busbw over sizes. \"≤4 KiB, mean\" divides mean times per "
+         "iteration (each run's slowest rank) instead of medians: a "
+         "throughput, which with more ranks than cores can differ from the "
+         "median of per-iteration maxima by 2x either way (ranks run in "
+         "bursts; docs/benchmarking.md).", "",
+         "| ranks | collective | xcoll/best ≤4 KiB | ≤4 KiB, mean | "
+         "xcoll/best ≥1 MiB | " +
          " | ".join(f"xcoll/{LIB_NAMES[a]}" for a in anchors) +
          " | xcoll peak busbw | best anchor peak | xcoll peak % memcpy |",
-         "|---|---|---|---|" + "---|" * len(anchors) + "---|---|---|"]
+         "|---|---|---|---|---|" + "---|" * len(anchors) + "---|---|---|"]
     for n in st["ranks"]:
         for coll in st["colls"]:
             rows = panel_rows(best, libs, n, coll)
             if not rows:
                 continue
             small = geomean([r[3] for r in rows if r[0] <= SMALL])
+            small_mean = geomean([mean_ratio(r[1]) for r in rows
+                                  if r[0] <= SMALL])
             large = geomean([r[3] for r in rows if r[0] >= LARGE])
             each = [geomean([r[4][a] for r in rows]) for a in anchors]
             xs = [r[1]["xcoll"] for r in rows if r[1].get("xcoll")]
@@ -244,7 +262,8 @@ def overview(best, libs, meta, lim):
             p = lim.pct(xpk["busbw_gbs"], int(xpk["size"])) if xpk else None
             pct = f"{p:.0f}%" if p is not None else "–"
             L.append(
-                f"| {n} | {coll} | {fmt_ratio(small)} | {fmt_ratio(large)} | "
+                f"| {n} | {coll} | {fmt_ratio(small)} | "
+                f"{fmt_ratio(small_mean)} | {fmt_ratio(large)} | "
                 + " | ".join(fmt_ratio(e) for e in each) + " | " +
                 (f"{fmt_num(xpk['busbw_gbs'])} GB/s @ "
                  f"{fmt_size(int(xpk['size']))}" if xpk else "–") + " | " +

@@ -16,12 +16,13 @@ expect_count "sweep: a record per size" 4 '^allreduce,(8|64|512|4096),' "$TMP/sw
 expect_count "sweep: nothing wrong" 4 '^allreduce,[0-9]+,[0-9]+,float,sum,[^,]+,[0-9.]+,[0-9.]+,[0-9.]+,0,' \
     "$TMP/sweep.csv"
 expect_grep "sweep: the table" 'Out of bounds values : 0 OK' "$TMP/out"
-expect_count "sweep: -n 5 timed iterations each" 4 '^allreduce,.*,5$' "$TMP/sweep.csv"
+expect_count "sweep: -n 5 timed iterations each" 4 '^allreduce,.*,5,[0-9.]+$' "$TMP/sweep.csv"
+expect_grep "sweep: the mean time column" ',iters,mean_us$' "$TMP/sweep.csv"
 
 # -T: at least 50 ms of iterations per size, where -n 2 takes microseconds
 run -C allreduce -b 8 -e 64 -f 8 -n 2 -w 2 -T 50 --csv="$TMP/mint.csv" >"$TMP/out" 2>"$TMP/err"
 expect_eq "min-time: exit code" 0 $?
-expect_count "min-time: more than -n iterations" 2 '^allreduce,(8|64),.*,([3-9]|[1-9][0-9]+)$' \
+expect_count "min-time: more than -n iterations" 2 '^allreduce,(8|64),.*,([3-9]|[1-9][0-9]+),[0-9.]+$' \
     "$TMP/mint.csv"
 
 # side by side: three all-reduce algorithms, one run, a row each per size
@@ -60,7 +61,7 @@ for ip in 0 1; do
     # 7 collectives at 4 B, 256 B, 16 KiB (4 B has no block per rank for
     # reduce-scatter, all-gather, all-to-all): 18 rows, none wrong
     expect_count "fresh, in place $ip: every row checked and right" 18 \
-        '^[a-z]+,[0-9]+,[0-9]+,float,[a-z]+,[^,]+,[0-9.]+,[0-9.]+,[0-9.]+,0,[0-9.]+,2,[01],3$' \
+        '^[a-z]+,[0-9]+,[0-9]+,float,[a-z]+,[^,]+,[0-9.]+,[0-9.]+,[0-9.]+,0,[0-9.]+,2,[01],3,[0-9.]+$' \
         "$TMP/fresh$ip.csv"
 done
 
