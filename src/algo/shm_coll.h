@@ -238,6 +238,14 @@ static inline int xc__shm_move_cma_from(const xc_comm_t *comm, size_t bytes, siz
     const xc__model_topo_t *t = xc__algo_topo(comm);
     return xc__shm_use_cma_from(comm, bytes, min) && (!t || !t->cma_max || bytes <= t->cma_max);
 }
+/* All-gather's single copy starts at the larger of `min` and the profile's
+ * measured floor (xc__model_topo_t.ag_cma_min, the pair's; this value:
+ * never).  The runtime and the model use this one rule. */
+#define XC__SHM_AG_CMA_NEVER ((size_t)1 << 40)
+static inline size_t xc__shm_allgather_cma_min(size_t min, size_t ag_floor)
+{
+    return ag_floor > min ? ag_floor : min;
+}
 
 /* Entries per staging slot of ring operations: such an operation's
  * chunk g may be staged once every other rank has finished chunk

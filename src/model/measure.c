@@ -279,18 +279,19 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 }
 
 /* The pair's probes: `reps` calls of the pair's all-reduce (PAIR_BYTES,
- * buf -> buf + PAIR_BYTES) or in-place all-gather (CMA_PROBE_BYTES in
- * blocks of half) after `warm` untimed ones, back to back, the
+ * buf -> buf + PAIR_BYTES) or in-place all-gather (`ag_bytes` in blocks
+ * of half) after `warm` untimed ones, back to back, the
  * algorithm forced to the shm one (the caller sets its mode): the median
  * of the slower rank's times (every rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
 #define CMA_PROBE_BYTES (8u << 20)
+#define AG_MID_BYTES (512u << 10) /* all-gather's floor probe */
 #define PROBE_MAX_REPS 5
 static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
-                                  double *out)
+                                  size_t ag_bytes, double *out)
 {
     int algo = coll == XC_COLL_ALLGATHER ? XC__ALGO_SHM_ALLGATHER : XC__ALGO_SHM_ALLREDUCE;
-    size_t half = CMA_PROBE_BYTES / 2;
+    size_t half = ag_bytes / 2;
     xc_result_t rc = XC_OK;
     int saved = comm->forced_algo[coll];
     comm->forced_algo[coll] = algo;
@@ -314,19 +315,28 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
 static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
 {
     comm->shm_one_shot = mode;
-    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLREDUCE, 2, PROBE_MAX_REPS, buf, out);
+    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLREDUCE, 2, PROBE_MAX_REPS, buf, 0, out);
     comm->shm_one_shot = 0;
     return rc;
 }
 
-/* The pair's all-gather single copy (cma 1) or staged (0): 3 calls after
- * 1; staged by a threshold past the probe (the ranks set it alike). */
-static xc_result_t time_allgather(xc_comm_t *comm, int cma, char *buf, double *out)
+/* The pair's all-gather of `bytes` single copy (cma 1) or staged (0): 3
+ * calls after 1; staged by a threshold past the probe, single copy with
+ * the threshold at most the block and no measured floor or ceiling (a
+ * profile already in place, on a recalibration, would have them): the
+ * ranks set it alike. */
+static xc_result_t time_allgather(xc_comm_t *comm, int cma, char *buf, size_t bytes,
+                                  double *out)
 {
     int min_kb = comm->cfg.shm_cma_min_kb;
+    xc__model_topo_t *t = (xc__model_topo_t *)(uintptr_t)xc__algo_topo(comm);
+    size_t floor_ = t ? t->ag_cma_min : 0, ceil_ = t ? t->cma_max : 0;
     if (!cma) comm->cfg.shm_cma_min_kb = (int)(CMA_PROBE_BYTES / 1024);
-    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLGATHER, 1, 3, buf, out);
+    else if ((size_t)min_kb * 1024 > bytes / 2) comm->cfg.shm_cma_min_kb = (int)(bytes / 2 / 1024);
+    if (t) t->ag_cma_min = t->cma_max = 0;
+    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLGATHER, 1, 3, buf, bytes, out);
     comm->cfg.shm_cma_min_kb = min_kb;
+    if (t) t->ag_cma_min = floor_, t->cma_max = ceil_;
     return rc;
 }
 
@@ -336,7 +346,7 @@ static xc_result_t time_allgather(xc_comm_t *comm, int cma, char *buf, double *o
  * in one buffer written once -- a page's first touch costs ~10 us on the
  * AMD EPYC VM (12 MiB: 33 ms), more than the probes. */
 static xc_result_t pair_probes(xc_comm_t *comm, double *one, double *direct, double *ag_cma,
-                               double *ag_staged)
+                               double *ag_staged, double *mid_cma, double *mid_staged)
 {
     _Static_assert(CMA_PROBE_BYTES >= 2 * PAIR_BYTES, "one buffer serves both probes");
     char *buf = malloc(CMA_PROBE_BYTES);
@@ -354,8 +364,11 @@ static xc_result_t pair_probes(xc_comm_t *comm, double *one, double *direct, dou
         rc = time_pair(comm, 2, buf, direct);
     /* All-gather's and all-to-all's single-copy ceiling (shm_cma_max). */
     if (rc == XC_OK && xc__shm_use_cma(comm, CMA_PROBE_BYTES / 2)) {
-        rc = time_allgather(comm, 1, buf, ag_cma);
-        if (rc == XC_OK) rc = time_allgather(comm, 0, buf, ag_staged);
+        rc = time_allgather(comm, 1, buf, CMA_PROBE_BYTES, ag_cma);
+        if (rc == XC_OK) rc = time_allgather(comm, 0, buf, CMA_PROBE_BYTES, ag_staged);
+        /* ... and all-gather's floor (shm_ag_cma_min). */
+        if (rc == XC_OK) rc = time_allgather(comm, 1, buf, AG_MID_BYTES, mid_cma);
+        if (rc == XC_OK) rc = time_allgather(comm, 0, buf, AG_MID_BYTES, mid_staged);
     }
     free(buf);
     return rc;
@@ -1121,7 +1134,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
-    double t_direct = -1, t_ag_cma = -1, t_ag_staged = -1;
+    double t_direct = -1, t_ag_cma = -1, t_ag_staged = -1, t_mid_cma = -1, t_mid_staged = -1;
     double t_take_big = -1, t_take_pipe = -1;
     /* A slot's worth of int32 (the staged take's second probe). */
     size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
@@ -1194,7 +1207,8 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
          * alternative (cost_shm.c, xc__model_shm_pair_direct), and that
          * single copy where it may run. */
         if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
-            XC_CHECK(pair_probes(comm, &t_pair, &t_direct, &t_ag_cma, &t_ag_staged));
+            XC_CHECK(pair_probes(comm, &t_pair, &t_direct, &t_ag_cma, &t_ag_staged, &t_mid_cma,
+                                 &t_mid_staged));
         XC_TRACE("cost model: shm link measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
     }
@@ -1304,6 +1318,18 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
                      "staged: single copy %s",
                      CMA_PROBE_BYTES, t_ag_cma * 1e6, t_ag_staged * 1e6,
                      p->shm_cma_max > 0 ? "up to 2 MiB blocks" : "at every size");
+        }
+        if (t_mid_cma > 0 && t_mid_staged > 0) {
+            int big_staged = t_ag_staged > 0 && t_ag_staged < t_ag_cma;
+            p->shm_ag_cma_min = t_mid_staged >= t_mid_cma ? 0
+                                : big_staged             ? (double)XC__SHM_AG_CMA_NEVER
+                                                         : (double)AG_MID_BYTES;
+            XC_TRACE("cost model: 2-rank all-gather of %u B took %.1f us single copy, %.1f us "
+                     "staged: all-gather's single copy %s",
+                     AG_MID_BYTES, t_mid_cma * 1e6, t_mid_staged * 1e6,
+                     p->shm_ag_cma_min == 0 ? "from XCOLL_SHM_CMA_MIN_KB"
+                     : big_staged           ? "never"
+                                            : "from 512 KiB blocks");
         }
         if (t_pair > 0)
             p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,

@@ -181,6 +181,17 @@ typedef struct xc__profile {
      * copy fell to about half the staged copies' rate beyond ~4 MiB blocks
      * (16 MiB all-gather: 1.7-2.3 ms single copy, 0.82-1.03 staged). */
     double shm_cma_max;
+    /* On the same pair, the smallest block all-gather reads single copy
+     * (0: XCOLL_SHM_CMA_MIN_KB's alone; XC__SHM_AG_CMA_NEVER: never).  Measured
+     * at creation beside the ceiling: a 512 KiB allgather.shm (256 KiB
+     * blocks) single copy and staged; where staged was faster, twice its
+     * block -- or never, where staged was faster at the ceiling's 8 MiB
+     * too.  On the AMD EPYC VM (twenty-eighth session) staged led at every
+     * block from 128 KiB to 2 MiB (256 KiB all-gather 10.0-10.6 us against
+     * 11.9-14.4, 4 MiB 174-188 against 214-224), while all-to-all's single
+     * copy still led at 2 MiB blocks: all-gather's floor, not the shared
+     * ceiling. */
+    double shm_ag_cma_min;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
@@ -237,6 +248,8 @@ typedef struct xc__model_topo {
     size_t cma_min;       /* single copy from this block size (XCOLL_SHM_CMA_MIN_KB) */
     size_t cma_max;       /* ... and all-gather's and all-to-all's blocks up to this
                            * size (0: any; the profile's shm_cma_max, on the pair) */
+    size_t ag_cma_min;    /* ... and all-gather's from this size (0: cma_min alone;
+                           * the profile's shm_ag_cma_min, on the pair) */
     int cores;            /* cores of a node (0: unknown); more ranks than
                            * cores scale predictions, never choices */
     int crowded;          /* the runtime's agreed flag (comm->oversub: more

@@ -671,6 +671,25 @@ static void test_shm_rules(void)
             EXPECT_TRUE(xc__model_predict(&p, &t, ids[i], &fit) !=
                         xc__model_predict(&p, &none, ids[i], &fit));
         }
+        /* All-gather's own floor (ag_cma_min): a block below it priced
+         * staged, one at it single copy; all-to-all has none; "never"
+         * prices every block staged. */
+        xc__model_topo_t fl = shm_topo(2), never = shm_topo(2);
+        fl.ag_cma_min = 2 * mib;
+        never.ag_cma_min = XC__SHM_AG_CMA_NEVER;
+        xc__model_call_t ag_half = {XC_COLL_ALLGATHER, mib, XC_UINT8, XC_SUM, 0};
+        xc__model_call_t ag_one = {XC_COLL_ALLGATHER, 2 * mib, XC_UINT8, XC_SUM, 0};
+        xc__model_call_t a2a_half = {XC_COLL_ALLTOALL, mib, XC_UINT8, XC_SUM, 0};
+        EXPECT_NEAR(xc__model_predict(&p, &fl, XC__ALGO_SHM_ALLGATHER, &ag_half),
+                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLGATHER, &ag_half));
+        EXPECT_NEAR(xc__model_predict(&p, &fl, XC__ALGO_SHM_ALLGATHER, &ag_one),
+                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLGATHER, &ag_one));
+        EXPECT_NEAR(xc__model_predict(&p, &never, XC__ALGO_SHM_ALLGATHER, &ag_one),
+                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLGATHER, &ag_one));
+        EXPECT_TRUE(xc__model_predict(&p, &t, XC__ALGO_SHM_ALLGATHER, &ag_half) !=
+                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLGATHER, &ag_half));
+        EXPECT_NEAR(xc__model_predict(&p, &fl, XC__ALGO_SHM_ALLTOALL, &a2a_half),
+                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLTOALL, &a2a_half));
         xc__model_call_t bc4 = {XC_COLL_BCAST, 4 * mib, XC_UINT8, XC_SUM, 0};
         EXPECT_NEAR(xc__model_predict(&p, &cap, XC__ALGO_SHM_BCAST, &bc4),
                     xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc4));
