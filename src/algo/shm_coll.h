@@ -238,13 +238,14 @@ static inline int xc__shm_move_cma_from(const xc_comm_t *comm, size_t bytes, siz
     const xc__model_topo_t *t = xc__algo_topo(comm);
     return xc__shm_use_cma_from(comm, bytes, min) && (!t || !t->cma_max || bytes <= t->cma_max);
 }
-/* All-gather's single copy starts at the larger of `min` and the profile's
- * measured floor (xc__model_topo_t.ag_cma_min, the pair's; this value:
- * never).  The runtime and the model use this one rule. */
+/* All-gather's and all-to-all's single copy start at the larger of their
+ * threshold `min` and the profile's measured floor (xc__model_topo_t's
+ * ag_cma_min, a2a_cma_min: the pair's; XC__SHM_AG_CMA_NEVER: never).  The
+ * runtime and the model use this one rule. */
 #define XC__SHM_AG_CMA_NEVER ((size_t)1 << 40)
-static inline size_t xc__shm_allgather_cma_min(size_t min, size_t ag_floor)
+static inline size_t xc__shm_cma_floor(size_t min, size_t measured)
 {
-    return ag_floor > min ? ag_floor : min;
+    return measured > min ? measured : min;
 }
 
 /* Entries per staging slot of ring operations: such an operation's

@@ -279,27 +279,37 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 }
 
 /* The pair's probes: `reps` calls of the pair's all-reduce (PAIR_BYTES,
- * buf -> buf + PAIR_BYTES) or in-place all-gather (`ag_bytes` in blocks
- * of half) after `warm` untimed ones, back to back, the
+ * buf -> buf + PAIR_BYTES), all-gather (`mv_bytes` in blocks of half; in
+ * place where twice that exceeds the buffer, else from buf + mv_bytes) or all-to-all (`mv_bytes`, buf -> buf + mv_bytes) after `warm`
+ * untimed ones, back to back, the
  * algorithm forced to the shm one (the caller sets its mode): the median
  * of the slower rank's times (every rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
 #define CMA_PROBE_BYTES (8u << 20)
-#define AG_MID_BYTES (512u << 10) /* all-gather's floor probe */
+#define AG_MID_BYTES (512u << 10)  /* all-gather's floor probe */
+#define A2A_MID_BYTES (64u << 10)  /* all-to-all's */
 #define PROBE_MAX_REPS 5
+#define FLOOR_LEAD 1.1 /* staging's lead that sets a floor */
 static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
-                                  size_t ag_bytes, double *out)
+                                  size_t mv_bytes, double *out)
 {
-    int algo = coll == XC_COLL_ALLGATHER ? XC__ALGO_SHM_ALLGATHER : XC__ALGO_SHM_ALLREDUCE;
-    size_t half = ag_bytes / 2;
+    int algo = coll == XC_COLL_ALLGATHER  ? XC__ALGO_SHM_ALLGATHER
+               : coll == XC_COLL_ALLTOALL ? XC__ALGO_SHM_ALLTOALL
+                                          : XC__ALGO_SHM_ALLREDUCE;
+    size_t half = mv_bytes / 2;
     xc_result_t rc = XC_OK;
     int saved = comm->forced_algo[coll];
     comm->forced_algo[coll] = algo;
     double t[PROBE_MAX_REPS], u[PROBE_MAX_REPS];
     for (int i = -warm; i < reps && rc == XC_OK; i++) {
         double t0 = now_s();
+        /* (all-gather in place only where the buffer holds no more) */
+        const char *ag_in = 2 * mv_bytes > CMA_PROBE_BYTES ? buf + (size_t)comm->rank * half
+                                                           : buf + mv_bytes;
         rc = coll == XC_COLL_ALLGATHER
-                 ? xc_allgather(buf + (size_t)comm->rank * half, buf, half, XC_UINT8, comm)
+                 ? xc_allgather(ag_in, buf, half, XC_UINT8, comm)
+             : coll == XC_COLL_ALLTOALL
+                 ? xc_alltoall(buf, buf + mv_bytes, half, XC_UINT8, comm)
                  : xc_allreduce(buf, buf + PAIR_BYTES, PAIR_BYTES / sizeof(float), XC_FLOAT32,
                                 XC_SUM, comm);
         if (i >= 0) t[i] = now_s() - t0;
@@ -320,35 +330,45 @@ static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
     return rc;
 }
 
-/* The pair's all-gather of `bytes` single copy (cma 1) or staged (0): 3
- * calls after 1; staged by a threshold past the probe, single copy with
- * the threshold at most the block and no measured floor or ceiling (a
- * profile already in place, on a recalibration, would have them): the
- * ranks set it alike. */
-static xc_result_t time_allgather(xc_comm_t *comm, int cma, char *buf, size_t bytes,
-                                  double *out)
+/* The pair's all-gather or all-to-all of `bytes` single copy (cma 1) or
+ * staged (0): `reps` calls after 1; staged by a threshold past the probe,
+ * single copy with the threshold at most the block (all-to-all's pair
+ * threshold is a quarter of XCOLL_SHM_CMA_MIN_KB) and no measured floor
+ * or ceiling (a profile already in place, on a recalibration, would have
+ * them): the ranks set it alike. */
+static xc_result_t time_moving(xc_comm_t *comm, xc_coll_t coll, int cma, char *buf, size_t bytes,
+                               int reps, double *out)
 {
     int min_kb = comm->cfg.shm_cma_min_kb;
+    size_t block = bytes / 2, block_kb = coll == XC_COLL_ALLTOALL ? 4 * block / 1024 : block / 1024;
     xc__model_topo_t *t = (xc__model_topo_t *)(uintptr_t)xc__algo_topo(comm);
-    size_t floor_ = t ? t->ag_cma_min : 0, ceil_ = t ? t->cma_max : 0;
+    xc__model_topo_t saved;
+    if (t) saved = *t, t->ag_cma_min = t->a2a_cma_min = t->cma_max = 0;
     if (!cma) comm->cfg.shm_cma_min_kb = (int)(CMA_PROBE_BYTES / 1024);
-    else if ((size_t)min_kb * 1024 > bytes / 2) comm->cfg.shm_cma_min_kb = (int)(bytes / 2 / 1024);
-    if (t) t->ag_cma_min = t->cma_max = 0;
-    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLGATHER, 1, 3, buf, bytes, out);
+    else if ((size_t)min_kb > block_kb) comm->cfg.shm_cma_min_kb = (int)block_kb;
+    xc_result_t rc = time_pair_call(comm, coll, 1, reps, buf, bytes, out);
     comm->cfg.shm_cma_min_kb = min_kb;
-    if (t) t->ag_cma_min = floor_, t->cma_max = ceil_;
+    if (t) *t = saved;
     return rc;
 }
 
+/* The pair's probes' times (-1: not measured). */
+typedef struct pair_times {
+    double one, direct;              /* all-reduce one shot, single copy */
+    double ag_cma, ag_staged;        /* all-gather of CMA_PROBE_BYTES */
+    double ag_mid_cma, ag_mid_staged; /* ... of AG_MID_BYTES */
+    double a2a_cma, a2a_staged;      /* all-to-all of A2A_MID_BYTES */
+} pair_times_t;
+
 /* The pair's probes (2 uncrowded ranks that may read each other): the
- * all-reduce one shot (*one) and single copy (*direct, where it may run),
- * the all-gather single copy and staged (*ag_cma, *ag_staged, likewise),
- * in one buffer written once -- a page's first touch costs ~10 us on the
- * AMD EPYC VM (12 MiB: 33 ms), more than the probes. */
-static xc_result_t pair_probes(xc_comm_t *comm, double *one, double *direct, double *ag_cma,
-                               double *ag_staged, double *mid_cma, double *mid_staged)
+ * all-reduce one shot and single copy (where it may run), the all-gather
+ * and all-to-all single copy and staged (likewise), in one buffer written
+ * once -- a page's first touch costs ~10 us on the AMD EPYC VM (12 MiB:
+ * 33 ms), more than the probes. */
+static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
 {
-    _Static_assert(CMA_PROBE_BYTES >= 2 * PAIR_BYTES, "one buffer serves both probes");
+    _Static_assert(CMA_PROBE_BYTES >= 2 * PAIR_BYTES && CMA_PROBE_BYTES >= 2 * A2A_MID_BYTES,
+                   "one buffer serves every probe");
     char *buf = malloc(CMA_PROBE_BYTES);
     int32_t ok = buf != NULL;
     /* Every rank learns of a failed allocation (none waits alone). */
@@ -358,17 +378,28 @@ static xc_result_t pair_probes(xc_comm_t *comm, double *one, double *direct, dou
         return rc != XC_OK ? rc : xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
     }
     memset(buf, 0x3c, CMA_PROBE_BYTES);
-    rc = time_pair(comm, 1, buf, one);
+    rc = time_pair(comm, 1, buf, &pt->one);
     if (rc == XC_OK && xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN &&
         xc__shm_cma_scratch(comm))
-        rc = time_pair(comm, 2, buf, direct);
-    /* All-gather's and all-to-all's single-copy ceiling (shm_cma_max). */
+        rc = time_pair(comm, 2, buf, &pt->direct);
     if (rc == XC_OK && xc__shm_use_cma(comm, CMA_PROBE_BYTES / 2)) {
-        rc = time_allgather(comm, 1, buf, CMA_PROBE_BYTES, ag_cma);
-        if (rc == XC_OK) rc = time_allgather(comm, 0, buf, CMA_PROBE_BYTES, ag_staged);
-        /* ... and all-gather's floor (shm_ag_cma_min). */
-        if (rc == XC_OK) rc = time_allgather(comm, 1, buf, AG_MID_BYTES, mid_cma);
-        if (rc == XC_OK) rc = time_allgather(comm, 0, buf, AG_MID_BYTES, mid_staged);
+        /* All-gather's and all-to-all's single-copy ceiling (shm_cma_max),
+         * all-gather's floor (shm_ag_cma_min), all-to-all's (shm_a2a_cma_min). */
+        const struct {
+            xc_coll_t coll;
+            size_t bytes;
+            int reps;
+            double *cma, *staged;
+        } pr[] = {
+            {XC_COLL_ALLGATHER, CMA_PROBE_BYTES, 3, &pt->ag_cma, &pt->ag_staged},
+            {XC_COLL_ALLGATHER, AG_MID_BYTES, 3, &pt->ag_mid_cma, &pt->ag_mid_staged},
+            {XC_COLL_ALLTOALL, A2A_MID_BYTES, PROBE_MAX_REPS, &pt->a2a_cma, &pt->a2a_staged},
+        };
+        for (size_t i = 0; i < sizeof pr / sizeof pr[0] && rc == XC_OK; i++) {
+            rc = time_moving(comm, pr[i].coll, 1, buf, pr[i].bytes, pr[i].reps, pr[i].cma);
+            if (rc == XC_OK)
+                rc = time_moving(comm, pr[i].coll, 0, buf, pr[i].bytes, pr[i].reps, pr[i].staged);
+        }
     }
     free(buf);
     return rc;
@@ -1133,8 +1164,8 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__profile_t *out = comm->rank == 0 ? p : &tmp;
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
-    double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1, t_pair = -1;
-    double t_direct = -1, t_ag_cma = -1, t_ag_staged = -1, t_mid_cma = -1, t_mid_staged = -1;
+    double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1;
+    pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1};
     double t_take_big = -1, t_take_pipe = -1;
     /* A slot's worth of int32 (the staged take's second probe). */
     size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
@@ -1207,8 +1238,7 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
          * alternative (cost_shm.c, xc__model_shm_pair_direct), and that
          * single copy where it may run. */
         if (comm->cma && xc__shm_allreduce_one_shot_all(comm->size, comm->oversub))
-            XC_CHECK(pair_probes(comm, &t_pair, &t_direct, &t_ag_cma, &t_ag_staged, &t_mid_cma,
-                                 &t_mid_staged));
+            XC_CHECK(pair_probes(comm, &pt));
         XC_TRACE("cost model: shm link measured in %.2f ms",
                  (double)(xc__now_ns() - t0) * 1e-6);
     }
@@ -1311,32 +1341,44 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
         }
         /* The channels' single copy beyond the cache first: the pair's
          * formulas below price with it. */
-        if (t_ag_cma > 0 && t_ag_staged > 0) {
-            cma_beyond_cache(p, t_ag_cma);
-            p->shm_cma_max = t_ag_staged < t_ag_cma ? CMA_PROBE_BYTES / 4 : 0;
+        if (pt.ag_cma > 0 && pt.ag_staged > 0) {
+            cma_beyond_cache(p, pt.ag_cma);
+            p->shm_cma_max = pt.ag_staged < pt.ag_cma ? CMA_PROBE_BYTES / 4 : 0;
             XC_TRACE("cost model: 2-rank all-gather of %u B took %.1f us single copy, %.1f us "
                      "staged: single copy %s",
-                     CMA_PROBE_BYTES, t_ag_cma * 1e6, t_ag_staged * 1e6,
+                     CMA_PROBE_BYTES, pt.ag_cma * 1e6, pt.ag_staged * 1e6,
                      p->shm_cma_max > 0 ? "up to 2 MiB blocks" : "at every size");
         }
-        if (t_mid_cma > 0 && t_mid_staged > 0) {
-            int big_staged = t_ag_staged > 0 && t_ag_staged < t_ag_cma;
-            p->shm_ag_cma_min = t_mid_staged >= t_mid_cma ? 0
-                                : big_staged             ? (double)XC__SHM_AG_CMA_NEVER
-                                                         : (double)AG_MID_BYTES;
+        /* The floors: where staging led at the probe by FLOOR_LEAD, single
+         * copy from twice its block (all-gather: never, if staging led at
+         * the ceiling's probe too).  Within it the two are a tie that
+         * flips from one start to the next (the VM's state moves them
+         * 10-30 %): the configured threshold stays. */
+        if (pt.ag_mid_cma > 0 && pt.ag_mid_staged > 0) {
+            int big_staged = pt.ag_staged > 0 && pt.ag_staged < pt.ag_cma;
+            p->shm_ag_cma_min = pt.ag_mid_staged * FLOOR_LEAD >= pt.ag_mid_cma ? 0
+                                : big_staged ? (double)XC__SHM_AG_CMA_NEVER
+                                             : (double)AG_MID_BYTES;
             XC_TRACE("cost model: 2-rank all-gather of %u B took %.1f us single copy, %.1f us "
-                     "staged: all-gather's single copy %s",
-                     AG_MID_BYTES, t_mid_cma * 1e6, t_mid_staged * 1e6,
+                     "staged: its single copy %s",
+                     AG_MID_BYTES, pt.ag_mid_cma * 1e6, pt.ag_mid_staged * 1e6,
                      p->shm_ag_cma_min == 0 ? "from XCOLL_SHM_CMA_MIN_KB"
                      : big_staged           ? "never"
                                             : "from 512 KiB blocks");
         }
-        if (t_pair > 0)
+        if (pt.a2a_cma > 0 && pt.a2a_staged > 0) {
+            p->shm_a2a_cma_min = pt.a2a_staged * FLOOR_LEAD < pt.a2a_cma ? (double)A2A_MID_BYTES : 0;
+            XC_TRACE("cost model: 2-rank all-to-all of %u B took %.1f us single copy, %.1f us "
+                     "staged: its single copy %s",
+                     A2A_MID_BYTES, pt.a2a_cma * 1e6, pt.a2a_staged * 1e6,
+                     p->shm_a2a_cma_min > 0 ? "from 64 KiB blocks" : "as configured");
+        }
+        if (pt.one > 0)
             p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,
-                                        t_pair, "one-shot");
-        if (t_direct > 0)
+                                        pt.one, "one-shot");
+        if (pt.direct > 0)
             p->pair_direct = pair_excess(comm, p, &p->pair_direct,
-                                         xc__model_shm_pair_single_copy, t_direct, "single-copy");
+                                         xc__model_shm_pair_single_copy, pt.direct, "single-copy");
     }
     return XC_OK;
 }

@@ -184,14 +184,23 @@ typedef struct xc__profile {
     /* On the same pair, the smallest block all-gather reads single copy
      * (0: XCOLL_SHM_CMA_MIN_KB's alone; XC__SHM_AG_CMA_NEVER: never).  Measured
      * at creation beside the ceiling: a 512 KiB allgather.shm (256 KiB
-     * blocks) single copy and staged; where staged was faster, twice its
-     * block -- or never, where staged was faster at the ceiling's 8 MiB
-     * too.  On the AMD EPYC VM (twenty-eighth session) staged led at every
+     * blocks, out of place) single copy and staged; where staged was
+     * faster by 10 %, twice its block -- or never, where staged was faster
+     * at the ceiling's 8 MiB too.  On the AMD EPYC VM (twenty-eighth session) staged led at every
      * block from 128 KiB to 2 MiB (256 KiB all-gather 10.0-10.6 us against
      * 11.9-14.4, 4 MiB 174-188 against 214-224), while all-to-all's single
      * copy still led at 2 MiB blocks: all-gather's floor, not the shared
      * ceiling. */
     double shm_ag_cma_min;
+    /* ... and the smallest block all-to-all reads single copy (0: its
+     * threshold alone, a quarter of XCOLL_SHM_CMA_MIN_KB on the pair):
+     * a 64 KiB alltoall.shm (32 KiB blocks) both ways; where staged was
+     * faster by 10 %, 64 KiB (the all-gather's floor asks the same lead).  On the AMD EPYC VM (twenty-eighth session) staging
+     * led from 16 to 64 KiB blocks (32 KiB all-to-all 2.6 us against
+     * 5.0-5.9), single copy from 128 KiB (256 KiB: 10.7-15.9 against
+     * 15.7-20.9) -- the reverse of the Intel VM's, where single copy led
+     * from 16 KiB blocks. */
+    double shm_a2a_cma_min;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
@@ -250,6 +259,7 @@ typedef struct xc__model_topo {
                            * size (0: any; the profile's shm_cma_max, on the pair) */
     size_t ag_cma_min;    /* ... and all-gather's from this size (0: cma_min alone;
                            * the profile's shm_ag_cma_min, on the pair) */
+    size_t a2a_cma_min;   /* ... and all-to-all's (shm_a2a_cma_min) */
     int cores;            /* cores of a node (0: unknown); more ranks than
                            * cores scale predictions, never choices */
     int crowded;          /* the runtime's agreed flag (comm->oversub: more

@@ -690,6 +690,16 @@ static void test_shm_rules(void)
                     xc__model_predict(&p, &none, XC__ALGO_SHM_ALLGATHER, &ag_half));
         EXPECT_NEAR(xc__model_predict(&p, &fl, XC__ALGO_SHM_ALLTOALL, &a2a_half),
                     xc__model_predict(&p, &t, XC__ALGO_SHM_ALLTOALL, &a2a_half));
+        /* ... and all-to-all's (a2a_cma_min) */
+        xc__model_topo_t afl = shm_topo(2);
+        afl.a2a_cma_min = 2 * mib;
+        xc__model_call_t a2a_two = {XC_COLL_ALLTOALL, 2 * mib, XC_UINT8, XC_SUM, 0};
+        EXPECT_NEAR(xc__model_predict(&p, &afl, XC__ALGO_SHM_ALLTOALL, &a2a_half),
+                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLTOALL, &a2a_half));
+        EXPECT_NEAR(xc__model_predict(&p, &afl, XC__ALGO_SHM_ALLTOALL, &a2a_two),
+                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLTOALL, &a2a_two));
+        EXPECT_NEAR(xc__model_predict(&p, &afl, XC__ALGO_SHM_ALLGATHER, &ag_half),
+                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLGATHER, &ag_half));
         xc__model_call_t bc4 = {XC_COLL_BCAST, 4 * mib, XC_UINT8, XC_SUM, 0};
         EXPECT_NEAR(xc__model_predict(&p, &cap, XC__ALGO_SHM_BCAST, &bc4),
                     xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc4));
