@@ -671,35 +671,29 @@ static void test_shm_rules(void)
             EXPECT_TRUE(xc__model_predict(&p, &t, ids[i], &fit) !=
                         xc__model_predict(&p, &none, ids[i], &fit));
         }
-        /* All-gather's own floor (ag_cma_min): a block below it priced
-         * staged, one at it single copy; all-to-all has none; "never"
-         * prices every block staged. */
-        xc__model_topo_t fl = shm_topo(2), never = shm_topo(2);
-        fl.ag_cma_min = 2 * mib;
+        /* The floors (ag_cma_min, a2a_cma_min): a block below one priced
+         * staged, one at it single copy, the other collective unmoved;
+         * all-gather's "never" prices every block staged. */
+        xc__model_topo_t fl = shm_topo(2), afl = shm_topo(2), never = shm_topo(2);
+        fl.ag_cma_min = afl.a2a_cma_min = 2 * mib;
         never.ag_cma_min = XC__SHM_AG_CMA_NEVER;
-        xc__model_call_t ag_half = {XC_COLL_ALLGATHER, mib, XC_UINT8, XC_SUM, 0};
-        xc__model_call_t ag_one = {XC_COLL_ALLGATHER, 2 * mib, XC_UINT8, XC_SUM, 0};
-        xc__model_call_t a2a_half = {XC_COLL_ALLTOALL, mib, XC_UINT8, XC_SUM, 0};
-        EXPECT_NEAR(xc__model_predict(&p, &fl, XC__ALGO_SHM_ALLGATHER, &ag_half),
-                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLGATHER, &ag_half));
-        EXPECT_NEAR(xc__model_predict(&p, &fl, XC__ALGO_SHM_ALLGATHER, &ag_one),
-                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLGATHER, &ag_one));
-        EXPECT_NEAR(xc__model_predict(&p, &never, XC__ALGO_SHM_ALLGATHER, &ag_one),
-                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLGATHER, &ag_one));
-        EXPECT_TRUE(xc__model_predict(&p, &t, XC__ALGO_SHM_ALLGATHER, &ag_half) !=
-                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLGATHER, &ag_half));
-        EXPECT_NEAR(xc__model_predict(&p, &fl, XC__ALGO_SHM_ALLTOALL, &a2a_half),
-                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLTOALL, &a2a_half));
-        /* ... and all-to-all's (a2a_cma_min) */
-        xc__model_topo_t afl = shm_topo(2);
-        afl.a2a_cma_min = 2 * mib;
-        xc__model_call_t a2a_two = {XC_COLL_ALLTOALL, 2 * mib, XC_UINT8, XC_SUM, 0};
-        EXPECT_NEAR(xc__model_predict(&p, &afl, XC__ALGO_SHM_ALLTOALL, &a2a_half),
-                    xc__model_predict(&p, &none, XC__ALGO_SHM_ALLTOALL, &a2a_half));
-        EXPECT_NEAR(xc__model_predict(&p, &afl, XC__ALGO_SHM_ALLTOALL, &a2a_two),
-                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLTOALL, &a2a_two));
-        EXPECT_NEAR(xc__model_predict(&p, &afl, XC__ALGO_SHM_ALLGATHER, &ag_half),
-                    xc__model_predict(&p, &t, XC__ALGO_SHM_ALLGATHER, &ag_half));
+        xc__model_call_t ag1 = {XC_COLL_ALLGATHER, mib, XC_UINT8, XC_SUM, 0}, ag2 = ag1;
+        xc__model_call_t a2a1 = {XC_COLL_ALLTOALL, mib, XC_UINT8, XC_SUM, 0}, a2a2 = a2a1;
+        ag2.count = a2a2.count = 2 * mib;
+        const int AG = XC__ALGO_SHM_ALLGATHER, A2A = XC__ALGO_SHM_ALLTOALL;
+#define SAME_PRICE(t1, t2, id, c)                                                              \
+    EXPECT_NEAR(xc__model_predict(&p, &t1, id, &c), xc__model_predict(&p, &t2, id, &c))
+        SAME_PRICE(fl, none, AG, ag1);
+        SAME_PRICE(fl, t, AG, ag2);
+        SAME_PRICE(never, none, AG, ag2);
+        SAME_PRICE(fl, t, A2A, a2a1);
+        SAME_PRICE(afl, none, A2A, a2a1);
+        SAME_PRICE(afl, t, A2A, a2a2);
+        SAME_PRICE(afl, t, AG, ag1);
+#undef SAME_PRICE
+        EXPECT_TRUE(xc__model_predict(&p, &t, AG, &ag1) != xc__model_predict(&p, &none, AG, &ag1));
+        EXPECT_TRUE(xc__model_predict(&p, &t, A2A, &a2a1) !=
+                    xc__model_predict(&p, &none, A2A, &a2a1));
         xc__model_call_t bc4 = {XC_COLL_BCAST, 4 * mib, XC_UINT8, XC_SUM, 0};
         EXPECT_NEAR(xc__model_predict(&p, &cap, XC__ALGO_SHM_BCAST, &bc4),
                     xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc4));
