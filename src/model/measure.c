@@ -280,8 +280,9 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 
 /* The pair's probes: `reps` calls of the pair's all-reduce (PAIR_BYTES,
  * buf -> buf + PAIR_BYTES), all-gather (`mv_bytes` in blocks of half; in
- * place where twice that exceeds the buffer, else from buf + mv_bytes) or all-to-all (`mv_bytes`, buf -> buf + mv_bytes) after `warm`
- * untimed ones, back to back, the
+ * place where twice that exceeds the buffer, else from buf + mv_bytes) or
+ * all-to-all (`mv_bytes`, buf -> buf + mv_bytes) after `warm` untimed
+ * ones, back to back, the
  * algorithm forced to the shm one (the caller sets its mode): the median
  * of the slower rank's times (every rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
