@@ -71,7 +71,7 @@ def geomean(v):
 
 def load(out):
     meta = json.loads((out / "meta.json").read_text())
-    best, wrong = {}, set()
+    best, wrong, best_mean = {}, set(), {}
     with open(out / "all.csv") as f:
         for r in csv.DictReader(f):
             key = (r["lib"], int(r["nranks"]), r["collective"], int(r["size"]))
@@ -83,6 +83,14 @@ def load(out):
             if r["time_us"] > 0 and (key not in best or
                                      r["time_us"] < best[key]["time_us"]):
                 best[key] = r
+            if r["mean_us"] > 0:
+                best_mean[key] = min(r["mean_us"],
+                                     best_mean.get(key, r["mean_us"]))
+    # Each metric's best round: the row kept is the best median's, its
+    # mean_us the best mean of any round (they need not be one round's).
+    for key, m in best_mean.items():
+        if key in best:
+            best[key] = dict(best[key], mean_us=m)
     limits = []
     if (out / "limits.csv").exists():
         with open(out / "limits.csv") as f:
@@ -160,7 +168,7 @@ def header(meta, limits, lim):
          f"Gloo: {v.get('gloo', 'not run')}; {v.get('compiler', '')}",
          f"- sizes {st['minbytes']} .. {st['maxbytes']} (x{st['factor']}), "
          f"{st['iters']} timed + {st['warmup']} warm-up iterations, "
-         f"{st['rounds']} interleaved rounds (best median kept), ranks "
+         f"{st['rounds']} interleaved rounds (best median and best mean kept), ranks "
          f"{' '.join(map(str, st['ranks']))} on {f['cores']} cores, fp32 sum",
          "- buffers: " + ("every library's on 2 MiB transparent huge pages "
                           "(xcoll: `xc_mem_alloc`; anchors: `--huge`, mapped "
