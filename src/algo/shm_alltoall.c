@@ -42,7 +42,7 @@ static const xc__shm_coll_t direct = {one, reads_all, xc__shm_stage_addr, NULL, 
 xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc__dtype_size(a->dtype);
-    const xc__model_topo_t *t = xc__algo_topo(comm);
+    const xc__model_topo_t *t = xc__shm_measured(comm);
     size_t cma_min = xc__shm_cma_floor(
         xc__shm_alltoall_cma_min(comm->size, comm->oversub, (size_t)comm->cfg.shm_cma_min_kb * 1024),
         t ? t->a2a_cma_min : 0);

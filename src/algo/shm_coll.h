@@ -216,6 +216,13 @@ static inline size_t xc__shm_bcast_share(size_t bytes, int L, int coop)
     if (!coop || L < 2) return 0;
     return bytes / (size_t)L & ~(size_t)4095;
 }
+/* The topology whose measured floors and ceiling (ag_cma_min, a2a_cma_min,
+ * cma_max) all-gather and all-to-all obey: none before the profile, nor
+ * while the calibration probes them (comm->shm_probing, measure.c). */
+static inline const xc__model_topo_t *xc__shm_measured(const xc_comm_t *comm)
+{
+    return comm->shm_probing ? NULL : xc__algo_topo(comm);
+}
 /* Whether a block of `bytes` is read single copy: the ranks may read each
  * other's memory and it is not empty and at least `min` bytes (_from), or
  * at least XCOLL_SHM_CMA_MIN_KB. */
@@ -235,7 +242,7 @@ static inline int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
  * 0.64-0.68 ms) and led at 4 MiB (124-138 against 139-150 us). */
 static inline int xc__shm_move_cma_from(const xc_comm_t *comm, size_t bytes, size_t min)
 {
-    const xc__model_topo_t *t = xc__algo_topo(comm);
+    const xc__model_topo_t *t = xc__shm_measured(comm);
     return xc__shm_use_cma_from(comm, bytes, min) && (!t || !t->cma_max || bytes <= t->cma_max);
 }
 /* All-gather's and all-to-all's single copy start at the larger of their

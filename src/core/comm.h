@@ -97,6 +97,9 @@ struct xc_comm {
     int cma;                 /* every rank can read its node peers' memory (CMA) */
     int shm_one_shot;        /* calibration: the 2-rank all-reduce stays one shot (1)
                                 or runs single copy (2); 0: as the model says */
+    int shm_probing;         /* calibration: all-gather and all-to-all ignore the
+                              * profile's measured floors and ceiling
+                              * (xc__shm_measured) while they are probed */
     int shm_ok;              /* all ranks agreed to use shared memory (the same
                               * on every rank, also those alone on a node) */
     char *cma_tmp;           /* scratch of single-copy reductions (lazy) */

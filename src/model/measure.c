@@ -335,21 +335,19 @@ static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
  * staged (0): `reps` calls after 1; staged by a threshold past the probe,
  * single copy with the threshold at most the block (all-to-all's pair
  * threshold is a quarter of XCOLL_SHM_CMA_MIN_KB) and no measured floor
- * or ceiling (a profile already in place, on a recalibration, would have
- * them): the ranks set it alike. */
+ * or ceiling (comm->shm_probing: a profile already in place, on a
+ * recalibration, would have them): the ranks set it alike. */
 static xc_result_t time_moving(xc_comm_t *comm, xc_coll_t coll, int cma, char *buf, size_t bytes,
                                int reps, double *out)
 {
     int min_kb = comm->cfg.shm_cma_min_kb;
     size_t block = bytes / 2, block_kb = coll == XC_COLL_ALLTOALL ? 4 * block / 1024 : block / 1024;
-    xc__model_topo_t *t = (xc__model_topo_t *)(uintptr_t)xc__algo_topo(comm);
-    xc__model_topo_t saved;
-    if (t) saved = *t, t->ag_cma_min = t->a2a_cma_min = t->cma_max = 0;
+    comm->shm_probing = 1;
     if (!cma) comm->cfg.shm_cma_min_kb = (int)(CMA_PROBE_BYTES / 1024);
     else if ((size_t)min_kb > block_kb) comm->cfg.shm_cma_min_kb = (int)block_kb;
     xc_result_t rc = time_pair_call(comm, coll, 1, reps, buf, bytes, out);
     comm->cfg.shm_cma_min_kb = min_kb;
-    if (t) *t = saved;
+    comm->shm_probing = 0;
     return rc;
 }
 
