@@ -177,6 +177,12 @@ static void ll_put_from(xc__shm_op_t *o, uint64_t g, const char *src)
 {
     uint64_t (*l)[8] = ll_at(o, o->me, g);
     size_t bytes = o->ll_bytes, gap_at = ll_gap_at(o, o->me);
+    if (bytes <= XC__SHM_LL_LINE0 && !o->ll_gap) { /* one line, whole (most small calls) */
+        if (bytes) copy_piece((char *)l[0] + 8, src, bytes);
+        memcpy(l[0], &o->hash, 8);
+        __atomic_store_n(&l[0][7], g, __ATOMIC_RELEASE);
+        return;
+    }
     for (int i = ll_lines(bytes) - 1; i >= 0; i--) {
         size_t off, n;
         char *p = ll_piece(l[i], i, bytes, &off, &n);
@@ -223,6 +229,10 @@ static int ll_ready(const xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
 static void ll_unpack(const xc__shm_op_t *o, int j, uint64_t g, char *dst)
 {
     uint64_t (*l)[8] = ll_at(o, j, g);
+    if (o->ll_bytes <= XC__SHM_LL_LINE0 && !o->ll_gap) { /* one line, whole */
+        copy_piece(dst, (const char *)l[0] + 8, o->ll_bytes);
+        return;
+    }
     size_t gap_at = ll_gap_at(o, j);
     for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++) {
         size_t off, k;
