@@ -56,6 +56,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -402,6 +403,23 @@ static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
     }
     free(buf);
     return rc;
+}
+
+/* A pair's single-copy floor from its probe of `bytes` (the times single
+ * copy and staged): where staging led by FLOOR_LEAD, single copy from the
+ * probe's size (twice its block; never, XC__SHM_AG_CMA_NEVER, where
+ * `never` -- staging led at the ceiling's probe too); else 0, the
+ * configured threshold. */
+static double cma_floor(const char *coll, double cma, double staged, size_t bytes, int never)
+{
+    double v = staged * FLOOR_LEAD < cma ? never ? (double)XC__SHM_AG_CMA_NEVER : (double)bytes : 0;
+    char from[32];
+    snprintf(from, sizeof from, "from %zu KiB blocks", bytes / 1024);
+    XC_TRACE("cost model: 2-rank %s of %zu B took %.1f us single copy, %.1f us staged: its "
+             "single copy %s",
+             coll, bytes, cma * 1e6, staged * 1e6,
+             v == 0 ? "as configured" : never ? "never" : from);
+    return v;
 }
 
 /* The channels' single copy beyond the cache, from the pair's all-gather
@@ -1355,23 +1373,12 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
          * 10-30 %): the configured threshold stays. */
         if (pt.ag_mid_cma > 0 && pt.ag_mid_staged > 0) {
             int big_staged = pt.ag_staged > 0 && pt.ag_staged < pt.ag_cma;
-            p->shm_ag_cma_min = pt.ag_mid_staged * FLOOR_LEAD >= pt.ag_mid_cma ? 0
-                                : big_staged ? (double)XC__SHM_AG_CMA_NEVER
-                                             : (double)AG_MID_BYTES;
-            XC_TRACE("cost model: 2-rank all-gather of %u B took %.1f us single copy, %.1f us "
-                     "staged: its single copy %s",
-                     AG_MID_BYTES, pt.ag_mid_cma * 1e6, pt.ag_mid_staged * 1e6,
-                     p->shm_ag_cma_min == 0 ? "from XCOLL_SHM_CMA_MIN_KB"
-                     : big_staged           ? "never"
-                                            : "from 512 KiB blocks");
+            p->shm_ag_cma_min = cma_floor("all-gather", pt.ag_mid_cma, pt.ag_mid_staged,
+                                          AG_MID_BYTES, big_staged);
         }
-        if (pt.a2a_cma > 0 && pt.a2a_staged > 0) {
-            p->shm_a2a_cma_min = pt.a2a_staged * FLOOR_LEAD < pt.a2a_cma ? (double)A2A_MID_BYTES : 0;
-            XC_TRACE("cost model: 2-rank all-to-all of %u B took %.1f us single copy, %.1f us "
-                     "staged: its single copy %s",
-                     A2A_MID_BYTES, pt.a2a_cma * 1e6, pt.a2a_staged * 1e6,
-                     p->shm_a2a_cma_min > 0 ? "from 64 KiB blocks" : "as configured");
-        }
+        if (pt.a2a_cma > 0 && pt.a2a_staged > 0)
+            p->shm_a2a_cma_min = cma_floor("all-to-all", pt.a2a_cma, pt.a2a_staged,
+                                           A2A_MID_BYTES, 0);
         if (pt.one > 0)
             p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,
                                         pt.one, "one-shot");
