@@ -176,13 +176,14 @@ static inline void ll_move(char *buf, size_t off, char *p, size_t n, size_t gap_
 static void ll_put_from(xc__shm_op_t *o, uint64_t g, const char *src)
 {
     uint64_t (*l)[8] = ll_at(o, o->me, g);
-    size_t bytes = o->ll_bytes, gap_at = ll_gap_at(o, o->me);
+    size_t bytes = o->ll_bytes;
     if (bytes <= XC__SHM_LL_LINE0 && !o->ll_gap) { /* one line, whole (most small calls) */
         if (bytes) copy_piece((char *)l[0] + 8, src, bytes);
         memcpy(l[0], &o->hash, 8);
         __atomic_store_n(&l[0][7], g, __ATOMIC_RELEASE);
         return;
     }
+    size_t gap_at = ll_gap_at(o, o->me);
     for (int i = ll_lines(bytes) - 1; i >= 0; i--) {
         size_t off, n;
         char *p = ll_piece(l[i], i, bytes, &off, &n);
