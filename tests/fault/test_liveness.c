@@ -59,7 +59,10 @@ static int survivor_checks(xc_comm_t *comm, xc_result_t rc, const char *what, in
     xt_log("%s returned %s %.3fs after the stop: \"%s\"", what, xc_err_name(rc), since, msg);
     XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
     XT_CHECK_INT(stopped, !=, 0);
-    XT_CHECK_DBL(since, >=, LIVENESS_MS / 1000.0 - 0.6);
+    /* Not before the window: the victim's last frame may precede its
+     * stamp by a heartbeat (250 ms) and, under TSan on a loaded machine,
+     * a late one (0.62 s seen once). */
+    XT_CHECK_DBL(since, >=, LIVENESS_MS / 1000.0 - 0.8);
     XT_CHECK_DBL(since, <, PROMPT_S);
     XT_CHECK_RANK(msg, victim);
     XT_CHECK_READABLE(msg);
