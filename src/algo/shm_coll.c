@@ -170,6 +170,12 @@ static inline void ll_move(char *buf, size_t off, char *p, size_t n, size_t gap_
     put ? copy_piece(p, buf + off, n) : copy_piece(buf + off, p, n);
 }
 
+/* A payload in one line, whole (no gap): moved without the line loop. */
+static inline int ll_one_line(const xc__shm_op_t *o)
+{
+    return o->ll_bytes <= XC__SHM_LL_LINE0 && !o->ll_gap;
+}
+
 /* Copy this rank's staged payload (unpacked in ll_buf) into its flagged
  * lines of chunk g's parity, last line first, each line's payload before
  * its tag: a reader that sees line 0's tag finds the others written. */
@@ -177,7 +183,7 @@ static void ll_put_from(xc__shm_op_t *o, uint64_t g, const char *src)
 {
     uint64_t (*l)[8] = ll_at(o, o->me, g);
     size_t bytes = o->ll_bytes;
-    if (bytes <= XC__SHM_LL_LINE0 && !o->ll_gap) { /* one line, whole (most small calls) */
+    if (ll_one_line(o)) { /* most small calls */
         if (bytes) copy_piece((char *)l[0] + 8, src, bytes);
         memcpy(l[0], &o->hash, 8);
         __atomic_store_n(&l[0][7], g, __ATOMIC_RELEASE);
@@ -230,7 +236,7 @@ static int ll_ready(const xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
 static void ll_unpack(const xc__shm_op_t *o, int j, uint64_t g, char *dst)
 {
     uint64_t (*l)[8] = ll_at(o, j, g);
-    if (o->ll_bytes <= XC__SHM_LL_LINE0 && !o->ll_gap) { /* one line, whole */
+    if (ll_one_line(o)) {
         copy_piece(dst, (const char *)l[0] + 8, o->ll_bytes);
         return;
     }
