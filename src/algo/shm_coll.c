@@ -202,30 +202,48 @@ static void ll_put_from(xc__shm_op_t *o, uint64_t g, const char *src)
 
 static void ll_put(xc__shm_op_t *o, uint64_t g) { ll_put_from(o, g, xc__shm_src(o, o->me, g)); }
 
-/* Take the flagged lines of the next chunk's parity into this core's
- * cache for writing now, while nobody reads them (every reader of their
- * last contents has staged since): the next operation's stores then do
- * not wait for the lines to come back from the readers' caches, only the
- * line the readers are watching does. */
-static void ll_own_next(xc__shm_op_t *o, uint64_t g)
+/* Take `bytes` of lines this rank writes next into its core's cache for
+ * writing now, while nobody reads them (every reader of their last
+ * contents has staged since): the next operation's stores then do not wait
+ * for the lines to come back from the readers' caches. */
+static void own_lines(char *p, size_t bytes)
 {
-    uint64_t (*l)[8] = ll_at(o, o->me, g + 1);
-    for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++) {
+    for (size_t i = 0; i < bytes; i += 64) {
 #if defined(__x86_64__)
-        __asm__ volatile("prefetchw %0" : : "m"(l[i][0]));
+        __asm__ volatile("prefetchw %0" : : "m"(p[i]));
 #else
-        __builtin_prefetch(l[i], 1, 3);
+        __builtin_prefetch(p + i, 1, 3);
 #endif
     }
 }
 
+/* ... the flagged lines of the next chunk's parity (only the line the
+ * readers are watching then waits for them) ... */
+static void ll_own_next(xc__shm_op_t *o, uint64_t g)
+{
+    own_lines((char *)ll_at(o, o->me, g + 1), (size_t)ll_lines(o->ll_bytes) * 64);
+}
+
+/* ... and after a one-chunk operation through the slots, up to 4 KiB of the
+ * next parity's slot (2-rank all-reduce of 1 / 2 KiB 1.04-1.11 / 1.26-1.37
+ * us -> 0.93-0.98 / 0.88-0.93 by means, far state; bench/RESULTS.md). */
+static void slot_own_next(xc__shm_op_t *o)
+{
+    size_t b = o->a.count * o->es * xc__shm_blocks(&o->a, o->L);
+    own_lines(xc__shm_slot(o->shm, o->me, o->base + 2), b < 4096 ? b : 4096);
+}
+
 /* Rank j's flagged lines of chunk g: 0 while any tag is not g yet; else
- * the payload is unpacked into ll_buf and *hash set to the hash it
- * carries, 1. */
+ * *hash set to the hash it carries, 1.  Line 0's tag first (the writer's
+ * last store); once it is there, the other lines are asked for at once
+ * (xc__shm_prefetch). */
 static int ll_ready(const xc__shm_op_t *o, int j, uint64_t g, uint64_t *hash)
 {
     uint64_t (*l)[8] = ll_at(o, j, g);
-    for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++)
+    int n = ll_lines(o->ll_bytes);
+    if (__atomic_load_n(&l[0][7], __ATOMIC_ACQUIRE) != g) return 0;
+    if (n > 1) xc__shm_prefetch(l[1], (size_t)(n - 1) * 64);
+    for (int i = 1; i < n; i++)
         if (__atomic_load_n(&l[i][7], __ATOMIC_ACQUIRE) != g) return 0;
     memcpy(hash, l[0], 8);
     return 1;
@@ -552,6 +570,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
         }
     }
     if (o->ll) ll_own_next(o, o->base + o->nk);
+    else if (o->nk == 1 && !o->ring && o->vt->stage) slot_own_next(o);
     account(comm, o);
     return 1;
 }

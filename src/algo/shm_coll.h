@@ -262,6 +262,16 @@ static inline size_t xc__shm_cma_floor(size_t min, size_t measured)
  * description ring must cover (see shm_coll.c). */
 #define XC__SHM_RING 4
 
+/* Ask for the lines of `n` bytes another rank just wrote (up to 8 KiB),
+ * all at once: the reduction's or copy's own loads reach them one after
+ * another (a 1 KiB exchange between two cores 0.95-1.0 us, 0.64-0.77 with
+ * the lines asked for first). */
+static inline void xc__shm_prefetch(const void *p, size_t n)
+{
+    if (n > 8192) n = 8192;
+    for (size_t i = 0; i < n; i += 64) __builtin_prefetch((const char *)p + i, 0, 3);
+}
+
 /* Where rank j's staged chunk g is (its flagged lines' payload, unpacked, a
  * ring entry for ring operations). */
 static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)

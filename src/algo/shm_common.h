@@ -108,6 +108,9 @@ static inline void xc__shm_reduce_all(xc__shm_op_t *o, uint64_t k, char *dst, co
     const void *srcs[XC__SHM_MAX_RANKS];
     for (int j = 0; j < o->L; j++) srcs[j] = xc__shm_src(o, j, o->base + k + 1);
     if (own) srcs[o->me] = own + off * o->es;
+    if (!o->ll)
+        for (int j = 0; j < o->L; j++)
+            if (j != o->me) xc__shm_prefetch(srcs[j], n * o->es);
     dst += off * o->es;
     xc__shm_reduce(o, dst, srcs, o->L, n);
     xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);
