@@ -929,12 +929,14 @@ static double round_delta(xc_comm_t *comm, xc__profile_t *p, int lc, double t_rd
      * the ring's two rounds) made a round -0.42 us, all but free, and
      * moved the 2-rank 1 KiB all-reduce to allreduce.tree (1.55-1.6 us
      * against allreduce.shm's 0.95) in one start of three. */
-    double floor = -0.5 * (ring0 - rd0) / (k_ring - k_rd);
+    double lowest = -0.5 * (ring0 - rd0) / (k_ring - k_rd);
+    int floored = d < lowest;
+    if (floored) d = lowest;
     XC_TRACE("cost model: allreduce.rd / ring of %d int32 took %.2f / %.2f us, priced %.2f / "
              "%.2f without the call; a round %+.3f us against the link's lines%s",
-             SCHED_PROBE, t_rd * 1e6, t_ring * 1e6, rd0 * 1e6, ring0 * 1e6,
-             (d > floor ? d : floor) * 1e6, d < floor ? " (at its floor)" : "");
-    return d > floor ? d : floor;
+             SCHED_PROBE, t_rd * 1e6, t_ring * 1e6, rd0 * 1e6, ring0 * 1e6, d * 1e6,
+             floored ? " (at its floor)" : "");
+    return d;
 }
 
 /* A take rate of the profile (`*rate`: shm_take, shm_take_big or
