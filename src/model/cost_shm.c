@@ -298,10 +298,12 @@ static double allreduce_direct(const xc__m_t *m)
 int xc__model_shm_pair_direct(const xc__profile_t *p_, const xc__model_topo_t *t_,
                               const xc__model_call_t *c_)
 {
+    /* Every 2-rank all-reduce asks: the small ones before the set-up. */
+    if (c_->count * xc__dtype_size(c_->dtype) < XC__SHM_PAIR_DIRECT_MIN) return 0;
     XC__COST_SETUP();
     if (!t_->shm || !xc__shm_allreduce_one_shot_all(n, t_->crowded)) return 0;
     double B = xc__m_bytes(m);
-    if (!use_cma(m, B) || B < (double)XC__SHM_PAIR_DIRECT_MIN) return 0;
+    if (!use_cma(m, B)) return 0;
     return allreduce_direct(m) < over_chunks(m, one_shot_chunk);
 }
 
