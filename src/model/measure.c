@@ -56,7 +56,6 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -413,12 +412,10 @@ static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
 static double cma_floor(const char *coll, double cma, double staged, size_t bytes, int never)
 {
     double v = staged * FLOOR_LEAD < cma ? never ? (double)XC__SHM_AG_CMA_NEVER : (double)bytes : 0;
-    char from[32];
-    snprintf(from, sizeof from, "from %zu KiB blocks", bytes / 1024);
     XC_TRACE("cost model: 2-rank %s of %zu B took %.1f us single copy, %.1f us staged: its "
              "single copy %s",
              coll, bytes, cma * 1e6, staged * 1e6,
-             v == 0 ? "as configured" : never ? "never" : from);
+             v == 0 ? "as configured" : never ? "never" : "from this size");
     return v;
 }
 
