@@ -589,6 +589,12 @@ typedef struct xc_stats {
     uint64_t bytes_recv[XC_TRANSPORT_COUNT];
     uint64_t msgs_sent[XC_TRANSPORT_COUNT];
     uint64_t algo_ops[XC_STATS_MAX_ALGOS];    /* by algorithm id          */
+    /* A thread that keeps making small blocking broadcasts / reduces on a
+     * shared-memory communicator is let make them without its lock (the
+     * "express bias", docs/engine.md); another thread that takes the lock
+     * revokes it (~15 us).  How often each happened: */
+    uint64_t express_bias_grants;
+    uint64_t express_bias_revokes;
 } xc_stats_t;
 
 /* Snapshot of the counters of `comm` (since creation). */

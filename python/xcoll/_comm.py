@@ -460,7 +460,9 @@ class Comm:
                 "bytes_sent": dict(zip(tr, st.bytes_sent)),
                 "bytes_recv": dict(zip(tr, st.bytes_recv)),
                 "msgs_sent": dict(zip(tr, st.msgs_sent)),
-                "algo_ops": algos}
+                "algo_ops": algos,
+                "express_bias": {"grants": st.express_bias_grants,
+                                 "revokes": st.express_bias_revokes}}
 
     def __repr__(self):
         if self._h is None:

@@ -101,7 +101,9 @@ class Stats(ctypes.Structure):
                 ("bytes_sent", ctypes.c_uint64 * TRANSPORT_COUNT),
                 ("bytes_recv", ctypes.c_uint64 * TRANSPORT_COUNT),
                 ("msgs_sent", ctypes.c_uint64 * TRANSPORT_COUNT),
-                ("algo_ops", ctypes.c_uint64 * STATS_MAX_ALGOS)]
+                ("algo_ops", ctypes.c_uint64 * STATS_MAX_ALGOS),
+                ("express_bias_grants", ctypes.c_uint64),
+                ("express_bias_revokes", ctypes.c_uint64)]
 
 
 comm_p = c_void_p   # xc_comm_t *

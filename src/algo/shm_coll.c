@@ -109,7 +109,7 @@ static char *ll_piece(uint64_t *line, int i, size_t bytes, size_t *off, size_t *
     *n = bytes - *off < cap ? bytes - *off : cap;
     return (char *)line + (i ? 0 : 8);
 }
-_Static_assert(XC__SHM_LL_RING == XC__SHM_NSLOT * XC__SHM_RING,
+_Static_assert(XC__SHM_LL_RING >= XC__SHM_NSLOT * XC__SHM_RING,
                "ring operations' flagged lines: one entry per chunk they may be apart");
 
 /* memcpy of a line's share (n <= 56 bytes) without the call: two moves
@@ -281,8 +281,16 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
     if (comm->shm_synced + XC__SHM_NSLOT > g) return 0; /* all are past g - NSLOT */
     if (!o->ring) return g - XC__SHM_NSLOT;
     uint64_t span = XC__SHM_NSLOT * XC__SHM_RING, full = comm->shm_full[g % XC__SHM_NSLOT];
+    if (o->ll) {
+        /* Lines of their own (no whole-slot chunk overwrote them), all 32
+         * entries while this thread holds the bias: without it the lock's
+         * every acquire waits for the lines just written, and a writer 32
+         * ahead ran twice as slow as one 8 ahead (bench/RESULTS.md,
+         * thirty-first session). */
+        if (comm->bias_owner) span = XC__SHM_LL_RING;
+        return g > span ? g - span : 0;
+    }
     uint64_t need = g > span ? g - span : 0;
-    if (o->ll) return need; /* lines of their own: no whole-slot chunk overwrote them */
     return full > need ? full : need;
 }
 
@@ -321,9 +329,9 @@ static int slot_free(xc_comm_t *comm, xc__shm_op_t *o, uint64_t g)
  */
 #define NBQ_CAP ((int)(sizeof ((xc_comm_t *)0)->shm_nbq / sizeof ((xc_comm_t *)0)->shm_nbq[0]))
 /* A check is made at most NBQ_CAP operations late, when the neighbour may
- * be NSLOT * RING + 1 operations further: both description entries must
- * still be there. */
-_Static_assert(XC__SHM_DESC_RING > NBQ_CAP + XC__SHM_NSLOT * XC__SHM_RING + 1,
+ * be LL_RING + 1 operations further: both description entries must still
+ * be there. */
+_Static_assert(XC__SHM_DESC_RING > NBQ_CAP + XC__SHM_LL_RING + 1,
                "deferred checks must fit the description ring");
 static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o)
 {
@@ -575,6 +583,19 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
     return 1;
 }
 
+/* A reader of a ring operation's lines asks for rank j's next two entries'
+ * first lines, once the writer may be 32 ahead (it holds the bias, and so
+ * does this thread, as a rule): a writer that runs ahead has written them
+ * already, and the reader's loads would otherwise fetch one line per call
+ * (8-byte broadcast back to back 0.20-0.22 -> 0.12-0.13 us with the bias,
+ * no gain without it; bench/RESULTS.md, thirty-first session). */
+static void ll_ask_ahead(const xc_comm_t *comm, const xc__shm_op_t *o, int j, uint64_t g)
+{
+    if (!comm->bias_owner) return;
+    __builtin_prefetch(ll_at(o, j, g + 1), 0, 3);
+    __builtin_prefetch(ll_at(o, j, g + 2), 0, 3);
+}
+
 /*
  * Express (docs/shm.md): a blocking broadcast or reduce whose payload fits
  * one ring entry's flagged lines, run as one step without an operation --
@@ -641,9 +662,13 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     if (!writes) {
         if (a->coll == XC_COLL_BCAST) {
             if (o.ll_bytes) ll_unpack(&o, a->root, g, a->rbuf);
+            ll_ask_ahead(comm, &o, a->root, g);
         } else {
-            for (int j = 0; j < o.L; j++)
-                if (j != o.me) ll_unpack(&o, j, g, xc__shm_src(&o, j, g));
+            for (int j = 0; j < o.L; j++) {
+                if (j == o.me) continue;
+                ll_unpack(&o, j, g, xc__shm_src(&o, j, g));
+                ll_ask_ahead(comm, &o, j, g);
+            }
             xc__shm_reduce_all(&o, 0, a->rbuf, a->sbuf);
         }
         if (a->coll == XC_COLL_REDUCE || o.L == 2) comm->shm_synced = g;

@@ -194,7 +194,7 @@ xc_result_t xc_comm_stats(const xc_comm_t *c, xc_stats_t *out)
     size_t n = out->size;
     if (n < sizeof(size_t) || n > sizeof *out)
         return xc__err(XC_ERR_INVALID, "xc_comm_stats: out->size must be sizeof(xc_stats_t)");
-    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    xc__comm_lock((xc_comm_t *)c);
     memcpy(out, &c->stats, n);
     pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
     out->size = n;
@@ -204,7 +204,7 @@ xc_result_t xc_comm_stats(const xc_comm_t *c, xc_stats_t *out)
 xc_result_t xc_comm_abort(xc_comm_t *c)
 {
     if (!c) return XC_OK;
-    pthread_mutex_lock(&c->mu);
+    xc__comm_lock(c);
     xc__comm_poison(c, XC_ERR_ABORTED, 0, "rank %d called xc_comm_abort", c->rank);
     pthread_mutex_unlock(&c->mu);
     return XC_OK;
@@ -213,7 +213,7 @@ xc_result_t xc_comm_abort(xc_comm_t *c)
 xc_result_t xc_comm_revoke(xc_comm_t *c)
 {
     if (!c) return xc__err(XC_ERR_INVALID, "xc_comm_revoke: communicator is NULL");
-    pthread_mutex_lock(&c->mu);
+    xc__comm_lock(c);
     xc__comm_poison(c, XC_ERR_REVOKED, XC__POISON_LOCAL,
                     "rank %d revoked the communicator (xc_comm_revoke)", c->rank);
     pthread_mutex_unlock(&c->mu);
@@ -234,7 +234,7 @@ static void send_bye(xc_comm_t *c)
 xc_result_t xc_comm_destroy(xc_comm_t *c)
 {
     if (!c) return XC_OK;
-    pthread_mutex_lock(&c->mu);
+    xc__comm_lock(c);
     /* Let pending operations finish (each within its own deadline).  As a
      * waiter, destroy keeps the progress thread off: the deadline ends in
      * XC_ERR_ABORTED here, not in a timeout there. */

@@ -106,7 +106,16 @@ struct xc_comm {
     void *scratch_pool;      /* schedules' scratch, cached between calls (sched.c) */
     struct xc__profile *profile; /* cost model profile + selector state (model.h); NULL while created */
 
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;      /* taken through xc__comm_lock (engine/bias.h) */
+    /* The express owner's bias (engine/bias.h): bias_owner is written under
+     * mu and read by the owner without it; bias_busy and bias_calls are the
+     * owner's while it holds the bias; the rest is under mu. */
+    uintptr_t bias_owner;    /* thread that may make express calls without mu; 0: none */
+    int bias_busy;           /* atomic: the owner is inside such a call */
+    int bias_ok;             /* biases possible here (xc__bias_available) */
+    uint64_t bias_calls;     /* calls made under the current bias */
+    unsigned bias_earned, bias_need; /* locked express calls: made, needed for a bias
+                              * (grants and revocations are counted in stats) */
     /* --- protected by mu --- */
     xc__conn_t **conns;      /* [size]; NULL for self */
     xc__conn_t **chans;      /* [size] shared-memory channels, or NULL (transport.h) */
@@ -138,7 +147,7 @@ struct xc_comm {
     xc__desc_t shm_hdesc;    /* the last description hashed (shm_coll.c desc_hash) */
     uint64_t shm_hdh;        /* and its hash; 0: none yet */
     uint64_t shm_out_late;   /* this rank's `out` not yet published (0: none) */
-    uint64_t shm_nbq[16][2]; /* deferred right-neighbour checks (shm op number, chunk) */
+    uint64_t shm_nbq[32][2]; /* deferred right-neighbour checks (shm op number, chunk) */
     int shm_nbq_head, shm_nbq_n;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     uint64_t spin_max_ns;    /* its ceiling (XCOLL_SPIN_US, or auto) */
@@ -162,6 +171,10 @@ struct xc_comm {
     pthread_t thread;
     int has_thread;
 };
+
+/* Take comm->mu -- every site but the express owner's calls -- revoking
+ * another thread's bias on it (engine/bias.c). */
+XC__HIDDEN void xc__comm_lock(xc_comm_t *comm);
 
 /* ---------------------------------------------------------------- comm.c */
 /* Allocate a communicator shell (locks, eventfd, queues) for rank/size. */

@@ -115,6 +115,9 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = 1;
     XC_CHECK(xc__env_int("XCOLL_SHM_MEMBARRIER", 0, 1, &v));
     c->shm_membarrier = (int)v;
+    v = 1;
+    XC_CHECK(xc__env_int("XCOLL_EXPRESS_BIAS", 0, 1, &v));
+    c->express_bias = (int)v;
     v = 0;
     XC_CHECK(xc__env_int("XCOLL_DETERMINISTIC", 0, 1, &v));
     c->deterministic = (int)v;

@@ -29,6 +29,8 @@ typedef struct xc__config {
                              0 never, -1 when the node is not crowded */
     int shm_membarrier;   /* 1: fence-free publications where every rank can
                              register for membarrier (docs/shm.md), 0: fences */
+    int express_bias;     /* 1: a thread that keeps making express calls may
+                             skip the communicator's lock (engine/bias.h) */
     int deterministic;    /* 1: floating-point reductions in rank order  */
     int sockets_per_peer; /* TCP streams per pair of ranks (docs/tcp.md) */
     int socket_buf_kb;    /* TCP send/receive buffers, 0 = autotuning  */

@@ -375,7 +375,7 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
     xc__cpumask_self(&s.me.cpus);
     XC_CHECK_GOTO(xc__listen(&comm->my_addr, &lfd, &s.me.addr), rc, out);
 
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     /* A healthy communicator is poisoned here only: peers may still be
      * finishing the last collective with the others (an error frame or the
      * shared-memory poison word would fail it); they learn from the SHRINK

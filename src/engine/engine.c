@@ -18,6 +18,7 @@
 #include "../trace/trace.h"
 #include "../transport/shm.h"
 #include "../algo/shm_coll.h"
+#include "bias.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -223,7 +224,7 @@ xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
         xc__op_discard(op);
         return xc__err(XC_ERR_NOMEM, "out of memory building a schedule");
     }
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     xc_result_t rc = submit_locked(comm, op, will_wait);
     pthread_mutex_unlock(&comm->mu);
     return rc;
@@ -274,11 +275,14 @@ int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
 {
     xc__desc_t d = {.coll = (uint8_t)a->coll, .dtype = (uint8_t)a->dtype, .op = (uint8_t)a->op,
                     .algo = (uint16_t)algo->id, .root = a->root, .count = a->count};
-    pthread_mutex_lock(&comm->mu);
+    /* The caller owns the bias: as if it held the lock (bias.h). */
+    int biased = xc__bias_enter(comm);
+    if (!biased) xc__comm_lock(comm);
     uint64_t seq = comm->next_seq;
     if (comm->npending || comm->trace_lane || xc__comm_status(comm) != XC_OK ||
         !algo->express(comm, a, &d, seq)) {
-        pthread_mutex_unlock(&comm->mu);
+        if (biased) xc__bias_leave(comm);
+        else pthread_mutex_unlock(&comm->mu);
         return 0;
     }
     comm->next_seq++;
@@ -289,7 +293,12 @@ int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
         comm->done_seq = seq;
         count_done(comm, &d);
     }
-    pthread_mutex_unlock(&comm->mu);
+    if (biased) {
+        xc__bias_leave(comm);
+    } else {
+        xc__bias_earn(comm);
+        pthread_mutex_unlock(&comm->mu);
+    }
     *rc = unqueued_result(comm, st);
     return 1;
 }
@@ -301,7 +310,7 @@ xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)
         xc__op_discard(op);
         return xc__err(XC_ERR_NOMEM, "out of memory building a schedule");
     }
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     xc_result_t rc;
     if (run_direct(comm, op, &rc)) {
         pthread_mutex_unlock(&comm->mu);
@@ -721,7 +730,7 @@ void xc__comm_poll(xc_comm_t *comm, int timeout_ms)
     uint64_t t0 = xc__now_ns();
     pthread_mutex_unlock(&comm->mu);
     int r = poll(pfd, (nfds_t)n, timeout_ms);
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     if (comm->chans) xc__chan_service(comm);
     if (r > 0) {
         if (pfd[0].revents) drain_efd(comm);
@@ -763,7 +772,7 @@ static void yield_unlocked(xc_comm_t *comm)
 {
     pthread_mutex_unlock(&comm->mu);
     sched_yield();
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
 }
 
 /* Before sleeping on what peers must do: wake the progress thread of
@@ -802,7 +811,7 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
     pthread_mutex_unlock(&comm->mu);
     /* Dekker with the publishers: announce, then re-check, then sleep. */
     uint32_t seen = xc__shm_sleep_begin(s);
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     xc__comm_advance(comm);
     int again = !shm_only(comm);
     pthread_mutex_unlock(&comm->mu);
@@ -811,7 +820,7 @@ static void shm_wait_step(xc_comm_t *comm, uint64_t now, uint64_t yield_until,
         xc__shm_sleep(s, seen, ms < 0 || ms > 20 ? 20 : ms);
     }
     xc__shm_sleep_end(s);
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     xc__comm_poll(comm, 0); /* sockets: peer death, error frames */
 }
 
@@ -927,7 +936,7 @@ static xc_result_t request_wait(xc_request_t *req, const xc_request_t *next)
     if (!req) return xc__err(XC_ERR_INVALID, "xc_request_wait: req is NULL");
     if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         xc_comm_t *comm = req->comm;
-        pthread_mutex_lock(&comm->mu);
+        xc__comm_lock(comm);
         wait_locked(comm, req, !next || next->comm != comm);
         pthread_mutex_unlock(&comm->mu);
     }
@@ -944,7 +953,7 @@ xc_result_t xc_request_test(xc_request_t *req, int *done)
         return xc__err(XC_ERR_INVALID, "xc_request_test: %s is NULL", req ? "done" : "req");
     if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         xc_comm_t *comm = req->comm;
-        pthread_mutex_lock(&comm->mu);
+        xc__comm_lock(comm);
         check_deadlines(comm);
         xc__comm_poll(comm, 0);
         pthread_mutex_unlock(&comm->mu);
@@ -1022,21 +1031,21 @@ static void progress_idle(xc_comm_t *comm, uint32_t seen, int tick_ms)
             }
             seen = bell;
         }
-        pthread_mutex_lock(&comm->mu);
+        xc__comm_lock(comm);
         __atomic_store_n(&comm->thread_idle, 0, __ATOMIC_RELAXED);
         return;
     }
     struct pollfd p = {comm->efd, POLLIN, 0};
     pthread_mutex_unlock(&comm->mu);
     poll(&p, 1, tick_ms);
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     if (p.revents) drain_efd(comm);
 }
 
 void *xc__progress_main(void *arg)
 {
     xc_comm_t *comm = arg;
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     int tick_ms = comm->cfg.heartbeat_ms > 0 ? comm->cfg.heartbeat_ms : -1;
     while (!comm->stop) {
         /* Read before anything is looked at: a kick after this wakes the

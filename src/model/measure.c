@@ -178,7 +178,7 @@ static double slope(const double *m, const double *t, int n, double a)
  * otherwise leave the next series in the state the previous one earned. */
 static void fresh_spin(xc_comm_t *comm)
 {
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     comm->spin_ns = comm->spin_max_ns;
     pthread_mutex_unlock(&comm->mu);
 }

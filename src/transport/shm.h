@@ -53,11 +53,12 @@ static inline size_t xc__shm_ll_max(int nranks)
 {
     return nranks <= 2 ? (size_t)XC__SHM_LL_MAX : (size_t)XC__SHM_LL_BYTES(8);
 }
-/* Ring operations (shm_coll.h: small bcast and reduce, whose ranks may be
- * NSLOT x RING = 8 chunks apart) have flagged lines of their own, chunk g
- * in entry g % 8. */
-#define XC__SHM_LL_RING 8
-#define XC__SHM_DESC_RING 32 /* ops; see the static assertion in shm_coll.c */
+/* Ring operations (shm_coll.h: small bcast and reduce) have flagged lines
+ * of their own, chunk g in entry g % 32: a writer may run up to 32 of them
+ * ahead of its readers while it holds the express bias (engine/bias.h),
+ * NSLOT x RING = 8 otherwise (shm_coll.c slot_need). */
+#define XC__SHM_LL_RING 32
+#define XC__SHM_DESC_RING 128 /* ops; see the static assertion in shm_coll.c */
 #define XC__SHM_MAX_RANKS 256 /* larger communicators use TCP */
 
 typedef struct xc__shm_desc {

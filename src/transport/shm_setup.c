@@ -20,6 +20,7 @@
  */
 #include "../core/comm.h"
 #include "shm.h"
+#include "../engine/bias.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -124,9 +125,10 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     comm->shm_ok = 1;
     if (!s) return XC_OK; /* alone on this node */
     s->asym = ok[4]; /* before anybody publishes or sleeps on it */
-    pthread_mutex_lock(&comm->mu);
+    xc__comm_lock(comm);
     comm->node_shm = s;
     if (single) comm->shm = s;
+    comm->bias_ok = single && xc__bias_available(comm); /* express calls need comm->shm */
     comm->cma = ok[1];
     /* Channels exist iff the creator sized them (so a node agrees); a peer
      * may write to ours before we open them: the bytes wait there. */
