@@ -587,8 +587,9 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
  * first lines, once the writer may be 32 ahead (it holds the bias, and so
  * does this thread, as a rule): a writer that runs ahead has written them
  * already, and the reader's loads would otherwise fetch one line per call
- * (8-byte broadcast back to back 0.20-0.22 -> 0.12-0.13 us with the bias,
- * no gain without it; bench/RESULTS.md, thirty-first session). */
+ * (8-byte broadcast back to back, medians 0.19-0.22 -> 0.10-0.15 us with
+ * the bias; under the lock, 8 entries deep, it was slower: 0.21-0.23 ->
+ * 0.24; bench/RESULTS.md, thirty-first session). */
 static void ll_ask_ahead(const xc_comm_t *comm, const xc__shm_op_t *o, int j, uint64_t g)
 {
     if (!comm->bias_owner) return;
