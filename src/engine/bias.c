@@ -14,12 +14,10 @@
  * switched out, which is a full barrier of its own.
  */
 #include "bias.h"
+#include "../core/membarrier.h"
 
-#include <linux/membarrier.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Locked express calls that earn a bias; doubled by a bias revoked before
  * it saved that many, reset by one that outlived it (so a thread that
@@ -28,19 +26,6 @@
 #define BIAS_NEED_MIN 256u
 #define BIAS_NEED_MAX 65536u
 
-#if !defined(__SANITIZE_THREAD__)
-static int registered(void)
-{
-    static int done = -1; /* per process; registration is idempotent */
-    int d = __atomic_load_n(&done, __ATOMIC_ACQUIRE);
-    if (d >= 0) return d;
-    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    int ok = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-             syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    __atomic_store_n(&done, ok, __ATOMIC_RELEASE);
-    return ok;
-}
-#endif
 
 int xc__bias_available(const xc_comm_t *comm)
 {
@@ -49,7 +34,7 @@ int xc__bias_available(const xc_comm_t *comm)
     return 0; /* ThreadSanitizer does not see membarrier: it would report
                * the owner's calls as races */
 #else
-    return comm->cfg.express_bias && registered();
+    return comm->cfg.express_bias && xc__membarrier_register(XC__MB_PRIVATE);
 #endif
 }
 
@@ -58,7 +43,7 @@ void xc__bias_revoke(xc_comm_t *comm)
     uintptr_t owner = comm->bias_owner; /* written under mu only */
     if (!owner || owner == xc__bias_self()) return;
     __atomic_store_n(&comm->bias_owner, 0, __ATOMIC_RELAXED);
-    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+    if (xc__membarrier(XC__MB_PRIVATE) != 0) {
         /* Registered, so this should not happen; a store buffer drains in
          * far less than a millisecond. */
         XC_WARN("membarrier failed revoking the express bias: waiting 1 ms instead");

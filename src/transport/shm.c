@@ -3,13 +3,13 @@
  * unlinking, the ranks' bells (futex words) and the poison word (see shm.h).
  */
 #include "shm.h"
+#include "../core/membarrier.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <linux/membarrier.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,17 +198,7 @@ static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *
  * sees the announcement.  All ranks must be registered (xc__shm_attach
  * agrees on it); sleeping is rare and slow anyway.
  */
-int xc__shm_asym_register(void)
-{
-    static int done = -1; /* per process; registration is idempotent */
-    int d = __atomic_load_n(&done, __ATOMIC_ACQUIRE);
-    if (d >= 0) return d;
-    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    int ok = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
-             syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
-    __atomic_store_n(&done, ok, __ATOMIC_RELEASE);
-    return ok;
-}
+int xc__shm_asym_register(void) { return xc__membarrier_register(XC__MB_GLOBAL); }
 
 /* The publisher's half: a full fence, or (asym) only the compiler's. */
 static inline void publish_barrier(const xc__shm_t *s)
@@ -222,7 +212,7 @@ static inline void publish_barrier(const xc__shm_t *s)
 static void sleeper_barrier(const xc__shm_t *s)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (s->asym && syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0)
+    if (s->asym && xc__membarrier(XC__MB_GLOBAL) != 0)
         XC_WARN("membarrier failed after registering: a wake-up may be missed");
 }
 
