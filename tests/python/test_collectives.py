@@ -312,6 +312,9 @@ def test_queries(comm):
     h.check(comm.status() is None, "healthy communicator")
     st = comm.stats()
     h.check(st["ops"]["allreduce"] > 0, f"stats count all-reduces: {st}")
+    eb = st["express_bias"]
+    h.check(0 <= eb["revokes"] <= eb["grants"],
+            f"stats count express-bias grants and revocations: {eb}")
     h.eq(xcoll.version()[:2], (0, 1), "library version")
     h.check(xcoll.library_path, "library path known")
 
