@@ -26,7 +26,6 @@
 #define BIAS_NEED_MIN 256u
 #define BIAS_NEED_MAX 65536u
 
-
 int xc__bias_available(const xc_comm_t *comm)
 {
 #if defined(__SANITIZE_THREAD__)
@@ -38,7 +37,9 @@ int xc__bias_available(const xc_comm_t *comm)
 #endif
 }
 
-void xc__bias_revoke(xc_comm_t *comm)
+/* Called with comm->mu held: clear another thread's bias and wait until it
+ * is out of its call. */
+static void revoke(xc_comm_t *comm)
 {
     uintptr_t owner = comm->bias_owner; /* written under mu only */
     if (!owner || owner == xc__bias_self()) return;
@@ -64,7 +65,7 @@ void xc__bias_revoke(xc_comm_t *comm)
 void xc__comm_lock(xc_comm_t *comm)
 {
     pthread_mutex_lock(&comm->mu);
-    xc__bias_revoke(comm);
+    revoke(comm);
 }
 
 void xc__bias_earn(xc_comm_t *comm)

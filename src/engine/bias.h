@@ -26,10 +26,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-/* xc__comm_lock (comm.h) takes comm->mu and revokes another thread's bias.
- * comm->mu was taken again without xc__comm_lock (after a condition wait,
- * say): revoke as xc__comm_lock would.  Called with the lock held. */
-XC__HIDDEN void xc__bias_revoke(xc_comm_t *comm);
+/* xc__comm_lock (comm.h) takes comm->mu and revokes another thread's bias;
+ * nothing takes comm->mu otherwise (no condition variable waits on it). */
 
 static inline uintptr_t xc__bias_self(void) { return (uintptr_t)pthread_self(); }
 
@@ -41,7 +39,7 @@ static inline int xc__bias_enter(xc_comm_t *comm)
     if (__atomic_load_n(&comm->bias_owner, __ATOMIC_RELAXED) != me) return 0;
     __atomic_store_n(&comm->bias_busy, 1, __ATOMIC_RELAXED);
     /* No fence: the revoker's membarrier orders this store before the
-     * load below on this CPU (see xc__bias_revoke). */
+     * load below on this CPU (see bias.c). */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (__atomic_load_n(&comm->bias_owner, __ATOMIC_RELAXED) != me) {
         __atomic_store_n(&comm->bias_busy, 0, __ATOMIC_RELEASE);
