@@ -112,7 +112,7 @@ struct xc_comm {
      * owner's while it holds the bias; the rest is under mu. */
     uintptr_t bias_owner;    /* thread that may make express calls without mu; 0: none */
     int bias_busy;           /* atomic: the owner is inside such a call */
-    int bias_ok;             /* biases possible here (xc__bias_available) */
+    int bias_ok;             /* biases possible here (xc__bias_init) */
     uint64_t bias_calls;     /* calls made under the current bias */
     unsigned bias_earned, bias_need; /* locked express calls: made, needed for a bias
                               * (grants and revocations are counted in stats) */

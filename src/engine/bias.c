@@ -26,14 +26,14 @@
 #define BIAS_NEED_MIN 256u
 #define BIAS_NEED_MAX 65536u
 
-int xc__bias_available(const xc_comm_t *comm)
+void xc__bias_init(xc_comm_t *comm)
 {
+    comm->bias_need = BIAS_NEED_MIN;
 #if defined(__SANITIZE_THREAD__)
-    (void)comm;
-    return 0; /* ThreadSanitizer does not see membarrier: it would report
-               * the owner's calls as races */
+    comm->bias_ok = 0; /* ThreadSanitizer does not see membarrier: it would
+                        * report the owner's calls as races */
 #else
-    return comm->cfg.express_bias && xc__membarrier_register(XC__MB_PRIVATE);
+    comm->bias_ok = comm->cfg.express_bias && xc__membarrier_register(XC__MB_PRIVATE);
 #endif
 }
 
@@ -71,7 +71,6 @@ void xc__comm_lock(xc_comm_t *comm)
 void xc__bias_earn(xc_comm_t *comm)
 {
     if (!comm->bias_ok || comm->bias_owner) return;
-    if (comm->bias_need == 0) comm->bias_need = BIAS_NEED_MIN;
     if (++comm->bias_earned < comm->bias_need) return;
     comm->bias_calls = 0;
     comm->stats.express_bias_grants++;

@@ -59,9 +59,9 @@ static inline void xc__bias_leave(xc_comm_t *comm)
  * bias. */
 XC__HIDDEN void xc__bias_earn(xc_comm_t *comm);
 
-/* Can this process hold biases at all (membarrier's private expedited
- * barrier registered, not a ThreadSanitizer build, XCOLL_EXPRESS_BIAS)?
- * Called once per communicator at creation. */
-XC__HIDDEN int xc__bias_available(const xc_comm_t *comm);
+/* Once per shared-memory communicator at creation: can this process hold
+ * biases at all (membarrier's private expedited barrier registered, not a
+ * ThreadSanitizer build, XCOLL_EXPRESS_BIAS)? */
+XC__HIDDEN void xc__bias_init(xc_comm_t *comm);
 
 #endif

@@ -195,11 +195,10 @@ static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *
  * makes every running thread of every registered process pass a full
  * barrier.  A publisher whose load came before that barrier had its store
  * drained by it, so the sleeper sees the store; one whose load came after
- * sees the announcement.  All ranks must be registered (xc__shm_attach
- * agrees on it); sleeping is rare and slow anyway.
+ * sees the announcement.  All ranks must be registered
+ * (xc__membarrier_register(XC__MB_GLOBAL); shm_setup.c agrees on it);
+ * sleeping is rare and slow anyway.
  */
-int xc__shm_asym_register(void) { return xc__membarrier_register(XC__MB_GLOBAL); }
-
 /* The publisher's half: a full fence, or (asym) only the compiler's. */
 static inline void publish_barrier(const xc__shm_t *s)
 {

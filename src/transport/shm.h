@@ -134,10 +134,6 @@ typedef struct xc__shm {
                              * made progress (xc__shm_pubs) */
 } xc__shm_t;
 
-/* Can this process take part in the fence-free wake-up check (registered
- * for membarrier's global expedited barrier)?  Once per process. */
-XC__HIDDEN int xc__shm_asym_register(void);
-
 static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)
 {
     return s->slots + ((size_t)rank * XC__SHM_NSLOT + chunk % XC__SHM_NSLOT) * s->slot_bytes;

@@ -20,6 +20,7 @@
  */
 #include "../core/comm.h"
 #include "shm.h"
+#include "../core/membarrier.h"
 #include "../engine/bias.h"
 
 #include <inttypes.h>
@@ -99,7 +100,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
      * (shm.c; XCOLL_SHM_MEMBARRIER=0 on any rank keeps the fences). */
     int32_t ok[5] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
                      -comm->cfg.shm_cma_min_kb,
-                     !s || (comm->cfg.shm_membarrier && xc__shm_asym_register())};
+                     !s || (comm->cfg.shm_membarrier && xc__membarrier_register(XC__MB_GLOBAL))};
     if (s) {
         int right = (comm->local_rank + 1) % comm->local_size;
         uint64_t v = 0;
@@ -128,7 +129,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     xc__comm_lock(comm);
     comm->node_shm = s;
     if (single) comm->shm = s;
-    comm->bias_ok = single && xc__bias_available(comm); /* express calls need comm->shm */
+    if (single) xc__bias_init(comm); /* express calls need comm->shm */
     comm->cma = ok[1];
     /* Channels exist iff the creator sized them (so a node agrees); a peer
      * may write to ours before we open them: the bytes wait there. */
