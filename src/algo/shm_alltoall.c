@@ -1,10 +1,13 @@
 /*
  * shm_alltoall.c -- all-to-all through shared memory.
  *
- * Staged: for each chunk every rank stages the chunk of each of its L
- * outgoing blocks; rank j then copies block j out of every rank's slot.  In
- * place is safe: a rank overwrites a chunk of its buffer only after staging
- * it.  Single copy (large blocks, not in place, when ranks may read each
+ * Staged: for each chunk every rank stages the chunk of each of its L-1
+ * outgoing blocks for others; rank j then copies block j out of every
+ * other rank's slot and its own block straight from its input (in place:
+ * it is already there).  Staging the own block too cost a copy in and a
+ * copy out of 1/L of the data for nothing (2 ranks, 1-16 MiB: 10-20 %).
+ * In place is safe: a rank overwrites a chunk of its buffer only after
+ * staging it.  Single copy (large blocks, not in place, when ranks may read each
  * other's memory): each rank publishes its send buffer's address and reads
  * block `me` of every other rank's buffer straight into place.
  */
@@ -19,9 +22,26 @@ static void out(xc__shm_op_t *o, uint64_t k)
     if (o->a.count == 0) return; /* empty operations may pass NULL buffers */
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
     char *rb = o->a.rbuf;
-    for (int j = 0; j < o->L; j++)
-        memcpy(rb + ((size_t)j * o->a.count + off) * o->es,
-               xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es, n * o->es);
+    for (int j = 0; j < o->L; j++) {
+        char *to = rb + ((size_t)j * o->a.count + off) * o->es;
+        if (j != o->me)
+            memcpy(to, xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es, n * o->es);
+        else if (o->a.sbuf != o->a.rbuf)
+            memcpy(to, (const char *)o->a.sbuf + ((size_t)j * o->a.count + off) * o->es, n * o->es);
+    }
+}
+
+/* Stage chunk k of every block but this rank's own, which `out` copies
+ * straight from the input (in place: it is already there). */
+static void stage(xc__shm_op_t *o, uint64_t k, char *slot)
+{
+    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
+    const char *in = o->a.sbuf;
+    if (!n) return; /* empty operations may pass NULL buffers */
+    for (int b = 0; b < o->L; b++)
+        if (b != o->me)
+            memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
+                   n * o->es);
 }
 
 static void out_direct(xc__shm_op_t *o, uint64_t k)
@@ -36,7 +56,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     memcpy(rb + (size_t)o->me * b, (const char *)o->a.sbuf + (size_t)o->me * b, b);
 }
 
-static const xc__shm_coll_t staged = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
+static const xc__shm_coll_t staged = {nchunks, reads_all, stage, NULL, out, 0};
 static const xc__shm_coll_t direct = {one, reads_all, xc__shm_stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
