@@ -24,24 +24,9 @@ static void out(xc__shm_op_t *o, uint64_t k)
     char *rb = o->a.rbuf;
     for (int j = 0; j < o->L; j++) {
         char *to = rb + ((size_t)j * o->a.count + off) * o->es;
-        if (j != o->me)
-            memcpy(to, xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es, n * o->es);
-        else if (o->a.sbuf != o->a.rbuf)
-            memcpy(to, (const char *)o->a.sbuf + ((size_t)j * o->a.count + off) * o->es, n * o->es);
+        const char *from = xc__shm_block_src(o, j, k, off, n);
+        if (to != from) memcpy(to, from, n * o->es); /* in place the own block is there */
     }
-}
-
-/* Stage chunk k of every block but this rank's own, which `out` copies
- * straight from the input (in place: it is already there). */
-static void stage(xc__shm_op_t *o, uint64_t k, char *slot)
-{
-    size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    const char *in = o->a.sbuf;
-    if (!n) return; /* empty operations may pass NULL buffers */
-    for (int b = 0; b < o->L; b++)
-        if (b != o->me)
-            memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
-                   n * o->es);
 }
 
 static void out_direct(xc__shm_op_t *o, uint64_t k)
@@ -56,7 +41,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     memcpy(rb + (size_t)o->me * b, (const char *)o->a.sbuf + (size_t)o->me * b, b);
 }
 
-static const xc__shm_coll_t staged = {nchunks, reads_all, stage, NULL, out, 0};
+static const xc__shm_coll_t staged = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
 static const xc__shm_coll_t direct = {one, reads_all, xc__shm_stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)

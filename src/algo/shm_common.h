@@ -21,15 +21,27 @@ static inline void xc__shm_reduce(const xc__shm_op_t *o, void *dst, const void *
 }
 
 /* Stage chunk k of each of the L blocks (of o->a.count elements) of the
- * input, packed block after block: reduce-scatter and all-to-all. */
+ * input, packed block after block, but the own block (this rank reads it
+ * from its input, xc__shm_block_src; its place in the slot is left as it
+ * is): reduce-scatter and all-to-all. */
 static inline void xc__shm_stage_blocks(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
     const char *in = o->a.sbuf;
     if (!n) return; /* empty operations may pass NULL buffers */
     for (int b = 0; b < o->L; b++)
-        memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
-               n * o->es);
+        if (b != o->me)
+            memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
+                   n * o->es);
+}
+
+/* Chunk k of rank j's staged block `me` -- for j == me straight from the
+ * input (never staged: xc__shm_stage_blocks), n elements at `off`. */
+static inline const char *xc__shm_block_src(const xc__shm_op_t *o, int j, uint64_t k, size_t off,
+                                            size_t n)
+{
+    if (j == o->me) return (const char *)o->a.sbuf + ((size_t)o->me * o->a.count + off) * o->es;
+    return xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es;
 }
 
 /* Single copy: publish the send buffer's address instead of staging. */

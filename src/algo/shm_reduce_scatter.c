@@ -1,11 +1,12 @@
 /*
  * shm_reduce_scatter.c -- reduce-scatter through shared memory.
  *
- * Staged: for each chunk every rank stages the chunk of all L blocks of its
- * input, then reduces chunk k of its own block from every rank's slot
- * straight into its receive buffer (each input read once, one store).  In
- * place is safe: a chunk of the rank's own block is staged before it is
- * overwritten.
+ * Staged: for each chunk every rank stages the chunk of the L-1 blocks of
+ * its input that others reduce, then reduces chunk k of its own block from
+ * every other rank's slot and its own input straight into its receive
+ * buffer (each input read once, one store).  In place is safe: the own
+ * block is read only by this rank, each element before it is written
+ * (exact aliasing, which the kernels allow).
  * Single copy (large, when ranks may read each other's memory): each rank
  * publishes its input's address; rank r pulls block r of every peer's
  * input (process_vm_readv, in pieces into the scratch) and reduces it with
@@ -28,8 +29,7 @@ static void out(xc__shm_op_t *o, uint64_t k)
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
     if (!n) return;
     const void *srcs[XC__SHM_MAX_RANKS];
-    for (int j = 0; j < o->L; j++)
-        srcs[j] = xc__shm_src(o, j, xc__shm_g(o, k)) + (size_t)o->me * n * o->es;
+    for (int j = 0; j < o->L; j++) srcs[j] = xc__shm_block_src(o, j, k, off, n);
     char *dst = (char *)o->a.rbuf + off * o->es;
     xc__shm_reduce(o, dst, srcs, o->L, n);
     xc__reduce_finalize(dst, n, o->a.dtype, o->a.op, o->L);
