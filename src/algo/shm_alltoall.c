@@ -51,7 +51,7 @@ xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args
     size_t cma_min = xc__shm_cma_floor(
         xc__shm_alltoall_cma_min(comm->size, comm->oversub, (size_t)comm->cfg.shm_cma_min_kb * 1024),
         t ? t->a2a_cma_min : 0);
-    if (a->sbuf != a->rbuf && xc__shm_move_cma_from(comm, a->count * es, cma_min))
+    if (a->sbuf != a->rbuf && xc__shm_move_cma_from(comm, t, a->count * es, cma_min))
         return xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS);
     int lines;
     size_t ce = xc__shm_ce(comm, a->count, es, xc__shm_blocks(a, comm->size), &lines);

@@ -235,14 +235,14 @@ static inline int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
     return xc__shm_use_cma_from(comm, bytes, (size_t)comm->cfg.shm_cma_min_kb * 1024);
 }
 /* The all-gather's and all-to-all's blocks: as xc__shm_use_cma_from, and
- * no larger than the profile's measured ceiling (xc__model_topo_t.cma_max;
- * none before the profile).  Not the broadcast's: its root copies a share
+ * no larger than the measured ceiling of `t` (xc__shm_measured's
+ * cma_max; none before the profile).  Not the broadcast's: its root copies a share
  * too (xc__shm_bcast_share), and single copy kept up with staging there
  * at 16 MiB on the machine that set the ceiling (0.62-0.75 against
  * 0.64-0.68 ms) and led at 4 MiB (124-138 against 139-150 us). */
-static inline int xc__shm_move_cma_from(const xc_comm_t *comm, size_t bytes, size_t min)
+static inline int xc__shm_move_cma_from(const xc_comm_t *comm, const xc__model_topo_t *t,
+                                        size_t bytes, size_t min)
 {
-    const xc__model_topo_t *t = xc__shm_measured(comm);
     return xc__shm_use_cma_from(comm, bytes, min) && (!t || !t->cma_max || bytes <= t->cma_max);
 }
 /* All-gather's and all-to-all's single copy start at the larger of their
