@@ -419,7 +419,8 @@ XC__COST(shm_bcast)
 }
 
 /* Single copy (not in place): two syncs, L-1 blocks read.  Staged: per
- * chunk stage L blocks, sync, copy L blocks out. */
+ * chunk stage the L-1 blocks others read, sync, copy those L-1 out and the
+ * own block from the input. */
 XC__COST(shm_alltoall)
 {
     XC__COST_SETUP();
