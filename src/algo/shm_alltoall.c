@@ -5,9 +5,9 @@
  * outgoing blocks for others; rank j then copies block j out of every
  * other rank's slot and its own block straight from its input (in place:
  * it is already there).  Staging the own block too cost a copy in and a
- * copy out of 1/L of the data for nothing (2 ranks, 1-16 MiB: 4-46 %, mostly 10-30 %,
- * faster in two series, level in a third; bench/RESULTS.md, thirty-second
- * session).  In place is safe: a rank overwrites a chunk of its buffer
+ * copy out of 1/L of the data for nothing (2 ranks, 1-16 MiB: 4-46 %,
+ * mostly 10-30 %, faster in two series, level in a third;
+ * bench/RESULTS.md, thirty-second session).  In place is safe: a rank overwrites a chunk of its buffer
  * only after staging it.
  * Single copy (large blocks, not in place, when ranks may read each
  * other's memory): each rank publishes its send buffer's address and reads
