@@ -3,6 +3,7 @@
  * collective (see shm_coll.h), and the segment's set-up for a communicator.
  */
 #include "shm_common.h"
+#include "../engine/bias.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -287,7 +288,7 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
          * every acquire waits for the lines just written, and a writer 32
          * ahead ran twice as slow as one 8 ahead (bench/RESULTS.md,
          * thirty-first session). */
-        if (comm->bias_owner) span = XC__SHM_LL_RING;
+        if (xc__bias_held(comm)) span = XC__SHM_LL_RING;
         return g > span ? g - span : 0;
     }
     uint64_t need = g > span ? g - span : 0;
@@ -592,7 +593,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
  * 0.24; bench/RESULTS.md, thirty-first session). */
 static void ll_ask_ahead(const xc_comm_t *comm, const xc__shm_op_t *o, int j, uint64_t g)
 {
-    if (!comm->bias_owner) return;
+    if (!xc__bias_held(comm)) return;
     __builtin_prefetch(ll_at(o, j, g + 1), 0, 3);
     __builtin_prefetch(ll_at(o, j, g + 2), 0, 3);
 }

@@ -50,6 +50,16 @@ static inline int xc__bias_enter(xc_comm_t *comm)
     return 1;
 }
 
+/* Is a bias held?  Asked by a thread inside an express call or holding
+ * the lock, so the holder is the caller (xc__comm_lock revoked anyone
+ * else's).  A revoker may clear the word during the owner's call: the
+ * answer is then 0, the cautious one (an 8-entry window, no asking
+ * ahead). */
+static inline int xc__bias_held(const xc_comm_t *comm)
+{
+    return __atomic_load_n(&comm->bias_owner, __ATOMIC_RELAXED) != 0;
+}
+
 static inline void xc__bias_leave(xc_comm_t *comm)
 {
     __atomic_store_n(&comm->bias_busy, 0, __ATOMIC_RELEASE);
