@@ -12,7 +12,15 @@
  *           (single-writer head / tail counters on lines of their own);
  *           NT=1 copies in with streaming stores, NT=2 copies out with
  *           them, NT=3 both;
- *   mode 2  single copy in pieces of C bytes.
+ *   mode 2  single copy in pieces of C bytes;
+ *   mode 3  mapped: each send buffer lives in a memfd that both processes
+ *           map; each reads the peer's with one memcpy (what single copy
+ *           could be for memory the library allocates and shares);
+ *   mode 4  as mode 0, the send buffers on transparent huge pages;
+ *   mode 5  as mode 0, the send buffers (ordinary pages, written) then
+ *           collapsed into huge pages with MADV_COLLAPSE (its time printed);
+ *   mode 6  as mode 5, the receive buffers collapsed too;
+ *   mode 7  as mode 4, the receive buffers on huge pages too.
  *
  *   cc -O2 -march=native -o /tmp/duplex bench/anchors/duplex.c
  *   /tmp/duplex N MODE [C D NT]      (e.g. /tmp/duplex 16777216 1 131072 4 0)
@@ -26,6 +34,7 @@
  * KiB (a ring of 64 KiB) lose that.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <immintrin.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -48,7 +57,7 @@ typedef struct {
 } ctl_t;
 
 static size_t N, C = 65536;
-static int D = 4, IT, MODE, NT;
+static int D = 4, IT, MODE, NT, memfd[2];
 static char *shm;
 static ctl_t *ctl[2];
 
@@ -126,8 +135,31 @@ static void run(int me)
     CPU_ZERO(&set);
     CPU_SET(me, &set);
     sched_setaffinity(0, sizeof set, &set);
-    char *sb = aligned_alloc(4096, N), *rb = aligned_alloc(4096, N);
+    char *sb = aligned_alloc(4096, N), *rb = aligned_alloc(4096, N), *peer_sb = NULL;
+    if (MODE == 3) {
+        sb = mmap(NULL, N, PROT_READ | PROT_WRITE, MAP_SHARED, memfd[me], 0);
+        peer_sb = mmap(NULL, N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd[!me], 0);
+        if (sb == MAP_FAILED || peer_sb == MAP_FAILED) exit(1);
+    } else if (MODE == 4 || MODE == 7) {
+        size_t big = (N + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+        sb = aligned_alloc(2u << 20, big);
+        madvise(sb, big, MADV_HUGEPAGE);
+        if (MODE == 7) {
+            rb = aligned_alloc(2u << 20, big);
+            madvise(rb, big, MADV_HUGEPAGE);
+        }
+    }
     memset(sb, me + 1, N);
+    for (int b = 0; b < (MODE == 6 ? 2 : MODE == 5 ? 1 : 0); b++) {
+        char *buf = b ? rb : sb;
+        uintptr_t lo = ((uintptr_t)buf + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
+        uintptr_t hi = ((uintptr_t)buf + N) & ~(uintptr_t)((2u << 20) - 1);
+        double t0 = now_us();
+        int rc = hi > lo ? madvise((void *)lo, hi - lo, 25 /* MADV_COLLAPSE */) : -1;
+        if (me == 0)
+            printf("rank %d: MADV_COLLAPSE of %zu bytes: %d (%s), %.1f us\n", me,
+                   (size_t)(hi > lo ? hi - lo : 0), rc, rc ? strerror(errno) : "ok", now_us() - t0);
+    }
     memset(rb, 0, N);
     ctl[me]->addr = (uint64_t)(uintptr_t)sb;
     ctl[me]->pid = getpid();
@@ -138,6 +170,9 @@ static void run(int me)
         for (int it = 0; it < IT; it++) {
             if (MODE == 1) {
                 exchange_staged(me, sb, rb, &w, &r);
+            } else if (MODE == 3) {
+                memcpy(rb, peer_sb, N);
+                barrier(me, &epoch);
             } else {
                 exchange_cma(me, rb, MODE == 2 ? C : N);
                 barrier(me, &epoch);
@@ -171,6 +206,10 @@ int main(int argc, char **argv)
     memset(shm, 0, bytes);
     ctl[0] = (ctl_t *)shm;
     ctl[1] = (ctl_t *)(shm + 4096);
+    for (int i = 0; i < 2; i++) {
+        memfd[i] = memfd_create("duplex", 0);
+        if (memfd[i] < 0 || ftruncate(memfd[i], (off_t)N)) return 1;
+    }
     pid_t p = fork();
     if (p == 0) {
         run(1);

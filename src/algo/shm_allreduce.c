@@ -28,8 +28,8 @@ static void out_one_shot(xc__shm_op_t *o, uint64_t k) { xc__shm_reduce_all(o, k,
 static void stage_addrs(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     (void)k;
-    xc__shm_put_addr(slot, o->a.sbuf);
-    xc__shm_put_addr(slot + 8, o->a.rbuf);
+    xc__shm_put_addr(o, slot, o->a.sbuf, o->a.count * o->es);
+    xc__shm_put_addr(o, slot + 8, o->a.rbuf, o->a.count * o->es);
 }
 
 /* Block `me` of the result, into the own output. */

@@ -51,7 +51,7 @@ static void stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     (void)k;
     int root = o->me == o->a.root;
-    xc__shm_put_addr(slot, root ? o->a.sbuf : o->a.rbuf);
+    xc__shm_put_addr(o, slot, root ? o->a.sbuf : o->a.rbuf, o->a.count * o->es);
     if (root) {
         uint64_t share = o->share;
         memcpy(slot + 8, &share, sizeof share);

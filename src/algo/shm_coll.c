@@ -762,6 +762,7 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     o->a = *a;
     o->es = xc__dtype_size(a->dtype);
     o->ce = ce ? ce : 1;
+    o->promote = comm->cfg.shm_promote;
     o->ll = lines != 0;
     if (lines == XC__SHM_LINES_ADDRS) {
         o->ll_bytes = XC__SHM_ADDR_BYTES;

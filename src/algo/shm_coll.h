@@ -32,6 +32,7 @@
 #ifndef XC_SHM_COLL_H
 #define XC_SHM_COLL_H
 
+#include "../core/promote.h"
 #include "../transport/shm.h"
 #include "algos.h"
 
@@ -84,6 +85,7 @@ struct xc__shm_op {
     char *tmp;          /* single-copy reductions: (L-1) pieces of scratch */
     size_t share;       /* cooperative single-copy broadcast: bytes the root
                          * writes into each other rank (shm_bcast.c) */
+    int promote;        /* XCOLL_SHM_PROMOTE (xc__shm_put_addr) */
 };
 
 /* Single-copy reductions read peers' inputs in pieces of this size into the
@@ -147,12 +149,16 @@ static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded, s
  * of memory: use the staged path). */
 XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
 
-/* Single-copy (CMA) helpers: publish a buffer address in the flagged lines;
- * read `len` bytes at `off` of rank j's published buffer into `dst`. */
-static inline void xc__shm_put_addr(char *slot, const void *buf)
+/* Single-copy (CMA) helpers: publish the address of a buffer of `bytes`
+ * that peers will read or write in the flagged lines (a range published
+ * again and again goes on huge pages: core/promote.c); read `len` bytes at
+ * `off` of rank j's published buffer into `dst`. */
+static inline void xc__shm_put_addr(const xc__shm_op_t *o, char *slot, const void *buf,
+                                    size_t bytes)
 {
     uint64_t a = (uint64_t)(uintptr_t)buf;
     memcpy(slot, &a, sizeof a);
+    xc__promote(buf, bytes, o->promote);
 }
 /* Read from the `which`-th address (0, 1 or 2) rank j published. */
 XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst,

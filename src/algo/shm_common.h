@@ -48,7 +48,7 @@ static inline const char *xc__shm_block_src(const xc__shm_op_t *o, int j, uint64
 static inline void xc__shm_stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     (void)k;
-    xc__shm_put_addr(slot, o->a.sbuf);
+    xc__shm_put_addr(o, slot, o->a.sbuf, xc__shm_blocks(&o->a, o->L) * o->a.count * o->es);
 }
 
 /* Single-copy reductions (`kind`: XC__SHM_RED_*)

@@ -49,8 +49,9 @@ static void out_large(xc__shm_op_t *o, uint64_t k)
 static void stage_addrs(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     (void)k;
-    xc__shm_put_addr(slot, o->a.sbuf);
-    xc__shm_put_addr(slot + 8, o->a.rbuf);
+    xc__shm_put_addr(o, slot, o->a.sbuf, o->a.count * o->es);
+    /* Only the root's output is a buffer of the count (and read). */
+    xc__shm_put_addr(o, slot + 8, o->a.rbuf, o->me == o->a.root ? o->a.count * o->es : 0);
 }
 
 /* Block `me` of the result: reduced into the root's output. */

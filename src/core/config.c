@@ -109,6 +109,12 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = 64;
     XC_CHECK(xc__env_int("XCOLL_SHM_CHAN_KB", 0, 1 << 16, &v));
     c->shm_chan_kb = (int)v;
+    v = 4;
+    XC_CHECK(xc__env_int("XCOLL_SHM_PROMOTE", 0, 1 << 20, &v));
+    c->shm_promote = (int)v;
+    long huge = 1; /* XCOLL_HUGEPAGES=0: no huge pages from the library at all */
+    XC_CHECK(xc__env_int("XCOLL_HUGEPAGES", 0, 1, &huge));
+    if (!huge) c->shm_promote = 0;
     v = -1;
     XC_CHECK(xc__env_int("XCOLL_SHM_COOP", -1, 1, &v));
     c->shm_coop = (int)v;

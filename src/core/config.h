@@ -25,6 +25,8 @@ typedef struct xc__config {
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     int shm_p2p_cma_min_kb; /* ... of point-to-point / schedule frames */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
+    int shm_promote;      /* single-copy sources collapse into huge pages at
+                             their this-many-th use (core/promote.c); 0 never */
     int shm_coop;         /* single-copy broadcast's root copies too: 1 always,
                              0 never, -1 when the node is not crowded */
     int shm_membarrier;   /* 1: fence-free publications where every rank can

@@ -16,6 +16,7 @@
  * so an any-source receive takes the earliest of them from any peer.
  */
 #include "../core/comm.h"
+#include "../core/promote.h"
 #include "../transport/shm.h"
 
 #include <inttypes.h>
@@ -528,7 +529,9 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
     xc__conn_t *c = data_conn(comm, peer);
     if (comm->cma && c->tp == &xc__chan_transport &&
         len >= (size_t)comm->cfg.shm_p2p_cma_min_kb * 1024 && len) {
-        /* Same node, large: send the address and let the receiver read. */
+        /* Same node, large: send the address and let the receiver read
+         * (a buffer sent again and again goes on huge pages: promote.c). */
+        xc__promote(buf, len, comm->cfg.shm_promote);
         tx->rndv[0] = (uint64_t)(uintptr_t)buf;
         tx->rndv[1] = (uint64_t)len;
         tx->rndv[2] = ++comm->rndv_id;

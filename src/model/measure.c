@@ -1180,7 +1180,7 @@ static int peer_of(const xc_comm_t *comm, int same_node)
     return -1;
 }
 
-xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profile_t *p)
+static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc__profile_t *p)
 {
     const plan_t *pl = thorough ? &k_full : &k_quick;
     xc__profile_t tmp;
@@ -1393,4 +1393,16 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
                                          xc__model_shm_pair_single_copy, pt.direct, "single-copy");
     }
     return XC_OK;
+}
+
+/* The calibration prices ordinary user buffers: its probes reuse one
+ * buffer many times, which would otherwise go on huge pages in the middle
+ * of the measurement (XCOLL_SHM_PROMOTE, core/promote.c). */
+xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profile_t *p)
+{
+    int promote = comm->cfg.shm_promote;
+    comm->cfg.shm_promote = 0;
+    xc_result_t rc = measure_all(comm, what, thorough, p);
+    comm->cfg.shm_promote = promote;
+    return rc;
 }

@@ -17,6 +17,9 @@
  *              order between an any-source and a named receive on one tag
  *              (both ways), to oneself, and blocking;
  *   pairs      a group exchanging 64 MiB each way at once between pairs;
+ *   reuse      the same 5 MiB buffers exchanged six times over with new
+ *              contents each time: from the fourth, the sender's pages go
+ *              huge (XCOLL_SHM_PROMOTE) under the peer's reads;
  *   1f1b       a pipeline-parallel one-forward-one-backward schedule.
  * Every received byte is checked against the sender's regenerated data;
  * xc_comm_stats counts exactly the completed sends and receives.  Count and
@@ -356,6 +359,32 @@ static void pairs_case(size_t bytes)
     h_free(in);
 }
 
+/* The same (unaligned) buffers exchanged again and again, refilled each
+ * time: the single-copy source collapsed into huge pages on its fourth
+ * publication (core/promote.c) must carry the new contents every time. */
+static void reuse_case(void)
+{
+    size_t n = ((size_t)5 << 18) + 3, bytes = n * 4;
+    h_case_t c = h_case("p2p reuse", XC_UINT32, H_COPY, n, -1, -1);
+    int partner = H.rank ^ 1;
+    if (partner >= H.size) partner = H.rank;
+    char *out_raw = h_alloc(bytes + 4), *in_raw = h_alloc(bytes + 4);
+    uint32_t *out = (uint32_t *)(out_raw + 4), *in = (uint32_t *)(in_raw + 4);
+    for (size_t it = 0; it < 6; it++) {
+        h_fill(&c, out, n, H.rank, 7 * it);
+        H_CHECK(H.comm, xc_group_start());
+        H_CHECK(H.comm, xc_send(out, n, XC_UINT32, partner, 11, H.comm));
+        H_CHECK(H.comm, xc_recv(in, n, XC_UINT32, partner, 11, H.comm));
+        H_CHECK(H.comm, xc_group_end());
+        count_p2p(1, 1);
+        h_check_copy(&c, in, n, partner, 7 * it, "reused buffers, received");
+        h_check_copy(&c, out, n, H.rank, 7 * it, "reused buffers, sent (must not change)");
+    }
+    h_check_guard(&c, in, bytes, "reuse recvbuf");
+    h_free(out_raw);
+    h_free(in_raw);
+}
+
 /* ---------------------------------------------------------------- 1F1B
  * Stage s = rank.  Forward of micro-batch m at stage s maps x to
  * x * 3 + (s + 1); the last stage's loss gradient is y ^ 0x5bd1e995;
@@ -586,6 +615,7 @@ int main(int argc, char **argv)
     many_case(H.full ? 2000 : 300);
     any_case();
     pairs_case((size_t)64 << 20);
+    reuse_case();
     pipeline_1f1b(H.full ? ((size_t)1 << 18) + 3 : 4099, 2 * H.size + 1);
     h_check_stats(H.comm, H.base_ops, H.issued, "world");
     stale_lines_case();

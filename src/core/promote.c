@@ -1,0 +1,92 @@
+/*
+ * promote.c -- huge pages for the buffers that peers copy single copy.
+ *
+ * A peer's process_vm_readv (or _writev) of a buffer pins and copies it
+ * one page at a time; on ordinary 4 KiB pages that is most of its cost.
+ * Two processes exchanging N bytes by one process_vm_readv each
+ * (bench/anchors/duplex.c, AMD EPYC VM): 4 MiB 186-236 us on ordinary
+ * pages, 97-106 with the source on huge pages, 135-137 with half of it
+ * collapsed; 16 MiB 1.50-1.79 ms, 0.74-0.77, 0.75-0.84 with 14 of its 16
+ * MiB collapsed (bench/RESULTS.md, thirty-third session).  xc_mem_alloc
+ * gives huge pages to buffers made for communication; this gives them to
+ * the rest -- a training loop's buffers, used step after step -- at the
+ * cost of one collapse: MADV_COLLAPSE (Linux 6.1) copies each 2 MiB into
+ * a fresh huge page, 0.17-0.25 ms per 2 MiB here, up to ~1.5 ms when the
+ * kernel must compact memory first.  So a range is collapsed only when it
+ * comes back: on its `after`-th publication (XCOLL_SHM_PROMOTE, 4 by
+ * default), never for a buffer used once or twice.
+ *
+ * Only the whole 2 MiB pages inside the buffer are collapsed: the memory
+ * around it is not the library's to touch.  The contents stay as they
+ * were (the kernel copies under its own locks, as khugepaged does); the
+ * owner collapses before it publishes the address, when no peer is
+ * reading it (the single-copy paths wait for their readers before they
+ * return).  Refusals -- a kernel before 6.1 or THP off (EINVAL), pages
+ * not yet touched (EINVAL), pinned or shared pages (EAGAIN), no huge page
+ * to be had (ENOMEM) -- leave the range as it was and it is not retried.
+ *
+ * The ranges seen are kept in a small table (least recently published
+ * out) under a mutex: one lock per single-copy publication, next to
+ * copies of megabytes.  A range freed and allocated anew at the same
+ * address keeps its "done" mark: not collapsed again (a hint lost, no
+ * harm).
+ */
+#include "promote.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+#define HUGE ((uintptr_t)2 << 20)
+#define SLOTS 32
+
+typedef struct {
+    uintptr_t lo, hi; /* whole huge pages: [lo, hi); hi == 0: empty */
+    uint64_t last;    /* clock of the last publication */
+    int uses;         /* publications so far (until done) */
+    int done;         /* collapsed, or tried */
+} range_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static range_t tab[SLOTS];
+static uint64_t clk;
+
+/* The entry for [lo, hi): found, or the empty / least recent one reset. */
+static range_t *lookup(uintptr_t lo, uintptr_t hi)
+{
+    range_t *old = &tab[0];
+    for (int i = 0; i < SLOTS; i++) {
+        if (tab[i].lo == lo && tab[i].hi == hi) return &tab[i];
+        if (tab[i].last < old->last) old = &tab[i];
+    }
+    *old = (range_t){.lo = lo, .hi = hi};
+    return old;
+}
+
+void xc__promote(const void *buf, size_t len, int after)
+{
+    if (after <= 0 || !buf || len < HUGE) return;
+    uintptr_t lo = ((uintptr_t)buf + HUGE - 1) & ~(HUGE - 1);
+    uintptr_t hi = ((uintptr_t)buf + len) & ~(HUGE - 1);
+    if (hi <= lo) return;
+    pthread_mutex_lock(&mu);
+    range_t *r = lookup(lo, hi);
+    r->last = ++clk;
+    int go = !r->done && ++r->uses >= after;
+    if (go) r->done = 1;
+    pthread_mutex_unlock(&mu);
+    if (!go) return;
+    uint64_t t0 = xc__now_ns();
+    if (madvise((void *)lo, hi - lo, MADV_COLLAPSE) != 0)
+        XC_TRACE("promote: MADV_COLLAPSE of %zu KiB at %p refused (%s): ordinary pages kept",
+                 (size_t)(hi - lo) >> 10, (void *)lo, strerror(errno));
+    else
+        XC_TRACE("promote: %zu KiB at %p on huge pages (%.0f us)", (size_t)(hi - lo) >> 10,
+                 (void *)lo, (double)(xc__now_ns() - t0) / 1e3);
+}

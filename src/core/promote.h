@@ -1,0 +1,19 @@
+/*
+ * promote.h -- huge pages for the buffers that peers copy single copy
+ * (promote.c).
+ */
+#ifndef XC_PROMOTE_H
+#define XC_PROMOTE_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+/* The owner of [buf, buf + len) is about to publish it for its peers'
+ * process_vm_readv / process_vm_writev.  The `after`-th time the same
+ * range is published (0: never), the whole 2 MiB pages inside it are
+ * collapsed into transparent huge pages (MADV_COLLAPSE), once.  Never
+ * fails: a refusal leaves the pages as they were. */
+XC__HIDDEN void xc__promote(const void *buf, size_t len, int after);
+
+#endif

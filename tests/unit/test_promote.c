@@ -1,0 +1,186 @@
+/*
+ * test_promote.c -- xc__promote (src/core/promote.c): a range published
+ * for single-copy reads goes on huge pages at its `after`-th publication
+ * and not before, with its contents intact; only the whole 2 MiB pages
+ * inside it; never with after = 0, nor for a range without a whole huge
+ * page; a range pushed out of the table starts counting again; threads
+ * promoting at once each get theirs.  Where the kernel cannot collapse
+ * (before Linux 6.1, THP off) or finds no huge page this time, the checks
+ * that need one are skipped with a note.
+ */
+#include "../../src/core/promote.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "expect.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#define MIB ((size_t)1 << 20)
+#define HUGE (2 * MIB)
+
+/* Bytes of anonymous huge pages in the mapping that holds p. */
+static size_t huge_bytes(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512], perms[8];
+    int inside = 0;
+    size_t kb = 0, v;
+    uintptr_t at = (uintptr_t)p;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3)
+            inside = at >= lo && at < hi;
+        else if (inside && sscanf(line, "AnonHugePages: %zu kB", &v) == 1)
+            kb = v;
+    }
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* A private mapping of `bytes` starting `skew` bytes past a 2 MiB
+ * boundary, every page written with its pattern; NULL on failure.  Its
+ * first and last pages are made inaccessible, so that the kernel cannot
+ * merge it with a neighbour (huge_bytes counts one mapping). */
+static char *region(size_t bytes, size_t skew, unsigned char seed)
+{
+    size_t span = bytes + skew + 2 * HUGE;
+    char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    mprotect(m, 4096, PROT_NONE);
+    mprotect(m + span - 4096, 4096, PROT_NONE);
+    char *p = (char *)(((uintptr_t)m + 4096 + HUGE - 1) & ~(uintptr_t)(HUGE - 1)) + skew;
+    for (size_t i = 0; i < bytes; i++) p[i] = (char)(unsigned char)(seed + i * 7 + (i >> 12));
+    return p;
+}
+
+static int intact(const char *p, size_t bytes, unsigned char seed)
+{
+    for (size_t i = 0; i < bytes; i++)
+        if (p[i] != (char)(unsigned char)(seed + i * 7 + (i >> 12))) return 0;
+    return 1;
+}
+
+/* Whether MADV_COLLAPSE works here now: on a scratch region. */
+static int can_collapse(void)
+{
+    char *p = region(HUGE, 0, 1);
+    if (!p) return 0;
+    int ok = madvise(p, HUGE, MADV_COLLAPSE) == 0 && huge_bytes(p) >= HUGE;
+    if (!ok)
+        printf("test_promote: note: MADV_COLLAPSE not available now (%s): the checks that "
+               "need a huge page are skipped\n", strerror(errno));
+    return ok;
+}
+
+typedef struct {
+    char *p;
+    size_t bytes;
+    int ok;
+} job_t;
+
+static void *promote_four(void *arg)
+{
+    job_t *j = arg;
+    for (int i = 0; i < 4; i++) xc__promote(j->p, j->bytes, 4);
+    j->ok = 1;
+    return NULL;
+}
+
+int main(void)
+{
+    int can = can_collapse();
+
+    /* 7 MiB starting 1 MiB past a boundary: whole huge pages [2, 8) MiB of
+     * the mapping -- 3 of them; published 3 times, nothing; the 4th, all 3;
+     * contents intact throughout. */
+    char *a = region(7 * MIB, MIB, 3);
+    EXPECT(a != NULL, "mmap");
+    if (a) {
+        size_t before = huge_bytes(a);
+        for (int i = 0; i < 3; i++) xc__promote(a, 7 * MIB, 4);
+        EXPECT(huge_bytes(a) == before, "promoted before the 4th use: %zu bytes huge",
+               huge_bytes(a));
+        xc__promote(a, 7 * MIB, 4);
+        if (can) EXPECT(huge_bytes(a) == 3 * HUGE, "4th use: %zu bytes huge, want %zu",
+                        huge_bytes(a), 3 * HUGE);
+        EXPECT(intact(a, 7 * MIB, 3), "contents changed by the collapse");
+        /* Once is enough: more uses change nothing. */
+        for (int i = 0; i < 4; i++) xc__promote(a, 7 * MIB, 4);
+        EXPECT(intact(a, 7 * MIB, 3), "contents changed by later uses");
+    }
+
+    /* after = 0: never; after = 1: at once. */
+    char *b = region(4 * MIB, 0, 5);
+    EXPECT(b != NULL, "mmap");
+    if (b) {
+        for (int i = 0; i < 10; i++) xc__promote(b, 4 * MIB, 0);
+        EXPECT(huge_bytes(b) == 0, "after = 0 promoted %zu bytes", huge_bytes(b));
+        xc__promote(b, 4 * MIB, 1);
+        if (can) EXPECT(huge_bytes(b) == 4 * MIB, "after = 1: %zu bytes huge", huge_bytes(b));
+        EXPECT(intact(b, 4 * MIB, 5), "contents changed");
+    }
+
+    /* No whole huge page inside: 3 MiB - 1 from 1 MiB past a boundary, and
+     * anything under 2 MiB. */
+    char *c = region(3 * MIB - 1, MIB, 9);
+    EXPECT(c != NULL, "mmap");
+    if (c) {
+        for (int i = 0; i < 5; i++) xc__promote(c, 3 * MIB - 1, 1);
+        for (int i = 0; i < 5; i++) xc__promote(c + MIB, MIB, 1);
+        EXPECT(huge_bytes(c) == 0, "a range without a whole huge page: %zu bytes huge",
+               huge_bytes(c));
+        EXPECT(intact(c, 3 * MIB - 1, 9), "contents changed");
+    }
+    xc__promote(NULL, 8 * MIB, 1); /* ignored */
+
+    /* A range pushed out of the table (32 entries) counts again from 0:
+     * 3 uses, 40 other ranges once each (untouched memory, never
+     * collapsed), then 1 more use: not promoted; 3 more: promoted. */
+    char *d = region(4 * MIB, 0, 11);
+    size_t far = 96 * MIB;
+    char *e = mmap(NULL, far + 2 * HUGE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (e != MAP_FAILED) mprotect(e, 4096, PROT_NONE), mprotect(e + far + 2 * HUGE - 4096, 4096, PROT_NONE);
+    EXPECT(d != NULL && e != MAP_FAILED, "mmap");
+    if (d && e != MAP_FAILED) {
+        char *ea = (char *)(((uintptr_t)e + 4096 + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+        for (int i = 0; i < 3; i++) xc__promote(d, 4 * MIB, 4);
+        for (size_t k = 1; k <= 40; k++) xc__promote(ea, k * HUGE, 4);
+        xc__promote(d, 4 * MIB, 4);
+        EXPECT(huge_bytes(d) == 0, "an evicted range kept its count: %zu bytes huge",
+               huge_bytes(d));
+        for (int i = 0; i < 3; i++) xc__promote(d, 4 * MIB, 4);
+        if (can) EXPECT(huge_bytes(d) == 4 * MIB, "re-counted range: %zu bytes huge",
+                        huge_bytes(d));
+        EXPECT(huge_bytes(ea) == 0, "a range used once was promoted");
+        EXPECT(intact(d, 4 * MIB, 11), "contents changed");
+    }
+
+    /* Four threads, each its own range, at once. */
+    job_t jobs[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        jobs[t] = (job_t){region(4 * MIB, 0, (unsigned char)(20 + t)), 4 * MIB, 0};
+        EXPECT(jobs[t].p != NULL, "mmap");
+        if (!jobs[t].p || pthread_create(&th[t], NULL, promote_four, &jobs[t]) != 0)
+            jobs[t].p = NULL;
+    }
+    for (int t = 0; t < 4; t++) {
+        if (!jobs[t].p) continue;
+        pthread_join(th[t], NULL);
+        EXPECT(jobs[t].ok, "thread %d", t);
+        if (can) EXPECT(huge_bytes(jobs[t].p) == 4 * MIB, "thread %d's range: %zu bytes huge", t,
+                        huge_bytes(jobs[t].p));
+        EXPECT(intact(jobs[t].p, 4 * MIB, (unsigned char)(20 + t)), "thread %d: contents", t);
+    }
+    printf("test_promote: %s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
