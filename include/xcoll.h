@@ -163,9 +163,25 @@ XC_API const char *xc_op_name(xc_op_t op);          /* "sum", "avg", ...   */
  * (*ptr is NULL on every failure).
  */
 XC_API xc_result_t xc_mem_alloc(size_t bytes, void **ptr);
-/* Release a block of xc_mem_alloc.  NULL is a no-op (XC_OK); a pointer
- * xc_mem_alloc did not return (or already freed) is XC_ERR_INVALID and
- * nothing is released. */
+/*
+ * As xc_mem_alloc, but the block is shared memory (a memfd mapped
+ * MAP_SHARED) that the ranks on this node may map: a collective or a
+ * point-to-point message that would read or write it single copy
+ * (process_vm_readv) copies it with one memcpy instead -- 1.3-1.6x the
+ * single copy of huge pages, 2-3x that of ordinary ones (docs/shm.md,
+ * "Shared blocks").  Differences from xc_mem_alloc: a process created by
+ * fork() does not inherit the block (touching it there faults), where a
+ * private block would be a copy; huge pages only where the kernel's shmem
+ * THP mode allows them (/sys/kernel/mm/transparent_hugepage/
+ * shmem_enabled); one descriptor per block is held open.  A process lists
+ * at most 60 such blocks for its peers (more work, single copy).  Errors as
+ * xc_mem_alloc, and XC_ERR_SYSTEM where no shared-memory file can be made.
+ * Free with xc_mem_free.
+ */
+XC_API xc_result_t xc_mem_alloc_shared(size_t bytes, void **ptr);
+/* Release a block of xc_mem_alloc or xc_mem_alloc_shared.  NULL is a no-op (XC_OK); a pointer
+ * neither returned (or already freed) is XC_ERR_INVALID and nothing is
+ * released. */
 XC_API xc_result_t xc_mem_free(void *ptr);
 /* The page size backing a block of xc_mem_alloc right now: 2 MiB when huge
  * pages back (part of) it, else the base page size; 0 for a pointer

@@ -151,7 +151,8 @@ typedef struct opts {
     char *side_buf;
     const char *csv_path, *json_path; /* "-" = stdout; NULL = off */
     const char *calibrate_path;         /* --calibrate: write a profile, no sweep */
-    int xc_buffers;                     /* --buffers xcoll: xc_mem_alloc */
+    int xc_buffers;                     /* --buffers xcoll: 1 (xc_mem_alloc),
+                                         * shared: 2 (xc_mem_alloc_shared) */
     int p2p_nb;                         /* --p2p nonblocking */
 } opts_t;
 
@@ -211,8 +212,9 @@ static void usage(FILE *f)
         "                           collective (--algo ring,rhd) are measured side by side: a\n"
         "                           communicator each, their iterations interleaved in blocks,\n"
         "                           a row each (ratios from one run on a noisy machine)\n"
-        "      --buffers KIND       malloc (default: posix_memalign, ordinary pages) or xcoll\n"
-        "                           (xc_mem_alloc: 2 MiB-aligned, transparent huge pages)\n"
+        "      --buffers KIND       malloc (default: posix_memalign, ordinary pages), xcoll\n"
+        "                           (xc_mem_alloc: 2 MiB-aligned, transparent huge pages) or\n"
+        "                           shared (xc_mem_alloc_shared: node peers map it, memcpy)\n"
         "      --fresh[=0|1]        before each call (untimed, then a barrier) rewrite every cache\n"
         "                           line of this rank's input, as training does when it computes\n"
         "                           a gradient: a peer must then fetch it from the writer's cache,\n"
@@ -469,9 +471,9 @@ static void parse_args(opts_t *o, int argc, char **argv)
         case OPT_CSV: o->csv_path = optarg ? optarg : "-"; break;
         case OPT_JSON: o->json_path = optarg ? optarg : "-"; break;
         case OPT_BUFFERS:
-            if (strcmp(optarg, "malloc") && strcmp(optarg, "xcoll"))
-                usage_error("--buffers: \"%s\" is neither malloc nor xcoll", optarg);
-            o->xc_buffers = !strcmp(optarg, "xcoll");
+            if (strcmp(optarg, "malloc") && strcmp(optarg, "xcoll") && strcmp(optarg, "shared"))
+                usage_error("--buffers: \"%s\" is none of malloc, xcoll, shared", optarg);
+            o->xc_buffers = !strcmp(optarg, "xcoll") ? 1 : !strcmp(optarg, "shared") ? 2 : 0;
             break;
         case OPT_P2P:
             if (strcmp(optarg, "group") && strcmp(optarg, "nonblocking"))
@@ -548,12 +550,16 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* A benchmark buffer: from xc_mem_alloc (--buffers xcoll) or xmalloc. */
+/* A benchmark buffer: from xc_mem_alloc (--buffers xcoll), from
+ * xc_mem_alloc_shared (shared) or xmalloc. */
 static void *buf_alloc(size_t n, int xc)
 {
     void *p = NULL;
     if (!xc) return xmalloc(n);
-    XC(xc_mem_alloc(n ? n : 1, &p));
+    if (xc == 2)
+        XC(xc_mem_alloc_shared(n ? n : 1, &p));
+    else
+        XC(xc_mem_alloc(n ? n : 1, &p));
     return p;
 }
 static void buf_free(void *p, int xc)
@@ -1340,7 +1346,9 @@ int main(int argc, char **argv)
     memset(B.send, 0, o.maxbytes); /* touch every page before timing */
     memset(B.recv, 0, o.maxbytes);
     if (o.xc_buffers && lead && O.table)
-        printf("# buffers: xc_mem_alloc, on %zu KiB pages\n#\n", xc_mem_page_size(B.send) >> 10);
+        printf("# buffers: %s, on %zu KiB pages\n#\n",
+               o.xc_buffers == 2 ? "xc_mem_alloc_shared" : "xc_mem_alloc",
+               xc_mem_page_size(B.send) >> 10);
     size_t times_cap = (size_t)o.iters * MAX_SIDE;
     double *times = xmalloc(times_cap * sizeof *times);
 

@@ -173,6 +173,10 @@ def header(meta, limits, lim):
          "- buffers: " + ("every library's on 2 MiB transparent huge pages "
                           "(xcoll: `xc_mem_alloc`; anchors: `--huge`, mapped "
                           "alike)" if st.get("buffers") == "huge" else
+                          "xcoll's from `xc_mem_alloc_shared` (node peers map "
+                          "them: single copy as memcpy), the anchors' on 2 MiB "
+                          "transparent huge pages (`--huge`)"
+                          if st.get("buffers") == "shared" else
                           "malloc (ordinary 4 KiB pages)"),
          "- inputs: " + ("fresh: every rank rewrites its input before each "
                          "call (`--fresh`), as a training step leaves it"

@@ -3,6 +3,7 @@
  * collective (see shm_coll.h), and the segment's set-up for a communicator.
  */
 #include "shm_common.h"
+#include "../core/mem_share.h"
 #include "../engine/bias.h"
 
 #include <errno.h>
@@ -722,21 +723,10 @@ static void cma_xfer(xc__shm_op_t *o, int j, int which, size_t off, char *local,
     if (o->err || len == 0) return;
     uint64_t base;
     memcpy(&base, xc__shm_src(o, j, o->base + o->k + 1) + 8 * which, sizeof base);
-    pid_t pid = (pid_t)o->shm->ctl[j].pid;
-    uintptr_t r = (uintptr_t)base + off;
-    while (len > 0) {
-        struct iovec li = {local, len}, ri = {(void *)r, len};
-        ssize_t n = write ? process_vm_writev(pid, &li, 1, &ri, 1, 0)
-                          : process_vm_readv(pid, &li, 1, &ri, 1, 0);
-        if (n <= 0) {
-            o->err = n < 0 ? errno : EIO;
-            o->err_peer = j;
-            return;
-        }
-        local += n;
-        r += (size_t)n;
-        len -= (size_t)n;
-    }
+    const xc__shm_ctl_t *pc = &o->shm->ctl[j];
+    int e = xc__peer_xfer((pid_t)pc->pid, pc->share_fd, pc->share_nonce, local,
+                          (uintptr_t)base + off, len, write);
+    if (e) o->err = e, o->err_peer = j;
 }
 
 void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst, size_t len)

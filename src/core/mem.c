@@ -16,6 +16,7 @@
  */
 #include "common.h"
 #include "config.h"
+#include "mem_share.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -32,47 +33,93 @@
 typedef struct mem_block {
     void *p;
     size_t len;
+    int fd; /* xc_mem_alloc_shared: its memfd; -1 */
     struct mem_block *next;
 } mem_block_t;
 
 static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static mem_block_t *mem_head;
 
-xc_result_t xc_mem_alloc(size_t bytes, void **ptr)
+/* A block of `bytes`, 2 MiB-aligned: private anonymous memory, or with
+ * `shared` a memfd mapped MAP_SHARED that node peers can map too
+ * (mem_share.c). */
+static xc_result_t mem_alloc(size_t bytes, void **ptr, int shared, const char *what)
 {
-    if (!ptr) return xc__err(XC_ERR_INVALID, "xc_mem_alloc: ptr is NULL");
+    if (!ptr) return xc__err(XC_ERR_INVALID, "%s: ptr is NULL", what);
     *ptr = NULL;
-    if (bytes == 0) return xc__err(XC_ERR_INVALID, "xc_mem_alloc: 0 bytes asked");
+    if (bytes == 0) return xc__err(XC_ERR_INVALID, "%s: 0 bytes asked", what);
     long want = 1; /* XCOLL_HUGEPAGES */
     XC_CHECK(xc__env_int("XCOLL_HUGEPAGES", 0, 1, &want));
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (bytes > SIZE_MAX / 2 - 2 * XC__HUGE_PAGE)
-        return xc__err(XC_ERR_NOMEM, "xc_mem_alloc: %zu bytes is more than can be mapped", bytes);
+        return xc__err(XC_ERR_NOMEM, "%s: %zu bytes is more than can be mapped", what, bytes);
     int huge = want && bytes >= XC__HUGE_PAGE / 2;
     size_t unit = huge ? XC__HUGE_PAGE : page;
     size_t len = (bytes + unit - 1) / unit * unit;
     mem_block_t *b = malloc(sizeof *b);
-    if (!b) return xc__err(XC_ERR_NOMEM, "xc_mem_alloc: out of memory for the block's record");
-    size_t span = len + XC__HUGE_PAGE;
-    char *map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) {
-        int e = errno;
-        free(b);
-        return xc__err(XC_ERR_NOMEM, "xc_mem_alloc: mmap of %zu bytes: %s", span, strerror(e));
+    if (!b) return xc__err(XC_ERR_NOMEM, "%s: out of memory for the block's record", what);
+    int fd = -1;
+    if (shared) {
+        fd = memfd_create("xcoll-mem", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+            int e = errno;
+            if (fd >= 0) close(fd);
+            free(b);
+            return xc__err(e == ENOMEM || e == ENOSPC ? XC_ERR_NOMEM : XC_ERR_SYSTEM,
+                           "%s: a shared-memory file of %zu bytes: %s", what, len, strerror(e));
+        }
     }
-    char *p = (char *)(((uintptr_t)map + XC__HUGE_PAGE - 1) & ~(uintptr_t)(XC__HUGE_PAGE - 1));
+    /* Reserve 2 MiB more than the block, place it on a boundary, give the
+     * slack back on both sides. */
+    size_t span = len + XC__HUGE_PAGE;
+    char *map = mmap(NULL, span, shared ? PROT_NONE : PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | (shared ? MAP_NORESERVE : 0), -1, 0);
+    char *p = map == MAP_FAILED ? NULL
+                                : (char *)(((uintptr_t)map + XC__HUGE_PAGE - 1) &
+                                           ~(uintptr_t)(XC__HUGE_PAGE - 1));
+    if (p && shared &&
+        mmap(p, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        munmap(map, span);
+        p = NULL;
+    }
+    if (!p) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        free(b);
+        return xc__err(XC_ERR_NOMEM, "%s: mmap of %zu bytes: %s", what, span, strerror(e));
+    }
     if (p > map) munmap(map, (size_t)(p - map));
     if (map + span > p + len) munmap(p + len, (size_t)(map + span - (p + len)));
-    /* Refused only where THP is not built in (EINVAL): ordinary pages then.
-     * XCOLL_HUGEPAGES=0 keeps them out even where THP is "always". */
+    /* Refused only where THP is not built in (EINVAL), or for shared
+     * memory where the kernel's shmem THP mode is "never": ordinary pages
+     * then.  XCOLL_HUGEPAGES=0 keeps them out even where THP is "always". */
     if ((huge || !want) && madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
-        XC_TRACE("xc_mem_alloc: madvise refused (%s): the kernel's default pages", strerror(errno));
-    b->p = p, b->len = len;
+        XC_TRACE("%s: madvise refused (%s): the kernel's default pages", what, strerror(errno));
+    if (shared) {
+        /* A forked child never gets the block: it would write its
+         * parent's memory (and its peers read it). */
+        madvise(p, len, MADV_DONTFORK);
+        if (xc__share_add(p, len, fd) != 0)
+            XC_INFO("%s: the block cannot be listed for node peers (%d listed at most): "
+                    "they read it single copy",
+                    what, 60);
+    }
+    b->p = p, b->len = len, b->fd = fd;
     pthread_mutex_lock(&mem_mu);
     b->next = mem_head, mem_head = b;
     pthread_mutex_unlock(&mem_mu);
     *ptr = p;
     return XC_OK;
+}
+
+xc_result_t xc_mem_alloc(size_t bytes, void **ptr)
+{
+    return mem_alloc(bytes, ptr, 0, "xc_mem_alloc");
+}
+
+xc_result_t xc_mem_alloc_shared(size_t bytes, void **ptr)
+{
+    return mem_alloc(bytes, ptr, 1, "xc_mem_alloc_shared");
 }
 
 /* The block starting at p, unlinked from the list when `take`; NULL. */
@@ -94,7 +141,9 @@ xc_result_t xc_mem_free(void *ptr)
     if (!b)
         return xc__err(XC_ERR_INVALID,
                        "xc_mem_free: %p was not returned by xc_mem_alloc (or is freed already)", ptr);
+    if (b->fd >= 0) xc__share_remove(b->p); /* before the descriptor closes */
     munmap(b->p, b->len);
+    if (b->fd >= 0) close(b->fd);
     free(b);
     return XC_OK;
 }

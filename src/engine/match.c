@@ -16,6 +16,7 @@
  * so an any-source receive takes the earliest of them from any peer.
  */
 #include "../core/comm.h"
+#include "../core/mem_share.h"
 #include "../core/promote.h"
 #include "../transport/shm.h"
 
@@ -210,22 +211,14 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
                             peer, len, want, rx->len);
         return;
     }
-    char *d = rx->buf;
-    uintptr_t r = (uintptr_t)pay[0];
-    pid_t pid = (pid_t)comm->node_shm->ctl[comm->local_of[peer]].pid;
-    while (len > 0) {
-        struct iovec li = {d, len}, ri = {(void *)r, len};
-        ssize_t n = process_vm_readv(pid, &li, 1, &ri, 1, 0);
-        if (n <= 0) {
-            /* A sender that failed first poisoned the segment and may have
-             * freed its buffer: report its cause, not a lost peer. */
-            if (!xc__shm_adopt_poison(comm, comm->node_shm))
-                xc__comm_peer_lost(comm, peer, "could not be read (process_vm_readv) for a message");
-            return;
-        }
-        d += n;
-        r += (size_t)n;
-        len -= (size_t)n;
+    const xc__shm_ctl_t *pc = &comm->node_shm->ctl[comm->local_of[peer]];
+    if (xc__peer_xfer((pid_t)pc->pid, pc->share_fd, pc->share_nonce, rx->buf, (uintptr_t)pay[0],
+                      len, 0) != 0) {
+        /* A sender that failed first poisoned the segment and may have
+         * freed its buffer: report its cause, not a lost peer. */
+        if (!xc__shm_adopt_poison(comm, comm->node_shm))
+            xc__comm_peer_lost(comm, peer, "could not be read (process_vm_readv) for a message");
+        return;
     }
     /* A sender that failed (abort, error) may reuse its buffer as soon as
      * its send has failed, which it does after poisoning the segment: look

@@ -91,6 +91,9 @@ typedef struct xc__shm_ctl {
     _Alignas(XC__SHM_PAIR) uint32_t gone;     /* destroyed its communicator */
     uint32_t pid;                             /* for single-copy reads (CMA) */
     uint64_t probe;                           /* address of a known value, to test CMA */
+    int32_t share_fd;                         /* its table of shared blocks: the */
+    uint64_t share_nonce;                     /* descriptor there, and its name;
+                                               * -1 / 0: none (core/mem_share.c) */
 } xc__shm_ctl_t;
 
 /* A channel's counter: lines of its ring consumed by the receiver (the

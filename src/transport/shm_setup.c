@@ -19,6 +19,7 @@
  * set), and every rank calls them, whatever its node looks like.
  */
 #include "../core/comm.h"
+#include "../core/mem_share.h"
 #include "shm.h"
 #include "../core/membarrier.h"
 #include "../engine/bias.h"
@@ -89,6 +90,12 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
         prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
         s->ctl[comm->local_rank].pid = (uint32_t)getpid();
         s->ctl[comm->local_rank].probe = (uint64_t)(uintptr_t)&comm->uid;
+        /* Where peers find the blocks of xc_mem_alloc_shared they may map. */
+        int tfd = -1;
+        uint64_t nonce = 0;
+        if (xc__share_table(&tfd, &nonce) != 0) tfd = -1, nonce = 0;
+        s->ctl[comm->local_rank].share_fd = tfd;
+        s->ctl[comm->local_rank].share_nonce = nonce;
     }
     /* every rank's pid and probe are published */
     XC_CHECK_GOTO(xc_barrier(comm), rc, fail);

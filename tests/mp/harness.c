@@ -70,9 +70,27 @@ unsigned long h_failures(void)
 
 /* ------------------------------------------------------------ buffers */
 
+/* XCOLL_TEST_BUFFERS=shared: every buffer from xc_mem_alloc_shared, which
+ * node peers map (their single-copy reads and writes become memcpy:
+ * core/mem_share.c; past the 60 blocks a process lists, single copy). */
+static int shared_buffers(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("XCOLL_TEST_BUFFERS");
+        v = e && !strcmp(e, "shared");
+    }
+    return v;
+}
+
 void *h_alloc(size_t bytes)
 {
-    void *p = malloc(bytes + H_GUARD);
+    void *p = NULL;
+    if (shared_buffers()) {
+        if (xc_mem_alloc_shared(bytes + H_GUARD, &p) != XC_OK) p = NULL;
+    } else {
+        p = malloc(bytes + H_GUARD);
+    }
     if (!p) {
         printf("[rank %d] FATAL: out of memory allocating %zu bytes\n", H.rank,
                bytes);
@@ -82,7 +100,11 @@ void *h_alloc(size_t bytes)
     return p;
 }
 
-void h_free(void *p) { free(p); }
+/* A block of xc_mem_alloc_shared, else malloc's. */
+void h_free(void *p)
+{
+    if (!shared_buffers() || !p || xc_mem_free(p) != XC_OK) free(p);
+}
 
 void h_poison(void *p, size_t bytes) { memset(p, 0xCD, bytes); }
 
