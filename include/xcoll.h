@@ -183,9 +183,9 @@ XC_API xc_result_t xc_mem_alloc_shared(size_t bytes, void **ptr);
  * neither returned (or already freed) is XC_ERR_INVALID and nothing is
  * released. */
 XC_API xc_result_t xc_mem_free(void *ptr);
-/* The page size backing a block of xc_mem_alloc right now: 2 MiB when huge
- * pages back (part of) it, else the base page size; 0 for a pointer
- * xc_mem_alloc did not return.  Huge pages appear on first touch.  Reads
+/* The page size backing a block of xc_mem_alloc (or _shared) right now:
+ * 2 MiB when huge pages back (part of) it, else the base page size; 0 for
+ * a pointer neither returned.  Huge pages appear on first touch.  Reads
  * /proc/self/smaps (the mapping holding the block: neighbouring blocks of
  * the same kind may share it): a diagnostic, not for a hot path. */
 XC_API size_t xc_mem_page_size(const void *ptr);

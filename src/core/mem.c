@@ -140,7 +140,9 @@ xc_result_t xc_mem_free(void *ptr)
     mem_block_t *b = mem_find(ptr, 1);
     if (!b)
         return xc__err(XC_ERR_INVALID,
-                       "xc_mem_free: %p was not returned by xc_mem_alloc (or is freed already)", ptr);
+                       "xc_mem_free: %p was not returned by xc_mem_alloc or "
+                       "xc_mem_alloc_shared (or is freed already)",
+                       ptr);
     if (b->fd >= 0) xc__share_remove(b->p); /* before the descriptor closes */
     munmap(b->p, b->len);
     if (b->fd >= 0) close(b->fd);
@@ -165,8 +167,9 @@ size_t xc_mem_page_size(const void *ptr)
         if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
             if (inside) break; /* past the mapping that held the block */
             inside = at >= lo && at < hi;
-        } else if (inside && sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) {
-            huge_kb = (size_t)kb;
+        } else if (inside && (sscanf(line, "AnonHugePages: %llu kB", &kb) == 1 ||
+                              sscanf(line, "ShmemPmdMapped: %llu kB", &kb) == 1)) {
+            huge_kb += (size_t)kb; /* private blocks, shared ones */
         }
     }
     fclose(f);

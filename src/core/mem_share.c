@@ -61,7 +61,8 @@ typedef struct {
 typedef struct {
     uint64_t magic, nonce;
     int64_t pid;
-    uint64_t unused;
+    uint32_t listed; /* blocks listed now: 0 spares a reader the scan */
+    uint32_t used;   /* entries ever used: a reader scans no further */
     ent_t ent[SHARE_MAX];
 } tab_t;
 
@@ -129,6 +130,9 @@ int xc__share_add(void *base, size_t len, int fd)
         for (int i = 0; i < SHARE_MAX; i++)
             if (!own->ent[i].gen) {
                 ent_set(&own->ent[i], ++own_gen, (uint64_t)(uintptr_t)base, len, fd);
+                if ((uint32_t)i >= own->used)
+                    __atomic_store_n(&own->used, (uint32_t)i + 1, __ATOMIC_RELEASE);
+                __atomic_store_n(&own->listed, own->listed + 1, __ATOMIC_RELEASE);
                 rc = 0;
                 break;
             }
@@ -141,8 +145,10 @@ void xc__share_remove(void *base)
     pthread_mutex_lock(&own_mu);
     if (own && own_pid == getpid())
         for (int i = 0; i < SHARE_MAX; i++)
-            if (own->ent[i].gen && own->ent[i].base == (uint64_t)(uintptr_t)base)
+            if (own->ent[i].gen && own->ent[i].base == (uint64_t)(uintptr_t)base) {
                 ent_set(&own->ent[i], 0, 0, 0, -1);
+                __atomic_store_n(&own->listed, own->listed - 1, __ATOMIC_RELEASE);
+            }
     pthread_mutex_unlock(&own_mu);
 }
 
@@ -224,10 +230,18 @@ static int ent_get(const tab_t *t, int i, ent_t *out)
     return out->gen && __atomic_load_n(&e->seq, __ATOMIC_RELAXED) == s;
 }
 
+/* Entries a reader need look at: none while nothing is listed. */
+static int tab_span(const tab_t *t)
+{
+    if (!__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE)) return 0;
+    uint32_t u = __atomic_load_n(&t->used, __ATOMIC_ACQUIRE);
+    return u < SHARE_MAX ? (int)u : SHARE_MAX;
+}
+
 static int gen_listed(const tab_t *t, uint64_t gen)
 {
     ent_t e;
-    for (int i = 0; i < SHARE_MAX; i++)
+    for (int i = 0, n = tab_span(t); i < n; i++)
         if (ent_get(t, i, &e) && e.gen == gen) return 1;
     return 0;
 }
@@ -237,11 +251,11 @@ static int gen_listed(const tab_t *t, uint64_t gen)
 static blk_t *block_of(view_t *v, uintptr_t r, size_t len)
 {
     ent_t e, again;
-    int i;
-    for (i = 0; i < SHARE_MAX; i++)
+    int i, n = tab_span(v->tab);
+    for (i = 0; i < n; i++)
         if (ent_get(v->tab, i, &e) && r >= e.base && len <= e.len && r - e.base <= e.len - len)
             break;
-    if (i == SHARE_MAX) return NULL;
+    if (i == n) return NULL;
     for (int k = 0; k < VIEW_BLOCKS; k++)
         if (v->blk[k].map && v->blk[k].gen == e.gen) return &v->blk[k];
     /* A new block: drop the mappings of blocks the peer freed, then take
@@ -249,7 +263,8 @@ static blk_t *block_of(view_t *v, uintptr_t r, size_t len)
     blk_t *pick = NULL;
     for (int k = 0; k < VIEW_BLOCKS; k++) {
         blk_t *b = &v->blk[k];
-        if (b->map && !b->busy && !gen_listed(v->tab, b->gen)) munmap(b->map, b->len), b->map = NULL;
+        if (b->map && !b->busy && !gen_listed(v->tab, b->gen))
+            munmap(b->map, b->len), b->map = NULL;
     }
     for (int k = 0; k < VIEW_BLOCKS && !pick; k++)
         if (!v->blk[k].map) pick = &v->blk[k];

@@ -148,7 +148,10 @@ int main(void)
     size_t far = 96 * MIB;
     char *e = mmap(NULL, far + 2 * HUGE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (e != MAP_FAILED) mprotect(e, 4096, PROT_NONE), mprotect(e + far + 2 * HUGE - 4096, 4096, PROT_NONE);
+    if (e != MAP_FAILED) {
+        mprotect(e, 4096, PROT_NONE);
+        mprotect(e + far + 2 * HUGE - 4096, 4096, PROT_NONE);
+    }
     EXPECT(d != NULL && e != MAP_FAILED, "mmap");
     if (d && e != MAP_FAILED) {
         char *ea = (char *)(((uintptr_t)e + 4096 + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
