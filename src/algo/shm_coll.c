@@ -10,7 +10,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/prctl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -714,8 +713,9 @@ char *xc__shm_cma_scratch(xc_comm_t *comm)
 }
 
 /* One single-copy transfer between this rank's `local` and `len` bytes at
- * `off` of the `which`-th address rank j published: a read
- * (process_vm_readv) or a write (process_vm_writev).  A failure sets
+ * `off` of the `which`-th address rank j published: a read or a write --
+ * a memcpy through a mapping when the address is in one of rank j's shared
+ * blocks, else process_vm_readv / _writev (xc__peer_xfer).  A failure sets
  * o->err (an errno) and o->err_peer. */
 static void cma_xfer(xc__shm_op_t *o, int j, int which, size_t off, char *local, size_t len,
                      int write)

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf, size_t cap)
 {
