@@ -172,6 +172,7 @@ typedef struct view {
 
 static pthread_mutex_t view_mu = PTHREAD_MUTEX_INITIALIZER;
 static view_t *views;
+static pid_t views_pid; /* the process the views' mappings belong to */
 static uint64_t view_clk;
 
 static int fetch_fd(int pidfd, int fd)
@@ -189,6 +190,12 @@ static int fetch_fd(int pidfd, int fd)
  * be fetched or does not match, so that it is not tried again). */
 static view_t *view_of(pid_t pid, int tab_fd, uint64_t nonce)
 {
+    if (views_pid != getpid()) {
+        /* A forked child: its parent's mappings were not inherited
+         * (MADV_DONTFORK); forget the views that name them. */
+        views = NULL;
+        views_pid = getpid();
+    }
     for (view_t *v = views; v; v = v->next)
         if (v->pid == pid && v->nonce == nonce) return v;
     view_t *v = calloc(1, sizeof *v);

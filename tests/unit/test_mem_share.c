@@ -170,15 +170,24 @@ int main(void)
     free(out);
 
     /* fork: the child has neither the block nor the table's mapping, and a
-     * table of its own. */
+     * table of its own; the parent's cached mapping of the block (made
+     * just before) is not used there: the child's copy either maps the
+     * block afresh (right bytes) or declines. */
     unsigned char *c = NULL;
     EXPECT(xc_mem_alloc_shared(MIB, (void **)&c) == XC_OK && c, "alloc for fork");
     if (c) {
         c[0] = 42;
+        unsigned char got = 0;
+        if (can)
+            EXPECT(xc__share_copy(me, tfd, nonce, &got, (uintptr_t)c, 1, 0) == 1 && got == 42,
+                   "parent's copy");
         pid_t child = fork();
         if (child == 0) {
             int bad = 0;
             if (mapped(c)) bad |= 1;
+            got = 0;
+            int r = xc__share_copy(me, tfd, nonce, &got, (uintptr_t)c, 1, 0);
+            if (r == 1 && got != 42) bad |= 4;
             int cfd = -1;
             uint64_t cn = 0;
             if (xc__share_table(&cfd, &cn) != 0 || cn == nonce) bad |= 2;
@@ -187,8 +196,10 @@ int main(void)
         int st = 0;
         EXPECT(child > 0 && waitpid(child, &st, 0) == child, "fork/wait");
         EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-               "child: %s%s", WEXITSTATUS(st) & 1 ? "inherited the shared block; " : "",
-               WEXITSTATUS(st) & 2 ? "reused its parent's table" : "");
+               "child: status %d: %s%s%s", st,
+               WEXITSTATUS(st) & 1 ? "inherited the shared block; " : "",
+               WEXITSTATUS(st) & 2 ? "reused its parent's table; " : "",
+               WEXITSTATUS(st) & 4 ? "copied wrong bytes" : "");
         EXPECT(c[0] == 42, "parent's block changed");
         xc_mem_free(c);
     }
