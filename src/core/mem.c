@@ -102,7 +102,7 @@ static xc_result_t mem_alloc(size_t bytes, void **ptr, int shared, const char *w
         if (xc__share_add(p, len, fd) != 0)
             XC_INFO("%s: the block cannot be listed for node peers (%d listed at most): "
                     "they read it single copy",
-                    what, 60);
+                    what, XC__SHARE_MAX);
     }
     b->p = p, b->len = len, b->fd = fd;
     pthread_mutex_lock(&mem_mu);

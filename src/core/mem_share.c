@@ -48,7 +48,6 @@
 #include <unistd.h>
 
 #define SHARE_MAGIC 0x7273686c6c6f6378ull /* "xcollshr" */
-#define SHARE_MAX 60                     /* blocks a process lists */
 #define VIEW_BLOCKS 8                    /* a peer's blocks a reader keeps mapped */
 
 typedef struct {
@@ -63,7 +62,7 @@ typedef struct {
     int64_t pid;
     uint32_t listed; /* blocks listed now: 0 spares a reader the scan */
     uint32_t used;   /* entries ever used: a reader scans no further */
-    ent_t ent[SHARE_MAX];
+    ent_t ent[XC__SHARE_MAX];
 } tab_t;
 
 #define TAB_BYTES ((sizeof(tab_t) + 4095) & ~(size_t)4095)
@@ -127,7 +126,7 @@ int xc__share_add(void *base, size_t len, int fd)
     int rc = -1;
     pthread_mutex_lock(&own_mu);
     if (own_table_locked() == 0)
-        for (int i = 0; i < SHARE_MAX; i++)
+        for (int i = 0; i < XC__SHARE_MAX; i++)
             if (!own->ent[i].gen) {
                 ent_set(&own->ent[i], ++own_gen, (uint64_t)(uintptr_t)base, len, fd);
                 if ((uint32_t)i >= own->used)
@@ -144,7 +143,7 @@ void xc__share_remove(void *base)
 {
     pthread_mutex_lock(&own_mu);
     if (own && own_pid == getpid())
-        for (int i = 0; i < SHARE_MAX; i++)
+        for (int i = 0; i < XC__SHARE_MAX; i++)
             if (own->ent[i].gen && own->ent[i].base == (uint64_t)(uintptr_t)base) {
                 ent_set(&own->ent[i], 0, 0, 0, -1);
                 __atomic_store_n(&own->listed, own->listed - 1, __ATOMIC_RELEASE);
@@ -242,7 +241,7 @@ static int tab_span(const tab_t *t)
 {
     if (!__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE)) return 0;
     uint32_t u = __atomic_load_n(&t->used, __ATOMIC_ACQUIRE);
-    return u < SHARE_MAX ? (int)u : SHARE_MAX;
+    return u < XC__SHARE_MAX ? (int)u : XC__SHARE_MAX;
 }
 
 static int gen_listed(const tab_t *t, uint64_t gen)

@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Blocks a process lists for its peers (more: single copy). */
+#define XC__SHARE_MAX 60
+
 /* Owner side.  This process's table of shared blocks, made on first use:
  * the descriptor number peers fetch it by and a nonce that names it
  * (published in the node segment, shm_setup.c).  0 on success, -1 when
