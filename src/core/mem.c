@@ -17,6 +17,7 @@
 #include "common.h"
 #include "config.h"
 #include "mem_share.h"
+#include "promote.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,7 +29,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define XC__HUGE_PAGE ((size_t)2 << 20)
 
 typedef struct mem_block {
     void *p;

@@ -43,7 +43,7 @@
 #define MADV_COLLAPSE 25
 #endif
 
-#define HUGE ((uintptr_t)2 << 20)
+#define HUGE ((uintptr_t)XC__HUGE_PAGE)
 #define SLOTS 32
 
 typedef struct {

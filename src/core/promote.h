@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+/* A transparent huge page (x86-64): xc_mem_alloc's alignment and unit,
+ * promotion's unit. */
+#define XC__HUGE_PAGE ((size_t)2 << 20)
+
 /* The owner of [buf, buf + len) is about to publish it for its peers'
  * process_vm_readv / process_vm_writev.  The `after`-th time the same
  * range is published (0: never), the whole 2 MiB pages inside it are
