@@ -16,8 +16,20 @@
  * comes back: on its `after`-th publication (XCOLL_SHM_PROMOTE, 4 by
  * default), never for a buffer used once or twice.
  *
- * Only the whole 2 MiB pages inside the buffer are collapsed: the memory
- * around it is not the library's to touch.  The contents stay as they
+ * The 2 MiB pages the buffer covers are collapsed: those wholly inside it,
+ * and a page it shares with other memory at either end when it holds at
+ * least 64 KiB of the buffer (PART) and all but an eighth of the page is
+ * resident (mincore) -- so the collapse adds at most 256 KiB of memory
+ * (a posix_memalign'd buffer leaves an untouched page before it) and
+ * mostly rearranges what the process already has, and its cost (a 2 MiB
+ * copy) stays within 32x the bytes it speeds up.  The part outside the buffer is the process's own
+ * memory in the same mapping (the kernel collapses only pages that lie in
+ * one mapping); a collapse keeps every byte, so its owner sees nothing.
+ * That is what lets a malloc'd buffer of 64 KiB-2 MiB -- which never holds
+ * a whole huge page -- be read at huge-page speed: a 2-rank exchange of
+ * 256 KiB / 1 MiB / 2 MiB by one process_vm_readv each, 14 / 49-76 /
+ * 106-115 us from ordinary pages, 8.8 / 33 / 64 from huge pages
+ * (bench/RESULTS.md, thirty-fourth session).  The contents stay as they
  * were (the kernel copies under its own locks, as khugepaged does); the
  * owner collapses before it publishes the address, when no peer is
  * reading it (the single-copy paths wait for their readers before they
@@ -38,6 +50,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -45,9 +58,12 @@
 
 #define HUGE ((uintptr_t)XC__HUGE_PAGE)
 #define SLOTS 32
+/* A page the buffer shares with other memory is collapsed for no less of
+ * the buffer than this. */
+#define PART ((uintptr_t)64 << 10)
 
 typedef struct {
-    uintptr_t lo, hi; /* whole huge pages: [lo, hi); hi == 0: empty */
+    uintptr_t lo, hi; /* the huge pages it covers: [lo, hi); hi == 0: empty */
     uint64_t last;    /* clock of the last publication */
     int uses;         /* publications so far (until done) */
     int done;         /* collapsed, or tried */
@@ -69,12 +85,24 @@ static range_t *lookup(uintptr_t lo, uintptr_t hi)
     return old;
 }
 
+/* Whether the huge page at lo is mapped and all but an eighth of its small
+ * pages are resident (a collapse populates the rest: 256 KiB at most). */
+static int resident(uintptr_t lo)
+{
+    long small = sysconf(_SC_PAGESIZE);
+    unsigned char vec[HUGE / 4096];
+    size_t n = HUGE / (small > 0 ? (size_t)small : 4096);
+    if (n > sizeof vec || mincore((void *)lo, HUGE, vec) != 0) return 0;
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += vec[i] & 1;
+    return c >= n - n / 8;
+}
+
 void xc__promote(const void *buf, size_t len, int after)
 {
-    if (after <= 0 || !buf || len < HUGE) return;
-    uintptr_t lo = ((uintptr_t)buf + HUGE - 1) & ~(HUGE - 1);
-    uintptr_t hi = ((uintptr_t)buf + len) & ~(HUGE - 1);
-    if (hi <= lo) return;
+    if (after <= 0 || !buf || len < PART) return;
+    uintptr_t b = (uintptr_t)buf, e = b + len;
+    uintptr_t lo = b & ~(HUGE - 1), hi = (e + HUGE - 1) & ~(HUGE - 1);
     pthread_mutex_lock(&mu);
     range_t *r = lookup(lo, hi);
     r->last = ++clk;
@@ -82,6 +110,15 @@ void xc__promote(const void *buf, size_t len, int after)
     if (go) r->done = 1;
     pthread_mutex_unlock(&mu);
     if (!go) return;
+    /* The end pages shared with other memory: only with enough of the
+     * buffer in them and nothing to populate. */
+    if (b > lo && (lo + HUGE - b < PART || !resident(lo))) lo += HUGE;
+    if (e < hi && hi - HUGE >= lo && (e - (hi - HUGE) < PART || !resident(hi - HUGE)))
+        hi -= HUGE;
+    if (hi <= lo) {
+        XC_TRACE("promote: %zu KiB at %p: no page to collapse", len >> 10, buf);
+        return;
+    }
     uint64_t t0 = xc__now_ns();
     if (madvise((void *)lo, hi - lo, MADV_COLLAPSE) != 0)
         XC_TRACE("promote: MADV_COLLAPSE of %zu KiB at %p refused (%s): ordinary pages kept",

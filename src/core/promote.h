@@ -15,8 +15,10 @@
 
 /* The owner of [buf, buf + len) is about to publish it for its peers'
  * process_vm_readv / process_vm_writev.  The `after`-th time the same
- * range is published (0: never), the whole 2 MiB pages inside it are
- * collapsed into transparent huge pages (MADV_COLLAPSE), once.  Never
+ * range is published (0: never), the 2 MiB pages it covers are collapsed
+ * into transparent huge pages (MADV_COLLAPSE), once: those inside it, and
+ * one it shares with other memory when 64 KiB of the range is in it and
+ * the page is (nearly) all resident.  Ranges under 64 KiB: never.  Never
  * fails: a refusal leaves the pages as they were. */
 XC__HIDDEN void xc__promote(const void *buf, size_t len, int after);
 

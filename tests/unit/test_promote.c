@@ -1,9 +1,10 @@
 /*
  * test_promote.c -- xc__promote (src/core/promote.c): a range published
  * for single-copy reads goes on huge pages at its `after`-th publication
- * and not before, with its contents intact; only the whole 2 MiB pages
- * inside it; never with after = 0, nor for a range without a whole huge
- * page; a range pushed out of the table starts counting again; threads
+ * and not before, with its contents intact; the whole 2 MiB pages inside
+ * it, and the pages it shares with other memory when they hold 64 KiB of
+ * it and are (nearly) all resident -- never populating memory around it;
+ * never with after = 0, nor for a range under 64 KiB; a range pushed out of the table starts counting again; threads
  * promoting at once each get theirs.  Where the kernel cannot collapse
  * (before Linux 6.1, THP off) or finds no huge page this time, the checks
  * that need one are skipped with a note.
@@ -128,16 +129,63 @@ int main(void)
         EXPECT(intact(b, 4 * MIB, 5), "contents changed");
     }
 
-    /* No whole huge page inside: 3 MiB - 1 from 1 MiB past a boundary, and
-     * anything under 2 MiB. */
-    char *c = region(3 * MIB - 1, MIB, 9);
+    /* Pages the range shares with other memory.  Two written huge pages,
+     * the range [1, 3) MiB of them: both pages collapsed (every byte of
+     * both intact); a range with only 32 KiB in its first page: that page
+     * kept, the second collapsed; a 256 KiB range inside one page: that
+     * page; under 64 KiB: nothing. */
+    char *c = region(2 * HUGE, 0, 9);
     EXPECT(c != NULL, "mmap");
     if (c) {
-        for (int i = 0; i < 5; i++) xc__promote(c, 3 * MIB - 1, 1);
-        for (int i = 0; i < 5; i++) xc__promote(c + MIB, MIB, 1);
-        EXPECT(huge_bytes(c) == 0, "a range without a whole huge page: %zu bytes huge",
-               huge_bytes(c));
-        EXPECT(intact(c, 3 * MIB - 1, 9), "contents changed");
+        for (int i = 0; i < 4; i++) xc__promote(c + MIB, 2 * MIB, 4);
+        if (can) EXPECT(huge_bytes(c) == 2 * HUGE, "[1, 3) MiB of two written pages: %zu "
+                        "bytes huge, want %zu", huge_bytes(c), 2 * HUGE);
+        EXPECT(intact(c, 2 * HUGE, 9), "contents changed (the pages around the range too)");
+    }
+    char *c2 = region(2 * HUGE, 0, 13);
+    EXPECT(c2 != NULL, "mmap");
+    if (c2) {
+        for (int i = 0; i < 4; i++) xc__promote(c2 + HUGE - 32 * 1024, HUGE + 32 * 1024, 4);
+        if (can) EXPECT(huge_bytes(c2) == HUGE, "32 KiB in the first page: %zu bytes huge, "
+                        "want the second page only", huge_bytes(c2));
+        EXPECT(intact(c2, 2 * HUGE, 13), "contents changed");
+    }
+    char *c3 = region(HUGE, 0, 15), *c4 = region(HUGE, 0, 17);
+    EXPECT(c3 && c4, "mmap");
+    if (c3 && c4) {
+        for (int i = 0; i < 4; i++) xc__promote(c3 + 300 * 1024, 256 * 1024, 4);
+        for (int i = 0; i < 8; i++) xc__promote(c4 + 300 * 1024, 60 * 1024, 4);
+        if (can) EXPECT(huge_bytes(c3) == HUGE, "256 KiB inside a written page: %zu bytes huge",
+                        huge_bytes(c3));
+        EXPECT(huge_bytes(c4) == 0, "a 60 KiB range was promoted");
+        EXPECT(intact(c3, HUGE, 15) && intact(c4, HUGE, 17), "contents changed");
+    }
+
+    /* Pages mostly not resident around the range are left alone (a
+     * collapse would populate them): the range [1, 3) MiB written, the
+     * rest of its two pages never touched -- nothing collapsed, nothing
+     * populated.  The range's own whole pages still are: [1, 7) MiB. */
+    char *u = region(2 * MIB, MIB, 19);
+    EXPECT(u != NULL, "mmap");
+    if (u) {
+        for (int i = 0; i < 6; i++) xc__promote(u, 2 * MIB, 1);
+        EXPECT(huge_bytes(u) == 0, "half-resident pages collapsed: %zu bytes huge",
+               huge_bytes(u));
+        unsigned char vec[2 * HUGE / 4096];
+        size_t res = 0;
+        if (mincore(u - MIB, 2 * HUGE, vec) == 0)
+            for (size_t i = 0; i < sizeof vec; i++) res += vec[i] & 1;
+        EXPECT(res == 2 * MIB / 4096, "resident pages %zu, want %zu (populated by promotion?)",
+               res, 2 * MIB / 4096);
+        EXPECT(intact(u, 2 * MIB, 19), "contents changed");
+    }
+    char *w = region(6 * MIB, MIB, 21);
+    EXPECT(w != NULL, "mmap");
+    if (w) {
+        xc__promote(w, 6 * MIB, 1);
+        if (can) EXPECT(huge_bytes(w) == 2 * HUGE, "[1, 7) MiB written alone: %zu bytes huge, "
+                        "want its 2 whole pages", huge_bytes(w));
+        EXPECT(intact(w, 6 * MIB, 21), "contents changed");
     }
     xc__promote(NULL, 8 * MIB, 1); /* ignored */
 
