@@ -48,7 +48,8 @@ xc_result_t xc__build_shm_allgather(xc_comm_t *comm, xc__op_t *op, const xc__arg
 {
     size_t es = xc__dtype_size(a->dtype);
     const xc__model_topo_t *t = xc__shm_measured(comm);
-    size_t min = xc__shm_cma_floor((size_t)comm->cfg.shm_cma_min_kb * 1024, t ? t->ag_cma_min : 0);
+    size_t min = xc__shm_allgather_cma_min(comm->oversub, (size_t)comm->cfg.shm_cma_min_kb * 1024,
+                                           t ? t->ag_cma_min : 0);
     if (xc__shm_move_cma_from(comm, t, a->count * es, min))
         return xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS);
     int lines;

@@ -184,8 +184,8 @@ XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off,
  * copies out of the cache.  4 ranks on 2 cores, GB/s single copy /
  * staged: 64 KiB 5.0 / 15.8, 1 MiB 3.6 / 4.6, 16 MiB 4.2 / 5.1 (Open MPI
  * 4.3-4.7 at 1-16 MiB); 8 ranks 1.7 / 15.5, 1.05 / 2.7, 1.44 / 1.32
- * (bench/RESULTS.md, nineteenth session).  All-gather and reduce keep
- * their single copy there (it measured as fast or faster). */
+ * (bench/RESULTS.md, nineteenth session).  The all-gather stays staged
+ * there too (xc__shm_allgather_cma_min); reduce keeps its single copy. */
 static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_min)
 {
     if (!cfg_min) return 0;
@@ -259,6 +259,22 @@ static inline int xc__shm_move_cma_from(const xc_comm_t *comm, const xc__model_t
 static inline size_t xc__shm_cma_floor(size_t min, size_t measured)
 {
     return measured > min ? measured : min;
+}
+/* An all-gather on a crowded node stays staged at every size, for the
+ * broadcast's reason (each rank's block is read by all the others, taking
+ * turns on the cores, and its owner may not return before the last of
+ * them): 4 / 8 ranks on 2 cores (AMD EPYC VM), medians us single copy /
+ * staged: 256 KiB 94-95 / 48-51, 512 KiB 92-112 / 82-84 and 366-423 /
+ * 181-198, 2 MiB 190-301 / 231-249 and 806-1032 / 494-509, 8 MiB
+ * 996-1325 / 983-1002 and 4193-5215 / 2837-2886 (bench/RESULTS.md,
+ * thirty-fourth session; an Intel host had measured single copy as fast,
+ * nineteenth).  Elsewhere the measured floor (xc__shm_cma_floor) over
+ * `cfg_min` (0, as for the tests: single copy unless measured
+ * otherwise).  The runtime and the cost model use this one rule. */
+static inline size_t xc__shm_allgather_cma_min(int crowded, size_t cfg_min, size_t measured)
+{
+    if (crowded && cfg_min) return SIZE_MAX;
+    return xc__shm_cma_floor(cfg_min, measured);
 }
 
 /* Entries per staging slot of ring operations: such an operation's

@@ -385,7 +385,8 @@ XC__COST(shm_allgather)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double b = xc__m_bytes(m);
-    if (move_cma_from(m, b, (double)xc__shm_cma_floor(m->t->cma_min, m->t->ag_cma_min)))
+    if (move_cma_from(m, b, (double)xc__shm_allgather_cma_min(m->t->crowded, m->t->cma_min,
+                                                                m->t->ag_cma_min)))
         return 2 * sync_cost(m) + (n - 1) * cma(m, b) + xc__m_copy(m, b);
     double ce = b <= LL_MAX(m) ? (c_->count ? (double)c_->count : 1) : chunk_elems(m, 1);
     double full, last;
