@@ -611,6 +611,10 @@ typedef struct xc_stats {
      * revokes it (~15 us).  How often each happened: */
     uint64_t express_bias_grants;
     uint64_t express_bias_revokes;
+    /* Bytes this rank read from (or wrote into) a peer's buffer on the
+     * same node by one copy (process_vm_readv / _writev, or a shared
+     * mapping: docs/shm.md) rather than through the staging slots. */
+    uint64_t single_copy_bytes;
 } xc_stats_t;
 
 /* Snapshot of the counters of `comm` (since creation). */

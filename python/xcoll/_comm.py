@@ -462,7 +462,8 @@ class Comm:
                 "msgs_sent": dict(zip(tr, st.msgs_sent)),
                 "algo_ops": algos,
                 "express_bias": {"grants": st.express_bias_grants,
-                                 "revokes": st.express_bias_revokes}}
+                                 "revokes": st.express_bias_revokes},
+                "single_copy_bytes": st.single_copy_bytes}
 
     def __repr__(self):
         if self._h is None:

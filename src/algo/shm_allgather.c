@@ -54,5 +54,15 @@ xc_result_t xc__build_shm_allgather(xc_comm_t *comm, xc__op_t *op, const xc__arg
         return xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS);
     int lines;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
-    return xc__shm_op_init(comm, op, a, &staged, ce, lines);
+    xc_result_t rc = xc__shm_op_init(comm, op, a, &staged, ce, lines);
+    /* Blocks staged by the measured floor or ceiling: single copy when
+     * every rank's input is on huge pages (2 ranks, medians us staged /
+     * single copy, 1 / 2 / 4 / 8 MiB blocks: 84-91 / 63-69, 169-180 /
+     * 112-130, 364-385 / 262-317, 998-1101 / 886-964; bench/RESULTS.md,
+     * thirty-fourth session).  Not on a crowded node (staged there). */
+    if (rc == XC_OK && !comm->oversub && a->count * es >= XC__SHM_FAST_MIN &&
+        xc__shm_use_cma(comm, a->count * es))
+        xc__shm_op_offer(comm, op, &direct, a->sbuf,
+                         a->count * es);
+    return rc;
 }

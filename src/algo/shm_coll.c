@@ -367,11 +367,13 @@ static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o)
 
 /* This rank's description of its operation o->n (o->hash set), for the
  * ranks that check it: ordered before them by the publication of `in`. */
-static void put_desc(xc__shm_ctl_t *me, const xc__shm_op_t *o, uint64_t seq, const xc__desc_t *d)
+static void put_desc(xc__shm_ctl_t *me, const xc__shm_op_t *o, uint64_t seq, const xc__desc_t *d,
+                     int fast)
 {
     xc__shm_desc_t *e = &me->desc[o->n % XC__SHM_DESC_RING];
     e->seq = seq;
     e->d = *d;
+    e->fast = (uint32_t)fast;
     me->desc_hash[o->n % XC__SHM_DESC_RING] = o->hash;
 }
 
@@ -393,6 +395,7 @@ static void account(xc_comm_t *comm, const xc__shm_op_t *o)
     }
     comm->stats.bytes_sent[XC_TRANSPORT_SHM] += in;
     comm->stats.bytes_recv[XC_TRANSPORT_SHM] += out;
+    comm->stats.single_copy_bytes += o->xfer;
 }
 
 /* This rank is done with chunk g.  A ring operation's `out` is published
@@ -425,6 +428,7 @@ void xc__shm_out_flush(xc_comm_t *comm)
 }
 
 static int advance(xc_comm_t *comm, xc__op_t *op);
+static void take_offer(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o);
 
 static int shm_advance(xc_comm_t *comm, xc__op_t *op)
 {
@@ -444,6 +448,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
         /* A rank arriving after the others failed fails too (its peers'
          * error frames may still be on their way). */
         if (xc__shm_adopt_poison(comm, s)) return 0;
+        if (o->alt) take_offer(comm, op, o);
         o->base = xc__shm_load(&me->in);
         o->n = comm->shm_ops++;
         o->hash = desc_hash(comm, op->seq, &op->desc);
@@ -461,7 +466,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             o->phase = 1;
             /* fall through */
         case 1: /* stage and publish */
-            if (o->k == 0) put_desc(me, o, op->seq, &op->desc);
+            if (o->k == 0) put_desc(me, o, op->seq, &op->desc, o->fast);
             if (o->vt->stage) o->vt->stage(o, o->k, xc__shm_src(o, o->me, g));
             if (o->ll) ll_put(o, g);
             /* Fence-free publication (shm.c) suits a rank that moves on
@@ -651,7 +656,7 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     if (reads_nb ? comm->shm_nbq_n > 0 : comm->shm_nbq_n == NBQ_CAP)
         if (!nb_resolve(comm, &o)) return 0;
     comm->shm_ops++;
-    put_desc(me, &o, seq, d);
+    put_desc(me, &o, seq, d, 0);
     if (writes) ll_put_from(&o, g, a->sbuf);
     __atomic_store_n(&me->in_hash, o.hash, __ATOMIC_RELAXED); /* ordered by `in` */
     xc__shm_publish(s, &me->in, g);
@@ -727,6 +732,7 @@ static void cma_xfer(xc__shm_op_t *o, int j, int which, size_t off, char *local,
     int e = xc__peer_xfer((pid_t)pc->pid, pc->share_fd, pc->share_nonce, local,
                           (uintptr_t)base + off, len, write);
     if (e) o->err = e, o->err_peer = j;
+    else o->xfer += len;
 }
 
 void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, void *dst, size_t len)
@@ -739,11 +745,9 @@ void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void
     cma_xfer(o, j, which, off, (char *)(uintptr_t)src, len, 1);
 }
 
-xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
-                            const xc__shm_coll_t *vt, size_t ce, int lines)
+static void op_fields(const xc_comm_t *comm, xc__shm_op_t *o, const xc__args_t *a,
+                      const xc__shm_coll_t *vt, size_t ce, int lines)
 {
-    _Static_assert(sizeof(xc__shm_op_t) <= XC__OP_PRIVBUF, "shm op state must fit the op");
-    xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
     memset(o, 0, sizeof *o);
     o->vt = vt;
     o->shm = comm->shm;
@@ -764,7 +768,51 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
     }
     o->phase = -1;
     o->nk = vt->nchunks(o);
+}
+
+xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
+                            const xc__shm_coll_t *vt, size_t ce, int lines)
+{
+    _Static_assert(sizeof(xc__shm_op_t) <= XC__OP_PRIVBUF, "shm op state must fit the op");
+    op_fields(comm, (xc__shm_op_t *)op->privbuf, a, vt, ce, lines);
     op->advance = shm_advance;
     op->waiting = shm_waiting;
     return XC_OK;
+}
+
+void xc__shm_op_offer(xc_comm_t *comm, xc__op_t *op, const xc__shm_coll_t *vt,
+                      const void *src, size_t bytes)
+{
+    xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
+    if (!comm->cma || o->promote <= 0 || !src) return;
+    o->alt = vt;
+    xc__promote(src, bytes, o->promote);
+    o->fast = xc__promoted(src, bytes);
+}
+
+/* At the start of an operation offered single copy: switch when the
+ * shared-memory operation before it was one like it in which every rank's
+ * input was fast.  Every rank finished that one, so each has read every
+ * other's description of it (written before its first publication, kept
+ * until XC__SHM_DESC_RING operations later): all decide alike. */
+static void take_offer(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o)
+{
+    uint64_t n = comm->shm_ops; /* this operation's number (advance) */
+    int go = n > 0 && comm->shm_fast_next == n && desc_eq(&comm->shm_fast_desc, &op->desc);
+    for (int j = 0; go && j < o->L; j++) {
+        const xc__shm_desc_t *e = &o->shm->ctl[j].desc[(n - 1) % XC__SHM_DESC_RING];
+        go = __atomic_load_n(&e->fast, __ATOMIC_RELAXED) && e->seq == comm->shm_fast_seq &&
+             desc_eq(&e->d, &op->desc);
+    }
+    comm->shm_fast_next = n + 1;
+    comm->shm_fast_desc = op->desc;
+    comm->shm_fast_seq = op->seq;
+    if (!go) return;
+    xc__args_t a = o->a;
+    const xc__shm_coll_t *vt = o->alt;
+    int fast = o->fast;
+    op_fields(comm, o, &a, vt, a.count, XC__SHM_LINES_ADDRS);
+    o->fast = fast; /* so that the next one like it may switch too */
+    XC_TRACE("shm %s of %" PRIu64 " x %zu B: every rank's input on huge pages, single copy",
+             xc_coll_name((xc_coll_t)a.coll), (uint64_t)a.count, o->es);
 }

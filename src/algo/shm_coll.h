@@ -86,6 +86,12 @@ struct xc__shm_op {
     size_t share;       /* cooperative single-copy broadcast: bytes the root
                          * writes into each other rank (shm_bcast.c) */
     int promote;        /* XCOLL_SHM_PROMOTE (xc__shm_put_addr) */
+    int fast;           /* this rank's input is on huge pages (xc__shm_op_offer;
+                         * published in its description) */
+    uint64_t xfer;      /* bytes moved single copy (stats.single_copy_bytes) */
+    /* xc__shm_op_offer: the single-copy way this staged operation takes
+     * when every rank's input was on huge pages in the last one like it */
+    const xc__shm_coll_t *alt;
 };
 
 /* Single-copy reductions read peers' inputs in pieces of this size into the
@@ -148,6 +154,27 @@ static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded, s
 /* The communicator's scratch for that, allocated on first use (NULL if out
  * of memory: use the staged path). */
 XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
+
+/* Offer the staged operation `op` (just made by xc__shm_op_init) the
+ * single-copy way `vt` (one chunk of all `count` elements, the addresses
+ * in the flagged lines: XC__SHM_LINES_ADDRS) for when every
+ * rank's input reads fast: `src` (`bytes`) is this rank's input, which
+ * peers would read.  The ranks switch together, at the start of an
+ * operation, when the shared-memory operation just before it was one like
+ * it (the same description, offered too) in which every rank published
+ * that its input was on huge pages (core/promote.c xc__promoted) -- each
+ * rank read the others' descriptions of it before it could finish, so all
+ * see the same.  The input counts as published for promotion meanwhile.
+ * Where staging won on ordinary pages (the measured ceiling, the floors),
+ * single copy of huge pages measured faster: docs/shm.md "Agreeing on
+ * single copy for fast buffers". */
+XC__HIDDEN void xc__shm_op_offer(xc_comm_t *comm, xc__op_t *op, const xc__shm_coll_t *vt,
+                                 const void *src, size_t bytes);
+/* Blocks from this size are offered (xc__shm_op_offer): 2 ranks, medians
+ * us, staged / single copy, all-gather of 1 MiB blocks 84-91 / 63-69 with
+ * promoted malloc'd inputs; of 256 KiB total on huge pages staged led
+ * (10-11 / 15) (bench/RESULTS.md, thirty-fourth session). */
+#define XC__SHM_FAST_MIN (512 * 1024)
 
 /* Single-copy (CMA) helpers: publish the address of a buffer of `bytes`
  * that peers will read or write in the flagged lines (a range published

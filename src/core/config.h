@@ -24,6 +24,8 @@ typedef struct xc__config {
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     int shm_p2p_cma_min_kb; /* ... of point-to-point / schedule frames */
+    int shm_cma_max_kb;   /* all-gather / all-to-all blocks above this are
+                             staged: -1 the measured ceiling, 0 none */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
     int shm_promote;      /* single-copy sources collapse into huge pages at
                              their this-many-th use (core/promote.c); 0 never */

@@ -67,6 +67,7 @@ typedef struct {
     uint64_t last;    /* clock of the last publication */
     int uses;         /* publications so far (until done) */
     int done;         /* collapsed, or tried */
+    int huge;         /* collapsed: most of the range on huge pages */
 } range_t;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -103,6 +104,7 @@ void xc__promote(const void *buf, size_t len, int after)
     if (after <= 0 || !buf || len < PART) return;
     uintptr_t b = (uintptr_t)buf, e = b + len;
     uintptr_t lo = b & ~(HUGE - 1), hi = (e + HUGE - 1) & ~(HUGE - 1);
+    uintptr_t klo = lo, khi = hi;
     pthread_mutex_lock(&mu);
     range_t *r = lookup(lo, hi);
     r->last = ++clk;
@@ -120,10 +122,32 @@ void xc__promote(const void *buf, size_t len, int after)
         return;
     }
     uint64_t t0 = xc__now_ns();
-    if (madvise((void *)lo, hi - lo, MADV_COLLAPSE) != 0)
+    if (madvise((void *)lo, hi - lo, MADV_COLLAPSE) != 0) {
         XC_TRACE("promote: MADV_COLLAPSE of %zu KiB at %p refused (%s): ordinary pages kept",
                  (size_t)(hi - lo) >> 10, (void *)lo, strerror(errno));
-    else
-        XC_TRACE("promote: %zu KiB at %p on huge pages (%.0f us)", (size_t)(hi - lo) >> 10,
-                 (void *)lo, (double)(xc__now_ns() - t0) / 1e3);
+        return;
+    }
+    XC_TRACE("promote: %zu KiB at %p on huge pages (%.0f us)", (size_t)(hi - lo) >> 10,
+             (void *)lo, (double)(xc__now_ns() - t0) / 1e3);
+    /* Most of the range on huge pages: what xc__promoted reports. */
+    uintptr_t in_lo = lo > b ? lo : b, in_hi = hi < e ? hi : e;
+    if (in_hi > in_lo && 2 * (in_hi - in_lo) >= len) {
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < SLOTS; i++)
+            if (tab[i].lo == klo && tab[i].hi == khi) tab[i].huge = 1;
+        pthread_mutex_unlock(&mu);
+    }
+}
+
+int xc__promoted(const void *buf, size_t len)
+{
+    if (!buf || len < PART) return 0;
+    uintptr_t b = (uintptr_t)buf, e = b + len;
+    uintptr_t lo = b & ~(HUGE - 1), hi = (e + HUGE - 1) & ~(HUGE - 1);
+    int huge = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < SLOTS; i++)
+        if (tab[i].lo == lo && tab[i].hi == hi) huge = tab[i].huge;
+    pthread_mutex_unlock(&mu);
+    return huge;
 }

@@ -22,4 +22,11 @@
  * fails: a refusal leaves the pages as they were. */
 XC__HIDDEN void xc__promote(const void *buf, size_t len, int after);
 
+/* Whether [buf, buf + len) was promoted: a collapse of the pages it
+ * covers, most of it, succeeded (the range as xc__promote saw it, still
+ * in its table).  No system call: the table's word, which goes stale if
+ * the memory is freed and mapped anew at the same address (then a peer's
+ * single copy reads ordinary pages: slower, never wrong). */
+XC__HIDDEN int xc__promoted(const void *buf, size_t len);
+
 #endif

@@ -223,6 +223,7 @@ static void rndv_pull(xc_comm_t *comm, int peer, const xc__hdr_t *h, const uint6
      * its send has failed, which it does after poisoning the segment: look
      * after the copy, and fail rather than deliver what may be torn. */
     if (xc__shm_adopt_poison(comm, comm->node_shm)) return;
+    comm->stats.single_copy_bytes += len;
     comm->stats.bytes_recv[XC_TRANSPORT_SHM] += rx->len;
     xc__send_control(comm, peer, XC__F_ACK, pay[2]);
     xc__rx_done(comm, rx);

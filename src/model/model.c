@@ -130,6 +130,7 @@ xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, xc__model_topo_
     t->cma = t->shm;
     t->slot_bytes = (size_t)cfg.shm_slot_kb * 1024;
     t->cma_min = (size_t)cfg.shm_cma_min_kb * 1024;
+    t->cma_max = cfg.shm_cma_max_kb > 0 ? (size_t)cfg.shm_cma_max_kb * 1024 : 0;
     t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     t->crowded = t->cores > 0 && ppn > t->cores;
     t->coop = xc__shm_coop(cfg.shm_coop, t->crowded);
@@ -165,7 +166,9 @@ void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
     /* Measured on the pair only (a later communicator may inherit the
      * profile): every rank holds the same profile. */
     int pair_profile = comm->profile && xc__shm_pair(comm->size, comm->oversub);
-    t->cma_max = pair_profile ? (size_t)comm->profile->shm_cma_max : 0;
+    t->cma_max = comm->cfg.shm_cma_max_kb >= 0 ? (size_t)comm->cfg.shm_cma_max_kb * 1024
+                 : pair_profile                 ? (size_t)comm->profile->shm_cma_max
+                                                : 0;
     t->ag_cma_min = pair_profile ? (size_t)comm->profile->shm_ag_cma_min : 0;
     t->a2a_cma_min = pair_profile ? (size_t)comm->profile->shm_a2a_cma_min : 0;
     /* The CPUs this node's ranks may run on (the union of their affinity

@@ -64,6 +64,7 @@ static inline size_t xc__shm_ll_max(int nranks)
 typedef struct xc__shm_desc {
     uint64_t seq;
     xc__desc_t d;
+    uint32_t fast; /* the rank's input is on huge pages (shm_coll.c xc__shm_op_offer) */
 } xc__shm_desc_t;
 
 /* One rank's control block: every member on cache lines of its own, and
