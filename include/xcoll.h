@@ -427,7 +427,8 @@ XC_API xc_result_t xc_ibcast(void *buf, size_t count, xc_dtype_t dtype,
                              int root, xc_comm_t *comm, xc_request_t **req);
 
 /* Block j of sendbuf (count elements) goes to rank j, and lands as block i
- * of rank j's recvbuf.  In place: sendbuf == recvbuf. */
+ * of rank j's recvbuf.  In place: sendbuf == recvbuf, on every rank or on
+ * none (the shared-memory path's staging or single copy depends on it). */
 XC_API xc_result_t xc_alltoall(const void *sendbuf, void *recvbuf,
                                size_t count, xc_dtype_t dtype,
                                xc_comm_t *comm);

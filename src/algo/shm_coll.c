@@ -373,7 +373,9 @@ static void put_desc(xc__shm_ctl_t *me, const xc__shm_op_t *o, uint64_t seq, con
     xc__shm_desc_t *e = &me->desc[o->n % XC__SHM_DESC_RING];
     e->seq = seq;
     e->d = *d;
-    e->fast = (uint32_t)fast;
+    uint8_t *f = &me->desc_fast[o->n % XC__SHM_DESC_RING];
+    if (__atomic_load_n(f, __ATOMIC_RELAXED) != (uint8_t)fast)
+        __atomic_store_n(f, (uint8_t)fast, __ATOMIC_RELAXED); /* ordered by `in` */
     me->desc_hash[o->n % XC__SHM_DESC_RING] = o->hash;
 }
 
@@ -633,6 +635,7 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     o.ring = 1;
     o.ll_bytes = a->count * o.es;
     o.ll_gap = 0;
+    o.xfer = 0;
     o.base = xc__shm_load(&me->in);
     o.n = comm->shm_ops;
     o.ce = a->count ? a->count : 1;
@@ -800,9 +803,10 @@ static void take_offer(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o)
     uint64_t n = comm->shm_ops; /* this operation's number (advance) */
     int go = n > 0 && comm->shm_fast_next == n && desc_eq(&comm->shm_fast_desc, &op->desc);
     for (int j = 0; go && j < o->L; j++) {
-        const xc__shm_desc_t *e = &o->shm->ctl[j].desc[(n - 1) % XC__SHM_DESC_RING];
-        go = __atomic_load_n(&e->fast, __ATOMIC_RELAXED) && e->seq == comm->shm_fast_seq &&
-             desc_eq(&e->d, &op->desc);
+        const xc__shm_ctl_t *c = &o->shm->ctl[j];
+        const xc__shm_desc_t *e = &c->desc[(n - 1) % XC__SHM_DESC_RING];
+        go = __atomic_load_n(&c->desc_fast[(n - 1) % XC__SHM_DESC_RING], __ATOMIC_RELAXED) &&
+             e->seq == comm->shm_fast_seq && desc_eq(&e->d, &op->desc);
     }
     comm->shm_fast_next = n + 1;
     comm->shm_fast_desc = op->desc;

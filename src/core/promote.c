@@ -18,13 +18,15 @@
  *
  * The 2 MiB pages the buffer covers are collapsed: those wholly inside it,
  * and a page it shares with other memory at either end when it holds at
- * least 64 KiB of the buffer (PART) and all but an eighth of the page is
- * resident (mincore) -- so the collapse adds at most 256 KiB of memory
- * (a posix_memalign'd buffer leaves an untouched page before it) and
- * mostly rearranges what the process already has, and its cost (a 2 MiB
- * copy) stays within 32x the bytes it speeds up.  The part outside the buffer is the process's own
- * memory in the same mapping (the kernel collapses only pages that lie in
- * one mapping); a collapse keeps every byte, so its owner sees nothing.
+ * least 64 KiB of the buffer (PART), all but an eighth of the page is
+ * resident (mincore) and the page lies inside the mapping that holds the
+ * buffer (/proc/self/maps) -- so a collapse populates at most 256 KiB per
+ * end page (a posix_memalign'd buffer leaves an untouched page before it)
+ * and mostly rearranges what the process already has, touches no other
+ * mapping, and costs (a 2 MiB copy) within 32x the bytes it speeds up.
+ * The inner pages and each end page are collapsed by calls of their own:
+ * a refusal costs only its page.  A collapse keeps every byte, so the
+ * owner of the memory around the buffer sees nothing.
  * That is what lets a malloc'd buffer of 64 KiB-2 MiB -- which never holds
  * a whole huge page -- be read at huge-page speed: a 2-rank exchange of
  * 256 KiB / 1 MiB / 2 MiB by one process_vm_readv each, 14 / 49-76 /
@@ -37,15 +39,18 @@
  * not yet touched (EINVAL), pinned or shared pages (EAGAIN), no huge page
  * to be had (ENOMEM) -- leave the range as it was and it is not retried.
  *
- * The ranges seen are kept in a small table (least recently published
- * out) under a mutex: one lock per single-copy publication, next to
- * copies of megabytes.  A range freed and allocated anew at the same
- * address keeps its "done" mark: not collapsed again (a hint lost, no
- * harm).
+ * The ranges seen are kept in a small table (64, least recently
+ * published out) under a mutex: one lock per single-copy publication,
+ * next to copies of 64 KiB and more.  A range freed and allocated anew at
+ * the same address keeps its "done" mark: not collapsed again (a hint
+ * lost, no harm) -- and its "huge" mark (xc__promoted: peers may then
+ * read ordinary pages single copy where staging would have been faster;
+ * never wrong).
  */
 #include "promote.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -57,7 +62,7 @@
 #endif
 
 #define HUGE ((uintptr_t)XC__HUGE_PAGE)
-#define SLOTS 32
+#define SLOTS 64
 /* A page the buffer shares with other memory is collapsed for no less of
  * the buffer than this. */
 #define PART ((uintptr_t)64 << 10)
@@ -99,12 +104,50 @@ static int resident(uintptr_t lo)
     return c >= n - n / 8;
 }
 
+/* Whether the huge page at `page` lies inside the one mapping that holds
+ * `at` (/proc/self/maps): the kernel collapses a page only inside one
+ * mapping, and the memory a buffer shares a page with must be of its own
+ * mapping -- not a neighbour with other flags that happens to allow it. */
+static int in_mapping_of(uintptr_t page, uintptr_t at)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return 0;
+    char line[256];
+    int in = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && at >= lo && at < hi) {
+            in = page >= lo && page + HUGE <= hi;
+            break;
+        }
+    }
+    fclose(f);
+    return in;
+}
+
+/* Collapse [lo, lo + bytes); 1 if the kernel did (or found it done). */
+static int collapse(uintptr_t lo, size_t bytes)
+{
+    if (madvise((void *)lo, bytes, MADV_COLLAPSE) == 0) return 1;
+    XC_TRACE("promote: MADV_COLLAPSE of %zu KiB at %p refused (%s): ordinary pages kept",
+             bytes >> 10, (void *)lo, strerror(errno));
+    return 0;
+}
+
+/* A page the buffer [b, e) shares with other memory: worth collapsing
+ * (64 KiB of the buffer in it), harmless (resident: nothing populated) and
+ * the buffer's own mapping's. */
+static int end_page_ok(uintptr_t page, uintptr_t b, uintptr_t e)
+{
+    uintptr_t from = page > b ? page : b, to = page + HUGE < e ? page + HUGE : e;
+    return to - from >= PART && resident(page) && in_mapping_of(page, from);
+}
+
 void xc__promote(const void *buf, size_t len, int after)
 {
     if (after <= 0 || !buf || len < PART) return;
     uintptr_t b = (uintptr_t)buf, e = b + len;
     uintptr_t lo = b & ~(HUGE - 1), hi = (e + HUGE - 1) & ~(HUGE - 1);
-    uintptr_t klo = lo, khi = hi;
     pthread_mutex_lock(&mu);
     range_t *r = lookup(lo, hi);
     r->last = ++clk;
@@ -112,29 +155,24 @@ void xc__promote(const void *buf, size_t len, int after)
     if (go) r->done = 1;
     pthread_mutex_unlock(&mu);
     if (!go) return;
-    /* The end pages shared with other memory: only with enough of the
-     * buffer in them and nothing to populate. */
-    if (b > lo && (lo + HUGE - b < PART || !resident(lo))) lo += HUGE;
-    if (e < hi && hi - HUGE >= lo && (e - (hi - HUGE) < PART || !resident(hi - HUGE)))
-        hi -= HUGE;
-    if (hi <= lo) {
-        XC_TRACE("promote: %zu KiB at %p: no page to collapse", len >> 10, buf);
-        return;
-    }
     uint64_t t0 = xc__now_ns();
-    if (madvise((void *)lo, hi - lo, MADV_COLLAPSE) != 0) {
-        XC_TRACE("promote: MADV_COLLAPSE of %zu KiB at %p refused (%s): ordinary pages kept",
-                 (size_t)(hi - lo) >> 10, (void *)lo, strerror(errno));
-        return;
-    }
-    XC_TRACE("promote: %zu KiB at %p on huge pages (%.0f us)", (size_t)(hi - lo) >> 10,
-             (void *)lo, (double)(xc__now_ns() - t0) / 1e3);
+    /* The whole pages inside, then each end page the buffer shares with
+     * other memory, each on its own (one refusal must not cost the rest);
+     * `got`: bytes of the buffer now on huge pages. */
+    uintptr_t ilo = (b + HUGE - 1) & ~(HUGE - 1), ihi = e & ~(HUGE - 1);
+    size_t got = 0;
+    if (ihi > ilo && collapse(ilo, ihi - ilo)) got += ihi - ilo;
+    if (b > lo && end_page_ok(lo, b, e) && collapse(lo, HUGE))
+        got += (lo + HUGE < e ? lo + HUGE : e) - b;
+    if (e < hi && hi - HUGE > lo && end_page_ok(hi - HUGE, b, e) && collapse(hi - HUGE, HUGE))
+        got += e - (hi - HUGE);
+    XC_TRACE("promote: %zu of %zu KiB at %p on huge pages (%.0f us)", got >> 10, len >> 10, buf,
+             (double)(xc__now_ns() - t0) / 1e3);
     /* Most of the range on huge pages: what xc__promoted reports. */
-    uintptr_t in_lo = lo > b ? lo : b, in_hi = hi < e ? hi : e;
-    if (in_hi > in_lo && 2 * (in_hi - in_lo) >= len) {
+    if (2 * got >= len) {
         pthread_mutex_lock(&mu);
         for (int i = 0; i < SLOTS; i++)
-            if (tab[i].lo == klo && tab[i].hi == khi) tab[i].huge = 1;
+            if (tab[i].lo == lo && tab[i].hi == hi) tab[i].huge = 1;
         pthread_mutex_unlock(&mu);
     }
 }

@@ -64,7 +64,6 @@ static inline size_t xc__shm_ll_max(int nranks)
 typedef struct xc__shm_desc {
     uint64_t seq;
     xc__desc_t d;
-    uint32_t fast; /* the rank's input is on huge pages (shm_coll.c xc__shm_op_offer) */
 } xc__shm_desc_t;
 
 /* One rank's control block: every member on cache lines of its own, and
@@ -87,6 +86,10 @@ typedef struct xc__shm_ctl {
      * (8 a line, against 2 descriptions: each line it reads, this rank
      * must take back before its next store there). */
     _Alignas(XC__SHM_PAIR) uint64_t desc_hash[XC__SHM_DESC_RING];
+    /* ... and whether its input was on huge pages (shm_coll.c
+     * xc__shm_op_offer), packed: stored only when it changes, so that the
+     * small operations, all 0, leave its lines alone. */
+    _Alignas(XC__SHM_PAIR) uint8_t desc_fast[XC__SHM_DESC_RING];
     _Alignas(XC__SHM_PAIR) uint32_t bell;     /* futex word its threads sleep on */
     uint32_t bell_sleepers;                   /* its threads asleep on it */
     _Alignas(XC__SHM_PAIR) uint32_t gone;     /* destroyed its communicator */

@@ -105,9 +105,12 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
      * stale address: the ranks must agree. */
     /* [4]: every rank can take part in the fence-free wake-up check
      * (shm.c; XCOLL_SHM_MEMBARRIER=0 on any rank keeps the fences). */
-    int32_t ok[5] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
+    /* [5], [6]: the same for XCOLL_SHM_CMA_MAX_KB (the all-gather's and
+     * all-to-all's ceiling: which way they take depends on it too). */
+    int32_t ok[7] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
                      -comm->cfg.shm_cma_min_kb,
-                     !s || (comm->cfg.shm_membarrier && xc__membarrier_register(XC__MB_GLOBAL))};
+                     !s || (comm->cfg.shm_membarrier && xc__membarrier_register(XC__MB_GLOBAL)),
+                     comm->cfg.shm_cma_max_kb, -comm->cfg.shm_cma_max_kb};
     if (s) {
         int right = (comm->local_rank + 1) % comm->local_size;
         uint64_t v = 0;
@@ -117,11 +120,15 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
                 v == comm->uid;
     }
     /* Everybody must agree to use it (and single copy). */
-    XC_CHECK_GOTO(xc_allreduce(ok, ok, 5, XC_INT32, XC_MIN, comm), rc, fail);
+    XC_CHECK_GOTO(xc_allreduce(ok, ok, 7, XC_INT32, XC_MIN, comm), rc, fail);
     if (ok[2] != -ok[3])
         XC_WARN("XCOLL_SHM_CMA_MIN_KB differs across ranks (%d..%d): all use %d", (int)ok[2],
                 (int)-ok[3], (int)ok[2]);
     comm->cfg.shm_cma_min_kb = ok[2];
+    if (ok[5] != -ok[6])
+        XC_WARN("XCOLL_SHM_CMA_MAX_KB differs across ranks (%d..%d): all use %d", (int)ok[5],
+                (int)-ok[6], (int)ok[5]);
+    comm->cfg.shm_cma_max_kb = ok[5];
     /* Every rank has mapped it (or given up): unlink now, by anyone. */
     if (name[0]) xc__shm_unlink(name);
     if (!ok[0]) {

@@ -14,7 +14,12 @@
  *  - one rank alternating its reused buffer with a fresh mapping at every
  *    other iteration (its input fast, then not): still right everywhere,
  *    and at every iteration every rank took the same way -- all read
- *    single copy or none did.
+ *    single copy or none did;
+ *  - a small all-gather before each large one: never a switch (the
+ *    operation before is not like it), with XCOLL_SHM_CMA_MAX_KB below the
+ *    block;
+ *  - two non-blocking ones posted together into two outputs: right, agreed,
+ *    and the last pair both single copy.
  * With more ranks than cores nothing is offered (staged there); the
  * results must still be right.
  */
@@ -89,12 +94,19 @@ static int32_t *slice(size_t bytes, void **base, size_t *span)
     return (int32_t *)(((uintptr_t)m + huge - 1) / huge * huge + 4096 + 16);
 }
 
-/* ITERS all-gathers (alltoall = 0) or all-to-alls of 1 MiB blocks.  With
- * `flip`, the last rank sends from a fresh mapping at odd iterations.
- * way[it]: 1 if this rank read single copy at iteration it, 0 if staged,
- * -1 if neither exactly. */
-static void series(int alltoall, int flip, int *way)
+/* The kinds of series. */
+enum { PLAIN, FLIP, BETWEEN, PAIRS };
+
+/* ITERS all-gathers (alltoall = 0) or all-to-alls of 1 MiB blocks, by
+ * `kind`: PLAIN one per iteration; FLIP, the last rank sends from a fresh
+ * mapping at odd iterations; BETWEEN, a small all-gather before each (the
+ * operation before a large one is never like it: no switch); PAIRS, two
+ * non-blocking ones posted together into two outputs.  way[it]: how many
+ * of the iteration's large operations this rank read single copy (-1: a
+ * count of bytes that is no whole number of them). */
+static void series(int alltoall, int kind, int *way)
 {
+    int flip = kind == FLIP;
     int L = H.size;
     size_t in_ints = alltoall ? (size_t)L * BLOCK_INTS : BLOCK_INTS;
     size_t out_ints = (size_t)L * BLOCK_INTS;
@@ -102,6 +114,8 @@ static void series(int alltoall, int flip, int *way)
     size_t keep_span;
     int32_t *keep = slice(in_ints * sizeof(int32_t), &keep_base, &keep_span);
     int32_t *out = h_alloc(out_ints * sizeof(int32_t));
+    int32_t *out2 = h_alloc(out_ints * sizeof(int32_t));
+    int32_t small[64];
     for (int it = 0; it < ITERS; it++) {
         int fresh = flip && H.rank == L - 1 && (it & 1);
         int32_t *in = keep;
@@ -115,31 +129,52 @@ static void series(int alltoall, int flip, int *way)
         for (int to = 0; to < (alltoall ? L : 1); to++)
             for (size_t i = 0; i < BLOCK_INTS; i++)
                 in[(size_t)to * BLOCK_INTS + i] = val(H.rank, alltoall ? to : 0, it, i);
+        int32_t one = H.rank;
+        if (kind == BETWEEN)
+            H_CHECK(H.comm, xc_allgather(&one, small, 1, XC_INT32, H.comm));
         uint64_t before = single_copy_bytes();
-        if (alltoall)
+        if (kind == PAIRS) {
+            xc_request_t *rq[2];
+            for (int q = 0; q < 2; q++) {
+                int32_t *o = q ? out2 : out;
+                if (alltoall)
+                    H_CHECK(H.comm, xc_ialltoall(in, o, BLOCK_INTS, XC_INT32, H.comm, &rq[q]));
+                else
+                    H_CHECK(H.comm, xc_iallgather(in, o, BLOCK_INTS, XC_INT32, H.comm, &rq[q]));
+            }
+            H_CHECK(H.comm, xc_request_waitall(rq, 2));
+            for (int q = 0; q < 2; q++) xc_request_free(rq[q]);
+        } else if (alltoall) {
             H_CHECK(H.comm, xc_alltoall(in, out, BLOCK_INTS, XC_INT32, H.comm));
-        else
+        } else {
             H_CHECK(H.comm, xc_allgather(in, out, BLOCK_INTS, XC_INT32, H.comm));
+        }
         uint64_t moved = single_copy_bytes() - before;
         uint64_t peers = (uint64_t)(L - 1) * BLOCK_INTS * sizeof(int32_t);
-        way[it] = moved == peers ? 1 : moved == 0 ? 0 : -1;
+        way[it] = moved % peers ? -1 : (int)(moved / peers);
         size_t bad = 0, first = 0;
-        for (int from = 0; from < L; from++)
-            for (size_t i = 0; i < BLOCK_INTS; i++)
-                if (out[(size_t)from * BLOCK_INTS + i] !=
-                    val(from, alltoall ? H.rank : 0, it, i) && !bad++)
-                    first = (size_t)from * BLOCK_INTS + i;
+        for (int q = 0; q < (kind == PAIRS ? 2 : 1); q++)
+            for (int from = 0; from < L; from++)
+                for (size_t i = 0; i < BLOCK_INTS; i++)
+                    if ((q ? out2 : out)[(size_t)from * BLOCK_INTS + i] !=
+                            val(from, alltoall ? H.rank : 0, it, i) &&
+                        !bad++)
+                        first = (size_t)from * BLOCK_INTS + i;
+        if (kind == BETWEEN)
+            for (int r = 0; r < L; r++)
+                if (small[r] != r) bad++;
         if (bad)
-            h_fail(__FILE__, __LINE__, "%s iteration %d%s: %zu wrong elements, the first at %zu",
-                   alltoall ? "all-to-all" : "all-gather", it, flip ? " (flip)" : "", bad, first);
+            h_fail(__FILE__, __LINE__, "%s iteration %d (series %d): %zu wrong elements, the "
+                   "first at %zu", alltoall ? "all-to-all" : "all-gather", it, kind, bad, first);
         if (way[it] < 0)
-            h_fail(__FILE__, __LINE__, "%s iteration %d: %llu bytes single copy, want 0 or %llu",
-                   alltoall ? "all-to-all" : "all-gather", it, (unsigned long long)moved,
-                   (unsigned long long)peers);
+            h_fail(__FILE__, __LINE__, "%s iteration %d: %llu bytes single copy, want a multiple "
+                   "of %llu", alltoall ? "all-to-all" : "all-gather", it,
+                   (unsigned long long)moved, (unsigned long long)peers);
         if (map) munmap(map, in_ints * sizeof(int32_t));
     }
     munmap(keep_base, keep_span);
     h_free(out);
+    h_free(out2);
 }
 
 /* Every rank took the same way at every iteration. */
@@ -170,18 +205,18 @@ int main(int argc, char **argv)
                "only right results and agreement\n",
                H.size, cpus, H.size == 2 && cpus >= 2 ? ", no huge pages or no reading peers" : "");
     int way[ITERS];
+    /* Blocks above the ceiling: staged until the inputs are promoted. */
+    const char *ceil = getenv("XCOLL_SHM_CMA_MAX_KB");
+    int above = ceil && atoi(ceil) > 0 && (size_t)atoi(ceil) * 1024 < BLOCK_INTS * 4;
     for (int a2a = 0; a2a < 2; a2a++) {
         const char *what = a2a ? "all-to-all" : "all-gather";
-        series(a2a, 0, way);
+        series(a2a, PLAIN, way);
         agreed(what, way);
         if (H.verbose && H.rank == 0)
             for (int it = 0; it < ITERS; it++)
                 printf("test_fast_switch: %s iteration %d: %s\n", what, it,
                        way[it] ? "single copy" : "staged");
-        /* Blocks above the ceiling: staged until the inputs are promoted. */
-        const char *ceil = getenv("XCOLL_SHM_CMA_MAX_KB");
-        if (expect && ceil && atoi(ceil) > 0 && (size_t)atoi(ceil) * 1024 < BLOCK_INTS * 4 &&
-            way[0] != 0)
+        if (expect && above && way[0] != 0)
             h_fail(__FILE__, __LINE__, "%s above XCOLL_SHM_CMA_MAX_KB=%s read single copy at "
                    "its first iteration (nothing promoted yet)", what, ceil);
         if (expect)
@@ -191,8 +226,20 @@ int main(int argc, char **argv)
                            "%s of reused inputs on huge pages, iteration %d: staged (want "
                            "single copy from the first iterations after promotion)",
                            what, it);
-        series(a2a, 1, way);
+        series(a2a, FLIP, way);
         agreed(what, way);
+        series(a2a, BETWEEN, way);
+        agreed(what, way);
+        if (expect && above)
+            for (int it = 0; it < ITERS; it++)
+                if (way[it] != 0)
+                    h_fail(__FILE__, __LINE__, "%s iteration %d after a small all-gather read "
+                           "single copy (the operation before it was not like it)", what, it);
+        series(a2a, PAIRS, way);
+        agreed(what, way);
+        if (expect && above && way[ITERS - 1] != 2)
+            h_fail(__FILE__, __LINE__, "%s posted in pairs: %d of the last pair single copy, "
+                   "want 2", what, way[ITERS - 1]);
     }
     return h_finish();
 }
