@@ -267,16 +267,25 @@ static inline int xc__shm_use_cma(const xc_comm_t *comm, size_t bytes)
 {
     return xc__shm_use_cma_from(comm, bytes, (size_t)comm->cfg.shm_cma_min_kb * 1024);
 }
+/* The all-gather's and all-to-all's ceiling: XCOLL_SHM_CMA_MAX_KB if given
+ * (agreed), else the measured one of `t` (xc__shm_measured's cma_max; none
+ * before the profile); none while the calibration probes. */
+static inline size_t xc__shm_cma_ceiling(const xc_comm_t *comm, const xc__model_topo_t *t)
+{
+    if (comm->shm_probing) return 0;
+    if (comm->cfg.shm_cma_max_kb >= 0) return (size_t)comm->cfg.shm_cma_max_kb * 1024;
+    return t ? t->cma_max : 0;
+}
 /* The all-gather's and all-to-all's blocks: as xc__shm_use_cma_from, and
- * no larger than the measured ceiling of `t` (xc__shm_measured's
- * cma_max; none before the profile).  Not the broadcast's: its root copies a share
+ * no larger than the ceiling (xc__shm_cma_ceiling).  Not the broadcast's: its root copies a share
  * too (xc__shm_bcast_share), and single copy kept up with staging there
  * at 16 MiB on the machine that set the ceiling (0.62-0.75 against
  * 0.64-0.68 ms) and led at 4 MiB (124-138 against 139-150 us). */
 static inline int xc__shm_move_cma_from(const xc_comm_t *comm, const xc__model_topo_t *t,
                                         size_t bytes, size_t min)
 {
-    return xc__shm_use_cma_from(comm, bytes, min) && (!t || !t->cma_max || bytes <= t->cma_max);
+    size_t max = xc__shm_cma_ceiling(comm, t);
+    return xc__shm_use_cma_from(comm, bytes, min) && (!max || bytes <= max);
 }
 /* All-gather's and all-to-all's single copy start at the larger of their
  * threshold `min` and the profile's measured floor (xc__model_topo_t's
