@@ -164,8 +164,11 @@ void xc__promote(const void *buf, size_t len, int after)
     if (ihi > ilo && collapse(ilo, ihi - ilo)) got += ihi - ilo;
     if (b > lo && end_page_ok(lo, b, e) && collapse(lo, HUGE))
         got += (lo + HUGE < e ? lo + HUGE : e) - b;
-    if (e < hi && hi - HUGE > lo && end_page_ok(hi - HUGE, b, e) && collapse(hi - HUGE, HUGE))
-        got += e - (hi - HUGE);
+    /* (A buffer inside one page that starts past its boundary was that
+     * page's first end already.) */
+    if (e < hi && (hi - HUGE > lo || b == lo) && end_page_ok(hi - HUGE, b, e) &&
+        collapse(hi - HUGE, HUGE))
+        got += e - (hi - HUGE > b ? hi - HUGE : b);
     XC_TRACE("promote: %zu of %zu KiB at %p on huge pages (%.0f us)", got >> 10, len >> 10, buf,
              (double)(xc__now_ns() - t0) / 1e3);
     /* Most of the range on huge pages: what xc__promoted reports. */

@@ -168,10 +168,22 @@ int main(void)
     if (c3 && c4) {
         for (int i = 0; i < 4; i++) xc__promote(c3 + 300 * 1024, 256 * 1024, 4);
         for (int i = 0; i < 8; i++) xc__promote(c4 + 300 * 1024, 60 * 1024, 4);
+        for (int i = 0; i < 8; i++) xc__promote(c4, 32 * 1024, 4);
         if (can) EXPECT(huge_bytes(c3) == HUGE, "256 KiB inside a written page: %zu bytes huge",
                         huge_bytes(c3));
         EXPECT(huge_bytes(c4) == 0, "a 60 KiB range was promoted");
         EXPECT(intact(c3, HUGE, 15) && intact(c4, HUGE, 17), "contents changed");
+    }
+    /* A range starting on a boundary, inside one written page: that page
+     * (its only end page is its last). */
+    char *c5 = region(HUGE, 0, 23);
+    EXPECT(c5 != NULL, "mmap");
+    if (c5) {
+        for (int i = 0; i < 4; i++) xc__promote(c5, MIB, 4);
+        if (can) EXPECT(huge_bytes(c5) == HUGE && xc__promoted(c5, MIB),
+                        "1 MiB from a boundary inside a written page: %zu bytes huge",
+                        huge_bytes(c5));
+        EXPECT(intact(c5, HUGE, 23), "contents changed");
     }
 
     /* Pages mostly not resident around the range are left alone (a
