@@ -60,9 +60,6 @@ xc_result_t xc__build_shm_allgather(xc_comm_t *comm, xc__op_t *op, const xc__arg
      * single copy, 1 / 2 / 4 / 8 MiB blocks: 84-91 / 63-69, 169-180 /
      * 112-130, 364-385 / 262-317, 998-1101 / 886-964; bench/RESULTS.md,
      * thirty-fourth session).  Not on a crowded node (staged there). */
-    if (rc == XC_OK && !comm->oversub && a->count * es >= XC__SHM_FAST_MIN &&
-        xc__shm_use_cma(comm, a->count * es))
-        xc__shm_op_offer(comm, op, &direct, a->sbuf,
-                         a->count * es);
+    if (rc == XC_OK) xc__shm_op_offer(comm, op, &direct, a->sbuf, a->count * es, a->count * es);
     return rc;
 }

@@ -58,13 +58,12 @@ xc_result_t xc__build_shm_alltoall(xc_comm_t *comm, xc__op_t *op, const xc__args
     int lines;
     size_t ce = xc__shm_ce(comm, a->count, es, xc__shm_blocks(a, comm->size), &lines);
     xc_result_t rc = xc__shm_op_init(comm, op, a, &staged, ce, lines);
-    /* Large blocks staged by the measured ceiling: single copy when every
-     * rank's input is on huge pages (2 ranks, 4 / 8 MiB blocks, medians us
-     * staged / single copy: 446-475 / 284-318, 1262-1376 / 867-945;
-     * bench/RESULTS.md, thirty-fourth session). */
-    if (rc == XC_OK && a->sbuf != a->rbuf && !comm->oversub && a->count * es >= XC__SHM_FAST_MIN &&
-        xc__shm_use_cma_from(comm, a->count * es, cma_min))
-        xc__shm_op_offer(comm, op, &direct, a->sbuf,
-                         (size_t)comm->size * a->count * es);
+    /* Large blocks staged by the measured ceiling or floor: single copy
+     * when every rank's input is on huge pages (2 ranks, 4 / 8 MiB blocks,
+     * medians us staged / single copy: 446-475 / 284-318, 1262-1376 /
+     * 867-945; bench/RESULTS.md, thirty-fourth session). */
+    if (rc == XC_OK && a->sbuf != a->rbuf)
+        xc__shm_op_offer(comm, op, &direct, a->sbuf, (size_t)comm->size * a->count * es,
+                         a->count * es);
     return rc;
 }

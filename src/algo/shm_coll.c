@@ -784,10 +784,12 @@ xc_result_t xc__shm_op_init(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a,
 }
 
 void xc__shm_op_offer(xc_comm_t *comm, xc__op_t *op, const xc__shm_coll_t *vt,
-                      const void *src, size_t bytes)
+                      const void *src, size_t bytes, size_t block)
 {
     xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
-    if (!comm->cma || o->promote <= 0 || !src) return;
+    if (o->promote <= 0 || !src || comm->oversub || block < XC__SHM_FAST_MIN ||
+        !xc__shm_use_cma(comm, block))
+        return;
     o->alt = vt;
     xc__promote(src, bytes, o->promote);
     o->fast = xc__promoted(src, bytes);

@@ -159,7 +159,8 @@ XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
  * single-copy way `vt` (one chunk of all `count` elements, the addresses
  * in the flagged lines: XC__SHM_LINES_ADDRS) for when every
  * rank's input reads fast: `src` (`bytes`) is this rank's input, which
- * peers would read.  The ranks switch together, at the start of an
+ * peers would read, in blocks of `block` bytes -- offered from
+ * XC__SHM_FAST_MIN (and XCOLL_SHM_CMA_MIN_KB), not on a crowded node.  The ranks switch together, at the start of an
  * operation, when the shared-memory operation just before it was one like
  * it (the same description, offered too) in which every rank published
  * that its input was on huge pages (core/promote.c xc__promoted) -- each
@@ -169,7 +170,7 @@ XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
  * single copy of huge pages measured faster: docs/shm.md "Agreeing on
  * single copy for fast buffers". */
 XC__HIDDEN void xc__shm_op_offer(xc_comm_t *comm, xc__op_t *op, const xc__shm_coll_t *vt,
-                                 const void *src, size_t bytes);
+                                 const void *src, size_t bytes, size_t block);
 /* Blocks from this size are offered (xc__shm_op_offer): 2 ranks, medians
  * us, staged / single copy, all-gather of 1 MiB blocks 84-91 / 63-69 with
  * promoted malloc'd inputs; of 256 KiB total on huge pages staged led

@@ -79,14 +79,21 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static range_t tab[SLOTS];
 static uint64_t clk;
 
+/* The entry for [lo, hi), or NULL. */
+static range_t *find(uintptr_t lo, uintptr_t hi)
+{
+    for (int i = 0; i < SLOTS; i++)
+        if (tab[i].lo == lo && tab[i].hi == hi) return &tab[i];
+    return NULL;
+}
+
 /* The entry for [lo, hi): found, or the empty / least recent one reset. */
 static range_t *lookup(uintptr_t lo, uintptr_t hi)
 {
-    range_t *old = &tab[0];
-    for (int i = 0; i < SLOTS; i++) {
-        if (tab[i].lo == lo && tab[i].hi == hi) return &tab[i];
+    range_t *r = find(lo, hi), *old = &tab[0];
+    if (r) return r;
+    for (int i = 1; i < SLOTS; i++)
         if (tab[i].last < old->last) old = &tab[i];
-    }
     *old = (range_t){.lo = lo, .hi = hi};
     return old;
 }
@@ -174,8 +181,8 @@ void xc__promote(const void *buf, size_t len, int after)
     /* Most of the range on huge pages: what xc__promoted reports. */
     if (2 * got >= len) {
         pthread_mutex_lock(&mu);
-        for (int i = 0; i < SLOTS; i++)
-            if (tab[i].lo == lo && tab[i].hi == hi) tab[i].huge = 1;
+        range_t *r2 = find(lo, hi); /* still in the table */
+        if (r2) r2->huge = 1;
         pthread_mutex_unlock(&mu);
     }
 }
@@ -185,10 +192,9 @@ int xc__promoted(const void *buf, size_t len)
     if (!buf || len < PART) return 0;
     uintptr_t b = (uintptr_t)buf, e = b + len;
     uintptr_t lo = b & ~(HUGE - 1), hi = (e + HUGE - 1) & ~(HUGE - 1);
-    int huge = 0;
     pthread_mutex_lock(&mu);
-    for (int i = 0; i < SLOTS; i++)
-        if (tab[i].lo == lo && tab[i].hi == hi) huge = tab[i].huge;
+    const range_t *r = find(lo, hi);
+    int huge = r && r->huge;
     pthread_mutex_unlock(&mu);
     return huge;
 }
