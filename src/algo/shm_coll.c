@@ -796,24 +796,24 @@ void xc__shm_op_offer(xc_comm_t *comm, xc__op_t *op, const xc__shm_coll_t *vt,
 }
 
 /* At the start of an operation offered single copy: switch when the
- * shared-memory operation before it was one like it in which every rank's
- * input was fast.  Every rank finished that one, so each has read every
- * other's description of it (written before its first publication, kept
- * until XC__SHM_DESC_RING operations later): all decide alike. */
+ * shared-memory operation before it was one like it (the same
+ * description) in which every rank's input was fast -- this rank's own
+ * entry included, whose bit only an offer sets.  Every rank finished that
+ * one, so each has read every other's description of it (written before
+ * its first publication, kept until XC__SHM_DESC_RING operations later):
+ * all decide alike. */
 static void take_offer(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o)
 {
     uint64_t n = comm->shm_ops; /* this operation's number (advance) */
-    int go = n > 0 && comm->shm_fast_next == n && desc_eq(&comm->shm_fast_desc, &op->desc);
-    for (int j = 0; go && j < o->L; j++) {
+    if (n == 0) return;
+    size_t i = (n - 1) % XC__SHM_DESC_RING;
+    const xc__shm_desc_t *mine = &o->shm->ctl[o->me].desc[i];
+    for (int j = 0; j < o->L; j++) {
         const xc__shm_ctl_t *c = &o->shm->ctl[j];
-        const xc__shm_desc_t *e = &c->desc[(n - 1) % XC__SHM_DESC_RING];
-        go = __atomic_load_n(&c->desc_fast[(n - 1) % XC__SHM_DESC_RING], __ATOMIC_RELAXED) &&
-             e->seq == comm->shm_fast_seq && desc_eq(&e->d, &op->desc);
+        if (!__atomic_load_n(&c->desc_fast[i], __ATOMIC_RELAXED) || c->desc[i].seq != mine->seq ||
+            !desc_eq(&c->desc[i].d, &op->desc))
+            return;
     }
-    comm->shm_fast_next = n + 1;
-    comm->shm_fast_desc = op->desc;
-    comm->shm_fast_seq = op->seq;
-    if (!go) return;
     xc__args_t a = o->a;
     const xc__shm_coll_t *vt = o->alt;
     int fast = o->fast;

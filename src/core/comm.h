@@ -146,13 +146,6 @@ struct xc_comm {
     uint64_t shm_ops;        /* shared-memory operations started (not every op is one) */
     xc__desc_t shm_hdesc;    /* the last description hashed (shm_coll.c desc_hash) */
     uint64_t shm_hdh;        /* and its hash; 0: none yet */
-    /* The last shared-memory operation that offered single copy on fast
-     * buffers (shm_coll.c xc__shm_op_offer): its number + 1 (0: none) and
-     * its description; the next one like it switches when every rank's
-     * input was fast in that one. */
-    uint64_t shm_fast_next;
-    uint64_t shm_fast_seq;
-    xc__desc_t shm_fast_desc;
     uint64_t shm_out_late;   /* this rank's `out` not yet published (0: none) */
     uint64_t shm_nbq[32][2]; /* deferred right-neighbour checks (shm op number, chunk) */
     int shm_nbq_head, shm_nbq_n;
