@@ -606,7 +606,7 @@ typedef struct xc_stats {
     uint64_t bytes_recv[XC_TRANSPORT_COUNT];
     uint64_t msgs_sent[XC_TRANSPORT_COUNT];
     uint64_t algo_ops[XC_STATS_MAX_ALGOS];    /* by algorithm id          */
-    /* A thread that keeps making small blocking broadcasts / reduces on a
+    /* A thread that keeps making small blocking collectives on a
      * shared-memory communicator is let make them without its lock (the
      * "express bias", docs/engine.md); another thread that takes the lock
      * revokes it (~15 us).  How often each happened: */
@@ -616,6 +616,12 @@ typedef struct xc_stats {
      * same node by one copy (process_vm_readv / _writev, or a shared
      * mapping: docs/shm.md) rather than through the staging slots. */
     uint64_t single_copy_bytes;
+    /* Small blocking collectives on shared memory run outside the
+     * engine's queue (the express path, docs/engine.md): how many ran
+     * there whole, and how many began there and were finished by the
+     * engine because a peer came later (express_resumed). */
+    uint64_t express_ops;
+    uint64_t express_resumed;
 } xc_stats_t;
 
 /* Snapshot of the counters of `comm` (since creation). */

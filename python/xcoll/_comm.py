@@ -463,7 +463,8 @@ class Comm:
                 "algo_ops": algos,
                 "express_bias": {"grants": st.express_bias_grants,
                                  "revokes": st.express_bias_revokes},
-                "single_copy_bytes": st.single_copy_bytes}
+                "single_copy_bytes": st.single_copy_bytes,
+                "express": {"ops": st.express_ops, "resumed": st.express_resumed}}
 
     def __repr__(self):
         if self._h is None:

@@ -104,7 +104,9 @@ class Stats(ctypes.Structure):
                 ("algo_ops", ctypes.c_uint64 * STATS_MAX_ALGOS),
                 ("express_bias_grants", ctypes.c_uint64),
                 ("express_bias_revokes", ctypes.c_uint64),
-                ("single_copy_bytes", ctypes.c_uint64)]
+                ("single_copy_bytes", ctypes.c_uint64),
+                ("express_ops", ctypes.c_uint64),
+                ("express_resumed", ctypes.c_uint64)]
 
 
 comm_p = c_void_p   # xc_comm_t *

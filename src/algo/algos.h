@@ -67,11 +67,15 @@ _Static_assert(XC__ALGO_COUNT <= XC_STATS_MAX_ALGOS, "algorithm ids must fit xc_
 typedef xc_result_t (*xc__build_fn)(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a);
 
 /* An express path (blocking calls only): run the operation in one step
- * without building it, with the communicator's lock held, idle and
- * healthy, as collective `seq` described by *d; 1 done, 0 not started
- * (build and run it). */
-typedef int (*xc__express_fn)(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
-                              uint64_t seq);
+ * without building it into the engine's queue, with the communicator's
+ * lock held, idle and healthy, as collective `seq` described by *d.
+ * XC__EXPRESS_DONE: it ran.  XC__EXPRESS_NO: not started (build and run
+ * it).  XC__EXPRESS_BEGUN: started and left for the built operation of
+ * this seq to finish (shared memory: comm->shm_begun). */
+struct xc__algo;
+enum { XC__EXPRESS_NO = 0, XC__EXPRESS_DONE = 1, XC__EXPRESS_BEGUN = 2 };
+typedef int (*xc__express_fn)(xc_comm_t *comm, const struct xc__algo *algo, const xc__args_t *a,
+                              const xc__desc_t *d, uint64_t seq);
 
 typedef struct xc__algo {
     int id;
@@ -88,7 +92,7 @@ typedef struct xc__algo {
 
 /* A blocking collective's express path (algo->express, engine.c) on an
  * idle, healthy communicator: 1 when it ran (*rc its result), 0 when it
- * did not start (build and run the operation). */
+ * did not (build and run the operation, which resumes it if it began). */
 XC__HIDDEN int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
                               xc_result_t *rc);
 

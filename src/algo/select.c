@@ -44,6 +44,12 @@
     [XC__ALGO_##id_] = {XC__ALGO_##id_, XC_COLL_##coll_, name_, xc__build_##fn_, 1,       \
                         xc__cost_##fn_, 0, xc__express_##fn_}
 
+/* ... whose express path is the shared-memory one of the symmetric
+ * collectives (shm_coll.c xc__shm_express_all). */
+#define AXA(id_, coll_, name_, fn_)                                            \
+    [XC__ALGO_##id_] = {XC__ALGO_##id_, XC_COLL_##coll_, name_, xc__build_##fn_, 1,       \
+                        xc__cost_##fn_, 0, xc__shm_express_all}
+
 /* Indexed by id (entries without a name are unused ids). */
 static const xc__algo_t g_algos[XC__ALGO_COUNT] = {
     A(ALLREDUCE_RING, ALLREDUCE, "allreduce.ring", allreduce_ring, 0),
@@ -55,13 +61,13 @@ static const xc__algo_t g_algos[XC__ALGO_COUNT] = {
     A(ALLTOALL_PAIRWISE, ALLTOALL, "alltoall.pairwise", alltoall_pairwise, 0),
     A(ALLTOALLV_PAIRWISE, ALLTOALLV, "alltoallv.pairwise", alltoallv_pairwise, 0),
     A(BARRIER_DISSEMINATION, BARRIER, "barrier.dissemination", barrier_dissemination, 0),
-    A(SHM_ALLREDUCE, ALLREDUCE, "allreduce.shm", shm_allreduce, 1),
-    A(SHM_REDUCE_SCATTER, REDUCE_SCATTER, "reduce_scatter.shm", shm_reduce_scatter, 1),
-    A(SHM_ALLGATHER, ALLGATHER, "allgather.shm", shm_allgather, 1),
+    AXA(SHM_ALLREDUCE, ALLREDUCE, "allreduce.shm", shm_allreduce),
+    AXA(SHM_REDUCE_SCATTER, REDUCE_SCATTER, "reduce_scatter.shm", shm_reduce_scatter),
+    AXA(SHM_ALLGATHER, ALLGATHER, "allgather.shm", shm_allgather),
     AX(SHM_BCAST, BCAST, "bcast.shm", shm_bcast),
     AX(SHM_REDUCE, REDUCE, "reduce.shm", shm_reduce),
-    A(SHM_ALLTOALL, ALLTOALL, "alltoall.shm", shm_alltoall, 1),
-    A(SHM_BARRIER, BARRIER, "barrier.shm", shm_barrier, 1),
+    AXA(SHM_ALLTOALL, ALLTOALL, "alltoall.shm", shm_alltoall),
+    AXA(SHM_BARRIER, BARRIER, "barrier.shm", shm_barrier),
     A(ALLREDUCE_RHD, ALLREDUCE, "allreduce.rhd", allreduce_rhd, 0),
     A(ALLREDUCE_RD, ALLREDUCE, "allreduce.rd", allreduce_rd, 0),
     A(REDUCE_SCATTER_RHALVING, REDUCE_SCATTER, "reduce_scatter.rhalving",

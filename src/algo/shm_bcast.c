@@ -96,9 +96,10 @@ static int single_copy(const xc_comm_t *comm, size_t bytes)
 }
 
 /* The ring entry of flagged lines below, in one step (xc__shm_express). */
-int xc__express_shm_bcast(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
-                          uint64_t seq)
+int xc__express_shm_bcast(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
+                          const xc__desc_t *d, uint64_t seq)
 {
+    (void)algo;
     size_t bytes = a->count * xc__dtype_size(a->dtype);
     if (bytes > xc__shm_ll_max(comm->size) || single_copy(comm, bytes)) return 0;
     return xc__shm_express(comm, a, d, seq, comm->rank == a->root);

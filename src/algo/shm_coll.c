@@ -432,6 +432,58 @@ void xc__shm_out_flush(xc_comm_t *comm)
 static int advance(xc_comm_t *comm, xc__op_t *op);
 static void take_offer(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o);
 
+/* Stage chunk g (the operation's k-th) and publish it: `in` = g. */
+static void stage_chunk(xc_comm_t *comm, xc__shm_op_t *o, uint64_t seq, const xc__desc_t *d,
+                        uint64_t g)
+{
+    xc__shm_t *s = o->shm;
+    xc__shm_ctl_t *me = &s->ctl[o->me];
+    if (o->k == 0) put_desc(me, o, seq, d, o->fast);
+    if (o->vt->stage) o->vt->stage(o, o->k, xc__shm_src(o, o->me, g));
+    if (o->ll) ll_put(o, g);
+    /* Fence-free publication (shm.c) suits a rank that moves on (a
+     * ring's writer, a channel's sender), not one that polls the peers
+     * polling its own lines next: drain the lines before `in` (the 2-rank
+     * 64-byte all-reduce 0.24-0.32 us, against 0.41-0.47 with the fence
+     * after `in` and 0.38-0.57 with none; twenty-first session). */
+    if (o->ll && !o->ring) __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&me->in_hash, o->hash, __ATOMIC_RELAXED); /* ordered by `in` */
+    xc__shm_publish(s, &me->in, g);
+    comm->stats.msgs_sent[XC_TRANSPORT_SHM]++;
+}
+
+/* After the last chunk: the lines or slot this rank writes next taken
+ * for writing, the statistics counted. */
+static void finish(xc_comm_t *comm, xc__shm_op_t *o)
+{
+    if (o->ll) ll_own_next(o, o->base + o->nk);
+    else if (o->nk == 1 && !o->ring && o->vt->stage) slot_own_next(o);
+    account(comm, o);
+}
+
+/* The operation the express path began (comm->shm_begun) is this one,
+ * built for the same seq and description: it resumes where the express
+ * path stopped -- staged and published, reading its peers' lines. */
+static int resume(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o)
+{
+    struct xc__shm_begun *b = &comm->shm_begun;
+    b->on = 0;
+    if (XC__UNLIKELY(b->seq != op->seq || !desc_eq(&b->d, &op->desc) || o->ring || o->nk != 1)) {
+        char m[200];
+        xc__desc_str(&op->desc, op->seq, m, sizeof m);
+        xc__comm_poison(comm, XC_ERR_INTERNAL, 0,
+                        "%s started where another collective had begun (collectives "
+                        "called on one communicator from two threads at once?)", m);
+        return 0;
+    }
+    o->base = b->base;
+    o->n = b->n;
+    o->hash = b->hash;
+    o->phase = 2;
+    comm->stats.express_resumed++;
+    return 1;
+}
+
 static int shm_advance(xc_comm_t *comm, xc__op_t *op)
 {
     xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
@@ -449,12 +501,19 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
     if (o->phase < 0) { /* first call: the operation starts now */
         /* A rank arriving after the others failed fails too (its peers'
          * error frames may still be on their way). */
-        if (xc__shm_adopt_poison(comm, s)) return 0;
-        if (o->alt) take_offer(comm, op, o);
-        o->base = xc__shm_load(&me->in);
-        o->n = comm->shm_ops++;
-        o->hash = desc_hash(comm, op->seq, &op->desc);
-        o->phase = 0;
+        if (xc__shm_adopt_poison(comm, s)) {
+            comm->shm_begun.on = 0;
+            return 0;
+        }
+        if (XC__UNLIKELY(comm->shm_begun.on)) {
+            if (!resume(comm, op, o)) return 0;
+        } else {
+            if (o->alt) take_offer(comm, op, o);
+            o->base = xc__shm_load(&me->in);
+            o->n = comm->shm_ops++;
+            o->hash = desc_hash(comm, op->seq, &op->desc);
+            o->phase = 0;
+        }
     }
     while (o->k < o->nk) {
         uint64_t g = o->base + o->k + 1;
@@ -468,19 +527,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             o->phase = 1;
             /* fall through */
         case 1: /* stage and publish */
-            if (o->k == 0) put_desc(me, o, op->seq, &op->desc, o->fast);
-            if (o->vt->stage) o->vt->stage(o, o->k, xc__shm_src(o, o->me, g));
-            if (o->ll) ll_put(o, g);
-            /* Fence-free publication (shm.c) suits a rank that moves on
-             * (a ring's writer, a channel's sender), not one that polls
-             * the peers polling its own lines next: drain the lines
-             * before `in` (the 2-rank 64-byte all-reduce 0.24-0.32 us,
-             * against 0.41-0.47 with the fence after `in` and 0.38-0.57
-             * with none; twenty-first session). */
-            if (o->ll && !o->ring) __atomic_thread_fence(__ATOMIC_SEQ_CST);
-            __atomic_store_n(&me->in_hash, o->hash, __ATOMIC_RELAXED); /* ordered by `in` */
-            xc__shm_publish(s, &me->in, g);
-            comm->stats.msgs_sent[XC_TRANSPORT_SHM]++;
+            stage_chunk(comm, o, op->seq, &op->desc, g);
             o->phase = 2;
             /* fall through */
         case 2: { /* the chunks we read (and, at the first, our neighbour) */
@@ -585,9 +632,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             break;
         }
     }
-    if (o->ll) ll_own_next(o, o->base + o->nk);
-    else if (o->nk == 1 && !o->ring && o->vt->stage) slot_own_next(o);
-    account(comm, o);
+    finish(comm, o);
     return 1;
 }
 
@@ -687,6 +732,78 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     if (writes) ll_own_next(&o, g);
     account(comm, &o);
     return 1;
+}
+
+/*
+ * Express of the symmetric collectives (docs/shm.md): a small blocking
+ * all-reduce, reduce-scatter, all-gather, all-to-all or barrier that its
+ * builder makes one chunk (in the flagged lines or a slot), read from
+ * every rank, without a reduction phase or single copy, runs outside the
+ * engine's queue: built here by the algorithm's own builder, staged and
+ * published as advance() does, then the peers polled a little while.
+ * All there: it finishes here (XC__EXPRESS_DONE).  A peer later than that,
+ * or anything unexpected (a hash that differs, a peer a chunk further):
+ * comm->shm_begun keeps what the operation the engine builds for this seq
+ * resumes from (advance, phase 2), which waits the ordinary way and tells
+ * a mismatch from a rank that left (XC__EXPRESS_BEGUN).  Nothing written
+ * when it cannot stage at once (XC__EXPRESS_NO).  Crowded, or when waits
+ * stopped spinning, the peers are looked at once: they may be waiting for
+ * this core.
+ */
+#define EXPRESS_POLLS 128
+#define EXPRESS_MAX (64 * 1024) /* staged bytes; larger ones gain little */
+int xc__shm_express_all(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
+                        const xc__desc_t *d, uint64_t seq)
+{
+    xc__shm_t *s = comm->shm;
+    size_t staged = a->count * xc__dtype_size(a->dtype) * xc__shm_blocks(a, comm->size);
+    if (__atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE) || staged > EXPRESS_MAX ||
+        staged > s->slot_bytes)
+        return XC__EXPRESS_NO; /* (larger ones are not built twice) */
+    xc__op_t op; /* its privbuf only: the builder's state */
+    if (algo->build(comm, &op, a) != XC_OK) return XC__EXPRESS_NO;
+    xc__shm_op_t *o = (xc__shm_op_t *)op.privbuf;
+    if (o->ring || o->nk != 1 || o->vt->mid || o->vt->wait_out || o->alt) return XC__EXPRESS_NO;
+    for (int j = 0; j < o->L; j++)
+        if (!o->vt->reads(o, j)) return XC__EXPRESS_NO;
+    xc__shm_out_flush(comm);
+    o->base = xc__shm_load(&s->ctl[o->me].in);
+    o->n = comm->shm_ops;
+    o->hash = desc_hash(comm, seq, d);
+    uint64_t g = o->base + 1, h;
+    if (!slot_free(comm, o, g) || (comm->shm_nbq_n && !nb_resolve(comm, o)))
+        return XC__EXPRESS_NO;
+    if (!o->ll) comm->shm_full[g % XC__SHM_NSLOT] = g;
+    comm->shm_ops++;
+    stage_chunk(comm, o, seq, d, g);
+    int polls = comm->oversub || !comm->spin_ns ? 1 : EXPRESS_POLLS;
+    for (int j = 0; j < o->L; j++) {
+        if (j == o->me) continue;
+        if (o->ll) {
+            while (!ll_take(o, j, g, &h)) {
+                if (--polls <= 0) goto begun;
+                __builtin_ia32_pause();
+            }
+            if (h != o->hash) goto begun;
+        } else {
+            const xc__shm_ctl_t *c = &s->ctl[j];
+            while (xc__shm_load(&c->in) < g) {
+                if (--polls <= 0) goto begun;
+                __builtin_ia32_pause();
+            }
+            if (__atomic_load_n(&c->in_hash, __ATOMIC_RELAXED) != o->hash ||
+                xc__shm_load(&c->in) != g)
+                goto begun;
+        }
+    }
+    comm->shm_synced = g;
+    if (o->vt->out) o->vt->out(o, 0);
+    publish_out(comm, o, g);
+    finish(comm, o);
+    return XC__EXPRESS_DONE;
+begun:
+    comm->shm_begun = (struct xc__shm_begun){1, seq, o->base, o->n, o->hash, *d};
+    return XC__EXPRESS_BEGUN;
 }
 
 static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)

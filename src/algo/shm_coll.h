@@ -386,8 +386,14 @@ XC__HIDDEN xc_result_t xc__build_shm_allreduce(xc_comm_t *, xc__op_t *, const xc
 XC__HIDDEN xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_allgather(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_bcast(xc_comm_t *, xc__op_t *, const xc__args_t *);
-XC__HIDDEN int xc__express_shm_bcast(xc_comm_t *, const xc__args_t *, const xc__desc_t *, uint64_t);
-XC__HIDDEN int xc__express_shm_reduce(xc_comm_t *, const xc__args_t *, const xc__desc_t *, uint64_t);
+XC__HIDDEN int xc__express_shm_bcast(xc_comm_t *, const xc__algo_t *, const xc__args_t *,
+                                     const xc__desc_t *, uint64_t);
+XC__HIDDEN int xc__express_shm_reduce(xc_comm_t *, const xc__algo_t *, const xc__args_t *,
+                                      const xc__desc_t *, uint64_t);
+/* The express path of the small blocking all-reduce, reduce-scatter,
+ * all-gather, all-to-all and barrier (shm_coll.c): XC__EXPRESS_*. */
+XC__HIDDEN int xc__shm_express_all(xc_comm_t *, const xc__algo_t *, const xc__args_t *,
+                                   const xc__desc_t *, uint64_t);
 XC__HIDDEN xc_result_t xc__build_shm_reduce(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_alltoall(xc_comm_t *, xc__op_t *, const xc__args_t *);
 XC__HIDDEN xc_result_t xc__build_shm_barrier(xc_comm_t *, xc__op_t *, const xc__args_t *);

@@ -78,9 +78,10 @@ static const xc__shm_coll_t large = {nchunks, reads_all, xc__shm_stage_input,
 static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, NULL, out_direct, 1};
 
 /* The ring entry of flagged lines below, in one step (xc__shm_express). */
-int xc__express_shm_reduce(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d,
-                           uint64_t seq)
+int xc__express_shm_reduce(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
+                           const xc__desc_t *d, uint64_t seq)
 {
+    (void)algo;
     size_t bytes = a->count * xc__dtype_size(a->dtype);
     if (bytes > xc__shm_ll_max(comm->size) || bytes > xc__shm_one_shot_max(comm->size) ||
         xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ROOTED))

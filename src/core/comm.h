@@ -149,6 +149,11 @@ struct xc_comm {
     uint64_t shm_out_late;   /* this rank's `out` not yet published (0: none) */
     uint64_t shm_nbq[32][2]; /* deferred right-neighbour checks (shm op number, chunk) */
     int shm_nbq_head, shm_nbq_n;
+    struct xc__shm_begun {   /* an operation the express path staged and left */
+        int on;              /* (shm_coll.c xc__shm_express_all): its seq, */
+        uint64_t seq, base, n, hash; /* description, chunk base, shm number, */
+        xc__desc_t d;        /* hash -- what the built operation resumes from */
+    } shm_begun;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     uint64_t spin_max_ns;    /* its ceiling (XCOLL_SPIN_US, or auto) */
     uint64_t yield_ns;       /* then yield this long before sleeping */

@@ -280,7 +280,7 @@ int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
     if (!biased) xc__comm_lock(comm);
     uint64_t seq = comm->next_seq;
     if (comm->npending || comm->trace_lane || xc__comm_status(comm) != XC_OK ||
-        !algo->express(comm, a, &d, seq)) {
+        algo->express(comm, algo, a, &d, seq) != XC__EXPRESS_DONE) {
         if (biased) xc__bias_leave(comm);
         else pthread_mutex_unlock(&comm->mu);
         return 0;
@@ -292,6 +292,7 @@ int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
     if (st == XC_OK) {
         comm->done_seq = seq;
         count_done(comm, &d);
+        comm->stats.express_ops++;
     }
     if (biased) {
         xc__bias_leave(comm);
