@@ -461,14 +461,23 @@ static void finish(xc_comm_t *comm, xc__shm_op_t *o)
     account(comm, o);
 }
 
-/* The operation the express path began (comm->shm_begun) is this one,
- * built for the same seq and description: it resumes where the express
- * path stopped -- staged and published, reading its peers' lines. */
+static int args_eq(const xc__args_t *a, const xc__args_t *b)
+{
+    return a->coll == b->coll && a->sbuf == b->sbuf && a->rbuf == b->rbuf &&
+           a->count == b->count && a->dtype == b->dtype && a->op == b->op && a->root == b->root;
+}
+
+/* The operation the express path began (comm->shm_begun) is this one --
+ * the same seq, description and buffers: it takes over the express path's
+ * state (so it goes on exactly as it began, whatever its own build chose)
+ * and resumes where that stopped -- staged and published, reading its
+ * peers. */
 static int resume(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o)
 {
     struct xc__shm_begun *b = &comm->shm_begun;
+    const xc__shm_op_t *was = (const xc__shm_op_t *)(const void *)b->state;
     b->on = 0;
-    if (XC__UNLIKELY(b->seq != op->seq || !desc_eq(&b->d, &op->desc) || o->ring || o->nk != 1)) {
+    if (XC__UNLIKELY(b->seq != op->seq || !desc_eq(&b->d, &op->desc) || !args_eq(&was->a, &o->a))) {
         char m[200];
         xc__desc_str(&op->desc, op->seq, m, sizeof m);
         xc__comm_poison(comm, XC_ERR_INTERNAL, 0,
@@ -476,10 +485,7 @@ static int resume(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o)
                         "called on one communicator from two threads at once?)", m);
         return 0;
     }
-    o->base = b->base;
-    o->n = b->n;
-    o->hash = b->hash;
-    o->phase = 2;
+    *o = *was;
     comm->stats.express_resumed++;
     return 1;
 }
@@ -758,7 +764,7 @@ int xc__shm_express_all(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_
     xc__shm_t *s = comm->shm;
     size_t staged = a->count * xc__dtype_size(a->dtype) * xc__shm_blocks(a, comm->size);
     if (__atomic_load_n(&s->hdr->poison, __ATOMIC_ACQUIRE) || staged > EXPRESS_MAX ||
-        staged > s->slot_bytes)
+        staged > s->slot_bytes || comm->shm_begun.on)
         return XC__EXPRESS_NO; /* (larger ones are not built twice) */
     xc__op_t op; /* its privbuf only: the builder's state */
     if (algo->build(comm, &op, a) != XC_OK) return XC__EXPRESS_NO;
@@ -802,7 +808,12 @@ int xc__shm_express_all(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_
     finish(comm, o);
     return XC__EXPRESS_DONE;
 begun:
-    comm->shm_begun = (struct xc__shm_begun){1, seq, o->base, o->n, o->hash, *d};
+    _Static_assert(sizeof(xc__shm_op_t) <= sizeof comm->shm_begun.state, "begun state");
+    o->phase = 2;
+    memcpy(comm->shm_begun.state, o, sizeof *o);
+    comm->shm_begun.seq = seq;
+    comm->shm_begun.d = *d;
+    comm->shm_begun.on = 1;
     return XC__EXPRESS_BEGUN;
 }
 

@@ -151,8 +151,9 @@ struct xc_comm {
     int shm_nbq_head, shm_nbq_n;
     struct xc__shm_begun {   /* an operation the express path staged and left */
         int on;              /* (shm_coll.c xc__shm_express_all): its seq, */
-        uint64_t seq, base, n, hash; /* description, chunk base, shm number, */
-        xc__desc_t d;        /* hash -- what the built operation resumes from */
+        uint64_t seq;        /* description and state (an xc__shm_op_t) --  */
+        xc__desc_t d;        /* what the built operation of that seq resumes */
+        _Alignas(16) unsigned char state[XC__OP_PRIVBUF];
     } shm_begun;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     uint64_t spin_max_ns;    /* its ceiling (XCOLL_SPIN_US, or auto) */

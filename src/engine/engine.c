@@ -514,6 +514,7 @@ void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char 
     va_end(ap);
     snprintf(comm->errmsg, sizeof comm->errmsg, "%s", msg);
     __atomic_store_n(&comm->status, rc, __ATOMIC_RELEASE);
+    comm->shm_begun.on = 0; /* its operation fails, resumed or not */
     XC_WARN("communicator poisoned (%s): %s", xc_err_name(rc), msg);
     xc__flight_dump(comm, msg); /* before the pending operations are failed */
 

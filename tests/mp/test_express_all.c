@@ -15,9 +15,11 @@
  *    so the others begin that call and the engine finishes it: results
  *    right, and at least half of those late calls resumed on some rank
  *    (express_resumed, summed).
- * 3. Mixed with non-blocking calls (never express) and rooted express
- *    calls (broadcast): results right, so what a call began never leaks
- *    into another one.
+ * 3. Mixed: a blocking call that a late peer makes begin and resume, at
+ *    once followed by a non-blocking call (never express) with a blocking
+ *    one while it is pending, a rooted express call (broadcast) and a
+ *    blocking call in place, each with values of its own: results right,
+ *    so what a call began never leaks into another one.
  * A disagreement that begins on the express path (a count that differs)
  * is in test_mismatch's matrix.
  */
@@ -173,22 +175,29 @@ int main(int argc, char **argv)
                    "ranks)", (unsigned long long)resumed, late);
     }
 
-    /* 3. Mixed with non-blocking and rooted calls. */
+    /* 3. Mixed: a blocking call (begun and resumed when a peer is late),
+     * then at once a non-blocking one with a blocking call while it is
+     * pending (neither express), a rooted express call, and a blocking one
+     * in place -- each with values of its own. */
     int32_t *nin = h_alloc(sizeof(int32_t) * 64), *nout = h_alloc(sizeof(int32_t) * 64);
-    for (int i = 0; i < reps; i++, it++) {
-        for (int j = 0; j < 64; j++) nin[j] = val(H.rank, (size_t)j, it);
+    for (int i = 0; i < reps; i++) {
+        if (i % 4 == 0 && H.rank == (i / 4) % H.size) nap_us(200);
+        one(i % 5, counts[i % 3], 0, it++);
+        int nb = it++;
+        for (int j = 0; j < 64; j++) nin[j] = val(H.rank, (size_t)j, nb);
         xc_request_t *req;
         H_CHECK(H.comm, xc_iallreduce(nin, nout, 64, XC_INT32, XC_MAX, H.comm, &req));
-        one(i % 4, counts[i % 2], 0, it);
+        one(i % 4, counts[i % 2], 0, it++);
         H_CHECK(H.comm, xc_request_wait(req));
         xc_request_free(req);
         for (int j = 0; j < 64; j++)
-            expect("non-blocking all-reduce", 64, it, (size_t)j, nout[j],
-                   val(H.size - 1, (size_t)j, it));
+            expect("non-blocking all-reduce", 64, nb, (size_t)j, nout[j],
+                   val(H.size - 1, (size_t)j, nb));
         int64_t v = H.rank == i % H.size ? it : -1;
         H_CHECK(H.comm, xc_bcast(&v, 1, XC_INT64, i % H.size, H.comm));
         expect("broadcast", 1, it, 0, (int32_t)v, it);
-        one((i + 1) % 5, counts[(i + 1) % 3], 1, it);
+        it++;
+        one((i + 1) % 5, counts[(i + 1) % 3], 1, it++);
     }
     if (H.rank == 0)
         printf("express: %llu of %d calls in step whole, %llu resumed after %d late starts "

@@ -7,7 +7,7 @@
  *    turn, each result checked; where biases are possible (shared memory
  *    on one node, membarrier's private expedited barrier, not a
  *    ThreadSanitizer build, XCOLL_EXPRESS_BIAS not 0) the thread must
- *    hold one at the end (granted in the loop or before it).
+ *    have held one during it (granted in the loop or before it).
  * 2. With a second thread that takes the lock every few microseconds
  *    (xc_comm_stats, whose counts must only grow): the same loop, every
  *    result checked; where a bias was granted during it, it must have been
@@ -128,11 +128,12 @@ int main(int argc, char **argv)
     uint64_t g1 = s1.express_bias_grants - s0.express_bias_grants;
     if (expect) {
         h_checked();
-        /* Held at the end (grants outnumber revocations); it may have been
-         * granted before the loop: the set-up's small all-reduces and
-         * barriers are express calls too. */
-        if (s1.express_bias_grants <= s1.express_bias_revokes)
-            h_fail(__FILE__, __LINE__, "no express bias held after %d calls alone", 2 * n1);
+        /* Held at some point of the loop: granted in it, or already held
+         * at its start (the set-up's small all-reduces and barriers are
+         * express calls too; the progress thread's heartbeat may revoke it
+         * at any time, which the loop's calls then earn back). */
+        if (g1 == 0 && s0.express_bias_grants <= s0.express_bias_revokes)
+            h_fail(__FILE__, __LINE__, "no express bias held during %d calls alone", 2 * n1);
     }
 
     pthread_t t;
@@ -166,10 +167,10 @@ int main(int argc, char **argv)
 
     h_check_stats(H.comm, base, issued, "express calls with other threads");
     if (H.rank == 0)
-        printf("express bias: %llu granted alone (held after it: %s); with another thread "
+        printf("express bias: %llu granted alone (held before it: %s); with another thread "
                "taking the lock %lu times, %llu granted and %llu revoked%s\n",
                (unsigned long long)g1,
-               s1.express_bias_grants > s1.express_bias_revokes ? "yes" : "no", looks,
+               s0.express_bias_grants > s0.express_bias_revokes ? "yes" : "no", looks,
                (unsigned long long)g2, (unsigned long long)r2,
                expect ? "" : " (biases not possible here: correctness only)");
     return h_finish();
