@@ -157,6 +157,14 @@ void xc__comm_set_wait(xc_comm_t *c)
     c->spin_max_ns = (uint64_t)spin * 1000ull;
     c->yield_ns = (uint64_t)yield * 1000ull;
     c->spin_ns = c->spin_max_ns;
+    /* Point-to-point single copy from 8 KiB, from 64 KiB on a crowded node:
+     * there a send waits for its receiver to run before it completes, and
+     * through the ring it does not (4 ranks on 2 cores, send/recv of 8 /
+     * 16 / 32 KiB, means 29-31 -> 9-12 / 20 us, medians level or better;
+     * 8 ranks: means 3-4x lower, medians of 8-16 KiB 96-99 -> 125-149 us;
+     * bench/RESULTS.md, thirty-fifth session). */
+    long kb = c->cfg.shm_p2p_cma_min_kb >= 0 ? c->cfg.shm_p2p_cma_min_kb : c->oversub ? 64 : 8;
+    c->p2p_cma_min = (size_t)kb * 1024;
 }
 
 xc_result_t xc__comm_record_fail(xc_comm_t *comm, xc_result_t rc)

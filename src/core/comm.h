@@ -157,6 +157,9 @@ struct xc_comm {
     } shm_begun;
     uint64_t spin_ns;        /* adaptive busy-poll budget of a wait */
     uint64_t spin_max_ns;    /* its ceiling (XCOLL_SPIN_US, or auto) */
+    size_t p2p_cma_min;      /* frames to a node peer from this size travel as
+                              * an address read single copy (bytes;
+                              * XCOLL_SHM_P2P_CMA_MIN_KB, or auto) */
     uint64_t yield_ns;       /* then yield this long before sleeping */
     int node_cpus;           /* CPUs this node's ranks may run on (0: unknown) */
     int oversub;             /* more ranks on this node than node_cpus */

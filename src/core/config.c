@@ -103,8 +103,8 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = 64;
     XC_CHECK(xc__env_int("XCOLL_SHM_CMA_MIN_KB", 0, 1 << 30, &v));
     c->shm_cma_min_kb = (int)v;
-    v = 8;
-    XC_CHECK(xc__env_int("XCOLL_SHM_P2P_CMA_MIN_KB", 0, 1 << 30, &v));
+    v = -1; /* chosen when the node is known (xc__comm_set_wait) */
+    XC_CHECK(xc__env_int("XCOLL_SHM_P2P_CMA_MIN_KB", -1, 1 << 30, &v));
     c->shm_p2p_cma_min_kb = (int)v;
     v = -1;
     XC_CHECK(xc__env_int("XCOLL_SHM_CMA_MAX_KB", -1, 1 << 30, &v));

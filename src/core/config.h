@@ -23,7 +23,8 @@ typedef struct xc__config {
     int shm;              /* 1: shared memory between ranks of one node */
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
-    int shm_p2p_cma_min_kb; /* ... of point-to-point / schedule frames */
+    int shm_p2p_cma_min_kb; /* ... of point-to-point / schedule frames (-1:
+                             * auto, comm->p2p_cma_min) */
     int shm_cma_max_kb;   /* all-gather / all-to-all blocks above this are
                              staged: -1 the measured ceiling, 0 none */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */

@@ -105,7 +105,7 @@ static uint8_t wake_class(const xc_comm_t *comm, const xc__op_t *op)
         return XC__WAKE_KICK;
     if (op->desc.coll == XC_COLL_SEND) return XC__WAKE_NONE;
     size_t len = op->prx.len;
-    size_t eager = (size_t)comm->cfg.shm_p2p_cma_min_kb * 1024;
+    size_t eager = comm->p2p_cma_min;
     if (eager > comm->node_shm->chan_bytes / 4) eager = comm->node_shm->chan_bytes / 4;
     return len < eager ? XC__WAKE_NONE : XC__WAKE_ARM;
 }

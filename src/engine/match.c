@@ -521,7 +521,7 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
     if (!peer_usable(comm, peer, "send to")) return;
     xc__conn_t *c = data_conn(comm, peer);
     if (comm->cma && c->tp == &xc__chan_transport &&
-        len >= (size_t)comm->cfg.shm_p2p_cma_min_kb * 1024 && len) {
+        len >= comm->p2p_cma_min && len) {
         /* Same node, large: send the address and let the receiver read
          * (a buffer sent again and again goes on huge pages: promote.c). */
         xc__promote(buf, len, comm->cfg.shm_promote);

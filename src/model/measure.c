@@ -664,7 +664,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
      * per-line cost, 2-3x the ring's copy rate, and priced a 32 KiB
      * allgather.shm at 6.8 us against 4.0 measured). */
     int ring_small = big_from > 0 && comm->cma && comm->chans;
-    int p2p_min_kb = comm->cfg.shm_p2p_cma_min_kb;
+    size_t p2p_min = comm->p2p_cma_min;
     /* ... and the small sizes from the point-to-point threshold on are timed
      * single-copy too, for the big line: it prices them (big_from is that
      * threshold), and fitted only from the first big size on its intercept
@@ -691,7 +691,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
         for (int i = 0; i < n && rc == XC_OK; i++) {
             size_t sz = (size_t)m[i];
             int reps = i < ns ? pl->reps_small : pl->reps_big;
-            if (ring_small) comm->cfg.shm_p2p_cma_min_kb = i < ns ? 1 << 30 : p2p_min_kb;
+            if (ring_small) comm->p2p_cma_min = i < ns ? SIZE_MAX : p2p_min;
             for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--) {
                 /* Quick run: below big_from the channels copy through their
                  * rings anyway, so fresh data costs what clean data does
@@ -702,7 +702,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                 rc = time_stream(comm, x, 0, q, buf, sz, reps, pl->stream_bytes, &ts[s][x][i]);
             }
         }
-        comm->cfg.shm_p2p_cma_min_kb = p2p_min_kb;
+        comm->p2p_cma_min = p2p_min;
         for (int d = 0; d < nd && rc == XC_OK; d++)
             for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--)
                 rc = time_series(comm, x, 0, q, buf, (size_t)m[dual[d]], pl->reps_small,
@@ -726,7 +726,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
             for (int s = 0; s < ser; s++) a[s] = td[s][x][d];
             tdm[x][d] = median(a, ser);
         }
-    comm->cfg.shm_p2p_cma_min_kb = p2p_min_kb;
+    comm->p2p_cma_min = p2p_min;
     free(buf);
     if (rc != XC_OK || comm->rank != 0) return rc;
     for (int i = 0; i < n; i++)
@@ -1217,7 +1217,7 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
         out->sync_per_rank = 0;
     } else if (what & XC__HAVE_SHM) {
         if (comm->chans) {
-            double big_from = comm->cma ? (double)comm->cfg.shm_p2p_cma_min_kb * 1024 : 0;
+            double big_from = comm->cma ? (double)comm->p2p_cma_min : 0;
             XC_CHECK(measure_link(comm, 1, big_from, 0, pl, out, XC__LINK_SHM, &out->link[XC__LINK_SHM]));
         } else {
             /* No channels (frames go over loopback TCP): the class only
@@ -1318,7 +1318,7 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
         p->have |= what;
         if (shm_link_from_copy) {
             xc__link_params_t *l = &p->link[XC__LINK_SHM];
-            l->big_from = (double)comm->cfg.shm_p2p_cma_min_kb * 1024;
+            l->big_from = (double)comm->p2p_cma_min;
             for (int x = 0; x < XC__XFER_COUNT; x++) {
                 l->line[x] = (xc__line_t){0, p->copy_cache, 0, p->copy_cache, 0, p->copy_mem, 0};
                 l->npts[x] = 0;
