@@ -121,6 +121,15 @@ static void one(int c, size_t n, int inpl, int it)
     }
 }
 
+/* A count summed over ranks must reach `floor`. */
+static void at_least(uint64_t got, uint64_t floor, const char *what, int of, const char *unit)
+{
+    h_checked();
+    if (got < floor)
+        h_fail(__FILE__, __LINE__, "%llu %s (summed over ranks) in %d %s, expected >= %llu",
+               (unsigned long long)got, what, of, unit, (unsigned long long)floor);
+}
+
 static void nap_us(long us)
 {
     struct timespec ts = {0, us * 1000};
@@ -147,12 +156,8 @@ int main(int argc, char **argv)
                 for (int i = 0; i < reps; i++, calls++) one(c, counts[k], inpl, it++);
     stats(&o1, &r1);
     uint64_t whole = sum_ranks(o1 - o0);
-    if (shm) {
-        h_checked();
-        if (whole < (uint64_t)calls / 4)
-            h_fail(__FILE__, __LINE__, "%llu of %d calls in step ran whole on the express path "
-                   "(summed over ranks)", (unsigned long long)whole, calls);
-    }
+    if (shm) at_least(whole, (uint64_t)calls / 4, "calls in step ran whole on the express path",
+                      calls, "calls");
 
     /* 2. Late peers. */
     int late = 0;
@@ -168,12 +173,7 @@ int main(int argc, char **argv)
             }
     stats(&o2, &r2);
     uint64_t resumed = sum_ranks(r2 - r1);
-    if (shm) {
-        h_checked();
-        if (resumed < (uint64_t)late / 2)
-            h_fail(__FILE__, __LINE__, "%llu calls resumed after %d late starts (summed over "
-                   "ranks)", (unsigned long long)resumed, late);
-    }
+    if (shm) at_least(resumed, (uint64_t)late / 2, "calls resumed", late, "late starts");
 
     /* 3. Mixed: a blocking call (begun and resumed when a peer is late),
      * then at once a non-blocking one with a blocking call while it is
