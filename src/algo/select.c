@@ -39,16 +39,14 @@
     [XC__ALGO_##id_] = {XC__ALGO_##id_, XC_COLL_##coll_, name_, xc__build_##fn_, 0,       \
                         xc__cost_##fn_, 1}
 
-/* A shared-memory algorithm with an express path for small blocking calls. */
-#define AX(id_, coll_, name_, fn_)                                             \
+/* A shared-memory algorithm with an express path for small blocking
+ * calls: its own (AX), or the symmetric collectives' (AXA, shm_coll.c
+ * xc__shm_express_all). */
+#define AXF(id_, coll_, name_, fn_, express_)                                  \
     [XC__ALGO_##id_] = {XC__ALGO_##id_, XC_COLL_##coll_, name_, xc__build_##fn_, 1,       \
-                        xc__cost_##fn_, 0, xc__express_##fn_}
-
-/* ... whose express path is the shared-memory one of the symmetric
- * collectives (shm_coll.c xc__shm_express_all). */
-#define AXA(id_, coll_, name_, fn_)                                            \
-    [XC__ALGO_##id_] = {XC__ALGO_##id_, XC_COLL_##coll_, name_, xc__build_##fn_, 1,       \
-                        xc__cost_##fn_, 0, xc__shm_express_all}
+                        xc__cost_##fn_, 0, express_}
+#define AX(id_, coll_, name_, fn_) AXF(id_, coll_, name_, fn_, xc__express_##fn_)
+#define AXA(id_, coll_, name_, fn_) AXF(id_, coll_, name_, fn_, xc__shm_express_all)
 
 /* Indexed by id (entries without a name are unused ids). */
 static const xc__algo_t g_algos[XC__ALGO_COUNT] = {
