@@ -756,6 +756,18 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
  * stopped spinning, the peers are looked at once: they may be waiting for
  * this core.
  */
+/* Has rank j staged chunk g of this operation?  -1 not yet, 1 yes (its
+ * lines taken), 0 something else is there (another hash, a later chunk):
+ * the ordinary path tells what. */
+static int peer_staged(xc__shm_op_t *o, int j, uint64_t g)
+{
+    uint64_t h;
+    if (o->ll) return ll_take(o, j, g, &h) ? h == o->hash : -1;
+    const xc__shm_ctl_t *c = &o->shm->ctl[j];
+    if (xc__shm_load(&c->in) < g) return -1;
+    return __atomic_load_n(&c->in_hash, __ATOMIC_RELAXED) == o->hash && xc__shm_load(&c->in) == g;
+}
+
 #define EXPRESS_POLLS 128
 #define EXPRESS_MAX (64 * 1024) /* staged bytes; larger ones gain little */
 int xc__shm_express_all(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
@@ -776,31 +788,20 @@ int xc__shm_express_all(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_
     o->base = xc__shm_load(&s->ctl[o->me].in);
     o->n = comm->shm_ops;
     o->hash = desc_hash(comm, seq, d);
-    uint64_t g = o->base + 1, h;
+    uint64_t g = o->base + 1;
     if (!slot_free(comm, o, g) || (comm->shm_nbq_n && !nb_resolve(comm, o)))
         return XC__EXPRESS_NO;
     if (!o->ll) comm->shm_full[g % XC__SHM_NSLOT] = g;
     comm->shm_ops++;
     stage_chunk(comm, o, seq, d, g);
-    int polls = comm->oversub || !comm->spin_ns ? 1 : EXPRESS_POLLS;
+    int polls = comm->oversub || !comm->spin_ns ? 1 : EXPRESS_POLLS, r;
     for (int j = 0; j < o->L; j++) {
         if (j == o->me) continue;
-        if (o->ll) {
-            while (!ll_take(o, j, g, &h)) {
-                if (--polls <= 0) goto begun;
-                __builtin_ia32_pause();
-            }
-            if (h != o->hash) goto begun;
-        } else {
-            const xc__shm_ctl_t *c = &s->ctl[j];
-            while (xc__shm_load(&c->in) < g) {
-                if (--polls <= 0) goto begun;
-                __builtin_ia32_pause();
-            }
-            if (__atomic_load_n(&c->in_hash, __ATOMIC_RELAXED) != o->hash ||
-                xc__shm_load(&c->in) != g)
-                goto begun;
+        while ((r = peer_staged(o, j, g)) < 0) {
+            if (--polls <= 0) goto begun;
+            __builtin_ia32_pause();
         }
+        if (!r) goto begun;
     }
     comm->shm_synced = g;
     if (o->vt->out) o->vt->out(o, 0);
