@@ -162,7 +162,8 @@ void xc__comm_set_wait(xc_comm_t *c)
      * through the ring it does not (4 ranks on 2 cores, send/recv of 8 /
      * 16 / 32 KiB, means 29-31 -> 9-12 / 20 us, medians level or better;
      * 8 ranks: means 3-4x lower, medians of 8-16 KiB 96-99 -> 125-149 us;
-     * bench/RESULTS.md, thirty-fifth session). */
+     * bench/RESULTS.md, thirty-fifth session).  Not crowded, the cost
+     * model's measurement may raise it (model_init.c). */
     long kb = c->cfg.shm_p2p_cma_min_kb >= 0 ? c->cfg.shm_p2p_cma_min_kb : c->oversub ? 64 : 8;
     c->p2p_cma_min = (size_t)kb * 1024;
 }

@@ -78,7 +78,7 @@ typedef struct plan {
 } plan_t;
 
 static const size_t k_quick_small[] = {8, 4096, 32768, 0};
-static const size_t k_quick_big[] = {65536, 262144, 0};
+static const size_t k_quick_big[] = {65536, 131072, 262144, 0};
 /* A TCP link's bandwidth regime needs messages well beyond what a shaped
  * link lets through at once (a token bucket's burst, a switch's buffer):
  * below that, ping-pongs -- idle half the time -- run faster than the
@@ -291,6 +291,9 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 #define A2A_MID_BYTES (64u << 10)  /* all-to-all's */
 #define PROBE_MAX_REPS 5
 #define FLOOR_LEAD 1.1 /* staging's lead that sets a floor */
+/* The largest point-to-point size timed through the ring as well, for the
+ * rendezvous threshold (p2p_threshold). */
+#define RING_PROBE_MAX (1u << 20)
 static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
                                   size_t mv_bytes, double *out)
 {
@@ -639,6 +642,38 @@ static double best_split_all(const fit_ctx_t *f, const double *m, double t[][32]
     return best_split_of(f, m, t, 0, XC__XFER_COUNT, n, cache);
 }
 
+/* The point-to-point rendezvous threshold of shared-memory channels with
+ * single copy, where XCOLL_SHM_P2P_CMA_MIN_KB is auto: of the n sizes m
+ * (ascending, from the configured threshold `from`) timed through the ring
+ * and single copy (times of one kind of buffer), the first at which the ring
+ * no longer leads by FLOOR_LEAD (interpolated from the size before); the
+ * last where it leads at every one (beyond it nothing was measured).  On
+ * the AMD EPYC VM of the thirty-sixth session a process_vm_readv cost ~2 us
+ * plus ~0.25 us a page, and a 2-rank send/recv of 8 / 32 / 64 KiB took 4.5
+ * / 5.7 / 6.7 us single copy against 0.6 / 1.6 / 3.2 through the ring; the
+ * Intel host of the earlier sessions led single copy from 8 KiB (1.68
+ * against 2.24 us). */
+static double p2p_threshold(const double *m, const double *ring, const double *cma, int n,
+                            double from)
+{
+    double v = from;
+    for (int i = 0; i < n; i++) {
+        double lead = cma[i] - FLOOR_LEAD * ring[i];
+        if (!(ring[i] > 0 && lead > 0)) break;
+        if (i + 1 == n) {
+            v = m[i]; /* beyond, unmeasured: single copy from there */
+            break;
+        }
+        /* Both times affine in the size: the lead, too, between two sizes
+         * (where it ends, in whole pages). */
+        double next = cma[i + 1] - FLOOR_LEAD * ring[i + 1];
+        v = m[i + 1];
+        if (next <= 0 && ring[i + 1] > 0)
+            v = ceil((m[i] + (m[i + 1] - m[i]) * lead / (lead - next)) / 4096) * 4096;
+    }
+    return v;
+}
+
 /* Both patterns of the link between rank 0 and rank q (only they take
  * part).  big_from < 0: a TCP link (its own big sizes, the split fitted).
  * stream: a link between nodes, whose one-way time is the slower of a
@@ -672,6 +707,13 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
      * us against 2.6 measured at 8 KiB: a 2-rank bcast.chain of 8 KiB priced
      * at 6.2 us against 2.6). */
     int dual[32], nd = 0;
+    /* ... and the big sizes up to RING_PROBE_MAX through the ring, where
+     * the threshold is auto: it is where the ring stops leading
+     * (p2p_threshold).  Not on a crowded node, whose 64 KiB the pair's
+     * times do not see (the others idle meanwhile): through the ring there
+     * a 4-rank send/recv of 64 KiB took 59 us against 41 single copy. */
+    int rbig[32], nr = 0;
+    int search = ring_small && comm->cfg.shm_p2p_cma_min_kb < 0 && !comm->oversub;
     double fit_from = ring_small ? (double)bigs[0] : big_from;
     double copy_from = big_from < 0 ? (double)bigs[0] : fit_from;
     char *buf = malloc(2 * max);
@@ -684,9 +726,12 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
     int n = ns + nb, ser = pl->bench_stat ? SERIES : 1;
     double tp[SERIES][XC__XFER_COUNT][32] = {{{0}}}, ts[SERIES][XC__XFER_COUNT][32] = {{{0}}};
     double td[SERIES][XC__XFER_COUNT][32] = {{{0}}}, tdm[XC__XFER_COUNT][32];
+    double tr[SERIES][XC__XFER_COUNT][32] = {{{0}}}, trm[XC__XFER_COUNT][32];
     for (int i = 0; i < n; i++) m[i] = (double)(i < ns ? pl->small[i] : bigs[i - ns]);
     for (int i = 0; ring_small && i < ns; i++)
         if (m[i] >= big_from) dual[nd++] = i;
+    for (int i = ns; search && i < n; i++)
+        if (m[i] <= RING_PROBE_MAX) rbig[nr++] = i;
     for (int s = 0; s < ser && rc == XC_OK; s++) {
         for (int i = 0; i < n && rc == XC_OK; i++) {
             size_t sz = (size_t)m[i];
@@ -707,6 +752,12 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
             for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--)
                 rc = time_series(comm, x, 0, q, buf, (size_t)m[dual[d]], pl->reps_small,
                                  pl->bench_stat, &td[s][x][d]);
+        comm->p2p_cma_min = SIZE_MAX;
+        for (int r = 0; r < nr && rc == XC_OK; r++)
+            for (int x = XC__XFER_COUNT - 1; x >= 0 && rc == XC_OK; x--)
+                rc = time_series(comm, x, 0, q, buf, (size_t)m[rbig[r]], pl->reps_big,
+                                 pl->bench_stat, &tr[s][x][r]);
+        comm->p2p_cma_min = p2p_min;
     }
     for (int i = 0; i < n; i++) {
         for (int x = 0; x < XC__XFER_COUNT; x++) {
@@ -720,12 +771,17 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
             t[XC__EXCHANGE_FRESH][i] = t[XC__EXCHANGE][i];
         }
     }
-    for (int d = 0; d < nd; d++)
-        for (int x = 0; x < XC__XFER_COUNT; x++) {
-            double a[SERIES];
+    for (int x = 0; x < XC__XFER_COUNT; x++) {
+        double a[SERIES];
+        for (int d = 0; d < nd; d++) {
             for (int s = 0; s < ser; s++) a[s] = td[s][x][d];
             tdm[x][d] = median(a, ser);
         }
+        for (int r = 0; r < nr; r++) {
+            for (int s = 0; s < ser; s++) a[s] = tr[s][x][r];
+            trm[x][r] = median(a, ser);
+        }
+    }
     comm->p2p_cma_min = p2p_min;
     free(buf);
     if (rc != XC_OK || comm->rank != 0) return rc;
@@ -739,6 +795,38 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                  "%.2f us, fresh: %.2f us, %.2f us", m[dual[d]], q, tdm[XC__ONEWAY][d] * 1e6,
                  tdm[XC__EXCHANGE][d] * 1e6, tdm[XC__ONEWAY_FRESH][d] * 1e6,
                  tdm[XC__EXCHANGE_FRESH][d] * 1e6);
+    for (int r = 0; r < nr; r++)
+        XC_TRACE("cost model: %.0f B with rank %d through the ring: one way %.2f us, exchange "
+                 "%.2f us, fresh: %.2f us, %.2f us", m[rbig[r]], q, trm[XC__ONEWAY][r] * 1e6,
+                 trm[XC__EXCHANGE][r] * 1e6, trm[XC__ONEWAY_FRESH][r] * 1e6,
+                 trm[XC__EXCHANGE_FRESH][r] * 1e6);
+    if (search) {
+        /* The sizes timed both ways, ascending: the small ones from the
+         * configured threshold, then the big ones the ring was timed at;
+         * per size the two patterns of a reused buffer summed, and the two
+         * of a fresh one.  The threshold is the smaller of theirs: through
+         * the ring only where it leads both (fresh data favours the ring:
+         * 2 ranks, send/recv of 128 KiB 12 us through it against 15 single
+         * copy, reused 11.5 against 7.4-9.5). */
+        double sm[64], ring[2][64], cma[2][64];
+        int k = 0;
+        for (int i = 0; i < nd + nr; i++, k++) {
+            int d = i < nd, j = d ? dual[i] : rbig[i - nd];
+            sm[k] = m[j];
+            for (int f2 = 0; f2 < 2; f2++) {
+                int x1 = f2 ? XC__ONEWAY_FRESH : XC__ONEWAY;
+                int x2 = f2 ? XC__EXCHANGE_FRESH : XC__EXCHANGE;
+                ring[f2][k] = d ? t[x1][j] + t[x2][j] : trm[x1][i - nd] + trm[x2][i - nd];
+                cma[f2][k] = d ? tdm[x1][i] + tdm[x2][i] : t[x1][j] + t[x2][j];
+            }
+        }
+        double reused = p2p_threshold(sm, ring[0], cma[0], k, big_from);
+        double fresh = p2p_threshold(sm, ring[1], cma[1], k, big_from);
+        XC_TRACE("cost model: point-to-point through the ring up to %.0f B (a reused buffer) / "
+                 "%.0f B (a fresh one), configured %.0f",
+                 reused, fresh, big_from);
+        big_from = reused < fresh ? reused : fresh;
+    }
     double cache = cache_size();
     /* TCP: the split fitted, per pattern between nodes (the one-way times
      * there come from streams, which hardly bend), for all patterns at
@@ -767,6 +855,10 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
             if (ring_small ? m[i] > big_from : m[i] >= from) continue;
             out->pts[x][out->npts[x]][0] = m[i];
             out->pts[x][out->npts[x]++][1] = t[x][i];
+        }
+        for (int r = 0; r < nr && m[rbig[r]] <= big_from && out->npts[x] < XC__LINK_PTS; r++) {
+            out->pts[x][out->npts[x]][0] = m[rbig[r]];
+            out->pts[x][out->npts[x]++][1] = trm[x][r];
         }
     }
     /* The link's own split (lines without one use it): the exchange's. */
