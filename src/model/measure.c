@@ -289,10 +289,11 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 #define CMA_PROBE_BYTES (8u << 20)
 #define AG_MID_BYTES (512u << 10)  /* all-gather's floor probe */
 #define A2A_MID_BYTES (64u << 10)  /* all-to-all's */
+#define A2A_HI_BYTES (256u << 10)  /* ... and where it ends (lead_end) */
 #define PROBE_MAX_REPS 5
 #define FLOOR_LEAD 1.1 /* staging's lead that sets a floor */
 /* The largest point-to-point size timed through the ring as well, for the
- * rendezvous threshold (p2p_threshold). */
+ * rendezvous threshold (lead_end). */
 #define RING_PROBE_MAX (1u << 20)
 static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
                                   size_t mv_bytes, double *out)
@@ -360,6 +361,7 @@ typedef struct pair_times {
     double ag_cma, ag_staged;        /* all-gather of CMA_PROBE_BYTES */
     double ag_mid_cma, ag_mid_staged; /* ... of AG_MID_BYTES */
     double a2a_cma, a2a_staged;      /* all-to-all of A2A_MID_BYTES */
+    double a2a_hi_cma, a2a_hi_staged; /* ... of A2A_HI_BYTES */
 } pair_times_t;
 
 /* The pair's probes (2 uncrowded ranks that may read each other): the
@@ -369,7 +371,7 @@ typedef struct pair_times {
  * 33 ms), more than the probes. */
 static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
 {
-    _Static_assert(CMA_PROBE_BYTES >= 2 * PAIR_BYTES && CMA_PROBE_BYTES >= 2 * A2A_MID_BYTES,
+    _Static_assert(CMA_PROBE_BYTES >= 2 * PAIR_BYTES && CMA_PROBE_BYTES >= 2 * A2A_HI_BYTES,
                    "one buffer serves every probe");
     char *buf = malloc(CMA_PROBE_BYTES);
     int32_t ok = buf != NULL;
@@ -396,6 +398,8 @@ static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
             {XC_COLL_ALLGATHER, CMA_PROBE_BYTES, 3, &pt->ag_cma, &pt->ag_staged},
             {XC_COLL_ALLGATHER, AG_MID_BYTES, 3, &pt->ag_mid_cma, &pt->ag_mid_staged},
             {XC_COLL_ALLTOALL, A2A_MID_BYTES, PROBE_MAX_REPS, &pt->a2a_cma, &pt->a2a_staged},
+            {XC_COLL_ALLTOALL, A2A_HI_BYTES, PROBE_MAX_REPS, &pt->a2a_hi_cma,
+             &pt->a2a_hi_staged},
         };
         for (size_t i = 0; i < sizeof pr / sizeof pr[0] && rc == XC_OK; i++) {
             rc = time_moving(comm, pr[i].coll, 1, buf, pr[i].bytes, pr[i].reps, pr[i].cma);
@@ -642,33 +646,34 @@ static double best_split_all(const fit_ctx_t *f, const double *m, double t[][32]
     return best_split_of(f, m, t, 0, XC__XFER_COUNT, n, cache);
 }
 
-/* The point-to-point rendezvous threshold of shared-memory channels with
- * single copy, where XCOLL_SHM_P2P_CMA_MIN_KB is auto: of the n sizes m
- * (ascending, from the configured threshold `from`) timed through the ring
- * and single copy (times of one kind of buffer), the first at which the ring
- * no longer leads by FLOOR_LEAD (interpolated from the size before); the
- * last where it leads at every one (beyond it nothing was measured).  On
- * the AMD EPYC VM of the thirty-sixth session a process_vm_readv cost ~2 us
- * plus ~0.25 us a page, and a 2-rank send/recv of 8 / 32 / 64 KiB took 4.5
- * / 5.7 / 6.7 us single copy against 0.6 / 1.6 / 3.2 through the ring; the
- * Intel host of the earlier sessions led single copy from 8 KiB (1.68
- * against 2.24 us). */
-static double p2p_threshold(const double *m, const double *ring, const double *cma, int n,
-                            double from)
+/* Where a staged way (through a ring or the slots) stops leading single
+ * copy: of the n sizes m (ascending) timed both ways, `staged` and `cma`,
+ * the first at which staging no longer leads by FLOOR_LEAD, interpolated
+ * from the size before; `from` where it does not lead at the first;
+ * `beyond` where it leads at every one.  The point-to-point threshold
+ * (measure_link; beyond: the last size, nothing was measured past it) and
+ * the 2-rank all-to-all's floor (measure_all; beyond: twice the last
+ * block).  On the AMD EPYC VM of the thirty-sixth session a
+ * process_vm_readv cost ~2 us plus ~0.25 us a page, and a 2-rank send/recv
+ * of 8 / 32 / 64 KiB took 4.5 / 5.7 / 6.7 us single copy against 0.6 / 1.6
+ * / 3.2 through the ring; the Intel host of the earlier sessions led single
+ * copy from 8 KiB (1.68 against 2.24 us). */
+static double lead_end(const double *m, const double *staged, const double *cma, int n,
+                       double from, double beyond)
 {
     double v = from;
     for (int i = 0; i < n; i++) {
-        double lead = cma[i] - FLOOR_LEAD * ring[i];
-        if (!(ring[i] > 0 && lead > 0)) break;
+        double lead = cma[i] - FLOOR_LEAD * staged[i];
+        if (!(staged[i] > 0 && lead > 0)) break;
         if (i + 1 == n) {
-            v = m[i]; /* beyond, unmeasured: single copy from there */
+            v = beyond;
             break;
         }
         /* Both times affine in the size: the lead, too, between two sizes
          * (where it ends, in whole pages). */
-        double next = cma[i + 1] - FLOOR_LEAD * ring[i + 1];
+        double next = cma[i + 1] - FLOOR_LEAD * staged[i + 1];
         v = m[i + 1];
-        if (next <= 0 && ring[i + 1] > 0)
+        if (next <= 0 && staged[i + 1] > 0)
             v = ceil((m[i] + (m[i + 1] - m[i]) * lead / (lead - next)) / 4096) * 4096;
     }
     return v;
@@ -709,7 +714,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
     int dual[32], nd = 0;
     /* ... and the big sizes up to RING_PROBE_MAX through the ring, where
      * the threshold is auto: it is where the ring stops leading
-     * (p2p_threshold).  Not on a crowded node, whose 64 KiB the pair's
+     * (lead_end).  Not on a crowded node, whose 64 KiB the pair's
      * times do not see (the others idle meanwhile): through the ring there
      * a 4-rank send/recv of 64 KiB took 59 us against 41 single copy. */
     int rbig[32], nr = 0;
@@ -820,8 +825,8 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                 cma[f2][k] = d ? tdm[x1][i] + tdm[x2][i] : t[x1][j] + t[x2][j];
             }
         }
-        double reused = p2p_threshold(sm, ring[0], cma[0], k, big_from);
-        double fresh = p2p_threshold(sm, ring[1], cma[1], k, big_from);
+        double reused = k ? lead_end(sm, ring[0], cma[0], k, big_from, sm[k - 1]) : big_from;
+        double fresh = k ? lead_end(sm, ring[1], cma[1], k, big_from, sm[k - 1]) : big_from;
         XC_TRACE("cost model: point-to-point through the ring up to %.0f B (a reused buffer) / "
                  "%.0f B (a fresh one), configured %.0f",
                  reused, fresh, big_from);
@@ -1280,7 +1285,7 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1;
-    pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1};
+    pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     double t_take_big = -1, t_take_pipe = -1;
     /* A slot's worth of int32 (the staged take's second probe). */
     size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
@@ -1474,9 +1479,21 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
             p->shm_ag_cma_min = cma_floor("all-gather", pt.ag_mid_cma, pt.ag_mid_staged,
                                           AG_MID_BYTES, big_staged);
         }
-        if (pt.a2a_cma > 0 && pt.a2a_staged > 0)
-            p->shm_a2a_cma_min = cma_floor("all-to-all", pt.a2a_cma, pt.a2a_staged,
-                                           A2A_MID_BYTES, 0);
+        if (pt.a2a_cma > 0 && pt.a2a_staged > 0) {
+            /* All-to-all: where staging stops leading between the two
+             * probes' blocks (twice the second's where it leads at both).
+             * Extrapolated from the first alone (single copy from twice its
+             * block), 2-rank all-to-alls of 64 KiB blocks went single copy
+             * at 8.8-9.8 us against 5.2-5.4 staged (thirty-sixth session). */
+            double blk[2] = {A2A_MID_BYTES / 2, A2A_HI_BYTES / 2};
+            double st[2] = {pt.a2a_staged, pt.a2a_hi_staged}, cm[2] = {pt.a2a_cma, pt.a2a_hi_cma};
+            int n = pt.a2a_hi_cma > 0 && pt.a2a_hi_staged > 0 ? 2 : 1;
+            p->shm_a2a_cma_min = lead_end(blk, st, cm, n, 0, 2 * blk[n - 1]);
+            XC_TRACE("cost model: 2-rank all-to-all of %u / %u B took %.1f / %.1f us single copy, "
+                     "%.1f / %.1f us staged: its single copy from %.0f B blocks (0: as configured)",
+                     A2A_MID_BYTES, A2A_HI_BYTES, pt.a2a_cma * 1e6, pt.a2a_hi_cma * 1e6,
+                     pt.a2a_staged * 1e6, pt.a2a_hi_staged * 1e6, p->shm_a2a_cma_min);
+        }
         if (pt.one > 0)
             p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,
                                         pt.one, "one-shot");

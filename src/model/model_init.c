@@ -47,7 +47,7 @@ static void have_str(uint32_t have, char *buf, size_t cap)
  * that is not crowded: the waiting policy's default (xc__comm_set_wait:
  * 8 KiB; 64 KiB on a crowded node, kept) or, if larger, where the
  * profile's shared-memory link measured the ring to stop leading (its
- * big_from, measure.c p2p_threshold), so that what the model prices is
+ * big_from, measure.c lead_end), so that what the model prices is
  * what the channels do.  Every rank holds the same profile: the ranks
  * agree. */
 static void apply_p2p_threshold(xc_comm_t *comm)

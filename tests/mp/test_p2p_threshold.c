@@ -13,7 +13,7 @@
  *   - auto on a crowded node (more ranks than the CPUs they may run on):
  *     T = 64 KiB, whatever the profile says;
  *   - auto otherwise: T is the profile's shared-memory big_from (the cost
- *     model's measurement, src/model/measure.c p2p_threshold), but never
+ *     model's measurement, src/model/measure.c lead_end), but never
  *     below 8 KiB: measured at creation, 8 KiB <= T <= 1 MiB; from a
  *     profile file (XCOLL_PROFILE) with big_from B, T = max(8 KiB, B)
  *     exactly -- checked with three files, B = 4 / 40 / 128 KiB, each on a
