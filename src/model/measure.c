@@ -658,8 +658,8 @@ static double best_split_all(const fit_ctx_t *f, const double *m, double t[][32]
  * of 8 / 32 / 64 KiB took 4.5 / 5.7 / 6.7 us single copy against 0.6 / 1.6
  * / 3.2 through the ring; the Intel host of the earlier sessions led single
  * copy from 8 KiB (1.68 against 2.24 us). */
-static double lead_end(const double *m, const double *staged, const double *cma, int n,
-                       double from, double beyond)
+double xc__lead_end(const double *m, const double *staged, const double *cma, int n, double from,
+                    double beyond)
 {
     double v = from;
     for (int i = 0; i < n; i++) {
@@ -825,8 +825,8 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                 cma[f2][k] = d ? tdm[x1][i] + tdm[x2][i] : t[x1][j] + t[x2][j];
             }
         }
-        double reused = k ? lead_end(sm, ring[0], cma[0], k, big_from, sm[k - 1]) : big_from;
-        double fresh = k ? lead_end(sm, ring[1], cma[1], k, big_from, sm[k - 1]) : big_from;
+        double reused = k ? xc__lead_end(sm, ring[0], cma[0], k, big_from, sm[k - 1]) : big_from;
+        double fresh = k ? xc__lead_end(sm, ring[1], cma[1], k, big_from, sm[k - 1]) : big_from;
         XC_TRACE("cost model: point-to-point through the ring up to %.0f B (a reused buffer) / "
                  "%.0f B (a fresh one), configured %.0f",
                  reused, fresh, big_from);
@@ -1488,7 +1488,7 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
             double blk[2] = {A2A_MID_BYTES / 2, A2A_HI_BYTES / 2};
             double st[2] = {pt.a2a_staged, pt.a2a_hi_staged}, cm[2] = {pt.a2a_cma, pt.a2a_hi_cma};
             int n = pt.a2a_hi_cma > 0 && pt.a2a_hi_staged > 0 ? 2 : 1;
-            p->shm_a2a_cma_min = lead_end(blk, st, cm, n, 0, 2 * blk[n - 1]);
+            p->shm_a2a_cma_min = xc__lead_end(blk, st, cm, n, 0, 2 * blk[n - 1]);
             XC_TRACE("cost model: 2-rank all-to-all of %u / %u B took %.1f / %.1f us single copy, "
                      "%.1f / %.1f us staged: its single copy from %.0f B blocks (0: as configured)",
                      A2A_MID_BYTES, A2A_HI_BYTES, pt.a2a_cma * 1e6, pt.a2a_hi_cma * 1e6,

@@ -372,6 +372,14 @@ XC__HIDDEN xc_result_t xc__profile_parse(const char *text, size_t len, const cha
 XC__HIDDEN void xc__profile_free(xc__profile_t *p);
 
 /* ------------------------------------------------------- measurement */
+/* Where a staged way stops leading single copy: of n sizes m (ascending)
+ * timed both ways, the first at which `staged` no longer leads `cma` by
+ * 10 %, interpolated linearly from the size before; `from` where it does
+ * not lead at the first, `beyond` where it leads at every one (measure.c:
+ * the point-to-point threshold, the 2-rank all-to-all's floor). */
+XC__HIDDEN double xc__lead_end(const double *m, const double *staged, const double *cma, int n,
+                               double from, double beyond);
+
 /* Fill the parts of rank 0's `p` named by `what` (XC__HAVE_* bits) by
  * measuring on `comm`; collective (every rank calls it with the same
  * `what`; only rank 0's `p` is written).  thorough: the calibration's

@@ -1213,6 +1213,34 @@ static void two_ranks(const char *tag, rank_arg_t r[2])
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
 }
 
+/* xc__lead_end: where staging stops leading single copy by 10 %. */
+static void test_lead_end(void)
+{
+    const double m[3] = {32768, 65536, 262144};
+    /* Staged 1 us + 0.1 ns/B, single copy 4 us + 0.05 ns/B: 1.1 x staged
+     * equals single copy where 1.1 + 0.11e-9 m = 4 + 0.05e-9 m, m = 48333
+     * B -> 49152 (whole pages). */
+    double st[3], cm[3];
+    for (int i = 0; i < 3; i++) st[i] = 1e-6 + 0.1e-9 * m[i], cm[i] = 4e-6 + 0.05e-9 * m[i];
+    double v = xc__lead_end(m, st, cm, 3, 8192, 1e9);
+    if (v != 49152) FAIL("crossing between 32 and 64 KiB: got %.0f, expected 49152", v);
+    /* Staging never leads: the configured size. */
+    if (!(xc__lead_end(m, cm, st, 3, 8192, 1e9) == 8192)) FAIL("no lead: the configured size");
+    /* Staging leads at every size: `beyond`. */
+    double slow[3] = {1, 1, 1}, fast[3] = {0.1, 0.1, 0.1};
+    if (!(xc__lead_end(m, fast, slow, 3, 8192, 524288) == 524288)) FAIL("lead throughout: beyond");
+    /* A lead within 10 % is no lead. */
+    double near[3] = {1.05, 1.05, 1.05};
+    if (!(xc__lead_end(m, near, slow, 3, 0, 1e9) == 0)) FAIL("a 5 %% lead: none");
+    /* Unmeasured (0) staged times end the lead at the size before them. */
+    double gap[3] = {0.1, 0, 0.1};
+    v = xc__lead_end(m, gap, slow, 3, 0, 1e9);
+    if (v != 65536) FAIL("an unmeasured size: got %.0f, expected 65536", v);
+    /* One size. */
+    if (!(xc__lead_end(m, fast, slow, 1, 0, 65536) == 65536)) FAIL("one size, leading: beyond");
+    if (!(xc__lead_end(m, slow, fast, 1, 0, 65536) == 0)) FAIL("one size, not leading: from");
+}
+
 static void test_env_profile(void)
 {
     char path[128];
@@ -1258,6 +1286,7 @@ int main(void)
     test_roundtrip();
     test_malformed();
     test_env_profile();
+    test_lead_end();
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
