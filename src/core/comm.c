@@ -157,15 +157,27 @@ void xc__comm_set_wait(xc_comm_t *c)
     c->spin_max_ns = (uint64_t)spin * 1000ull;
     c->yield_ns = (uint64_t)yield * 1000ull;
     c->spin_ns = c->spin_max_ns;
-    /* Point-to-point single copy from 8 KiB, from 64 KiB on a crowded node:
-     * there a send waits for its receiver to run before it completes, and
-     * through the ring it does not (4 ranks on 2 cores, send/recv of 8 /
-     * 16 / 32 KiB, means 29-31 -> 9-12 / 20 us, medians level or better;
-     * 8 ranks: means 3-4x lower, medians of 8-16 KiB 96-99 -> 125-149 us;
-     * bench/RESULTS.md, thirty-fifth session).  Not crowded, the cost
-     * model's measurement may raise it (model_init.c). */
-    long kb = c->cfg.shm_p2p_cma_min_kb >= 0 ? c->cfg.shm_p2p_cma_min_kb : c->oversub ? 64 : 8;
-    c->p2p_cma_min = (size_t)kb * 1024;
+    xc__comm_set_p2p_cma_min(c, 0);
+}
+
+/* The point-to-point single-copy threshold: XCOLL_SHM_P2P_CMA_MIN_KB if
+ * given; else 64 KiB on a crowded node -- there a send waits for its
+ * receiver to run before it completes, and through the ring it does not
+ * (4 ranks on 2 cores, send/recv of 8 / 16 / 32 KiB, means 29-31 -> 9-12 /
+ * 20 us, medians level or better; 8 ranks: means 3-4x lower, medians of
+ * 8-16 KiB 96-99 -> 125-149 us; bench/RESULTS.md, thirty-fifth session) --
+ * and elsewhere 8 KiB or, if larger (and sane), `measured`: where the cost
+ * model's calibration found the ring to stop leading (model_init.c passes
+ * the profile's shared-memory big_from, 0 before there is one). */
+void xc__comm_set_p2p_cma_min(xc_comm_t *c, double measured)
+{
+    size_t v = c->cfg.shm_p2p_cma_min_kb >= 0 ? (size_t)c->cfg.shm_p2p_cma_min_kb * 1024
+               : c->oversub                  ? (size_t)64 << 10
+                                             : (size_t)8 << 10;
+    if (c->cfg.shm_p2p_cma_min_kb < 0 && !c->oversub && measured > (double)v &&
+        measured <= (double)XC__P2P_CMA_MIN_MAX)
+        v = (size_t)measured;
+    c->p2p_cma_min = v;
 }
 
 xc_result_t xc__comm_record_fail(xc_comm_t *comm, xc_result_t rc)

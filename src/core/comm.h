@@ -211,6 +211,10 @@ XC__HIDDEN void xc__cpumask_self(xc__cpumask_t *m);
 XC__HIDDEN void xc__comm_set_nodes(xc_comm_t *comm, char (*ids)[XC__NODEID_LEN],
                                    const xc__cpumask_t *cpus);
 XC__HIDDEN void xc__comm_set_wait(xc_comm_t *comm);
+/* The largest measured threshold xc__comm_set_p2p_cma_min takes (a
+ * profile's is at most measure.c's RING_PROBE_MAX). */
+#define XC__P2P_CMA_MIN_MAX ((size_t)64 << 20)
+XC__HIDDEN void xc__comm_set_p2p_cma_min(xc_comm_t *comm, double measured);
 
 /* --------------------------------------------------------------- split.c */
 /* splitmix64 finaliser: child communicator ids. */

@@ -83,11 +83,6 @@ enum xc__xfer {
 
 #define XC__LINK_PTS 16
 
-/* The largest shared-memory link big_from a communicator takes as its
- * point-to-point single-copy threshold (model_init.c): a profile's
- * measured one is at most measure.c's RING_PROBE_MAX. */
-#define XC__P2P_CMA_MIN_MAX ((size_t)64 << 20)
-
 typedef struct xc__link_params {
     double big_from;
     xc__line_t line[XC__XFER_COUNT];

@@ -43,23 +43,6 @@ static void have_str(uint32_t have, char *buf, size_t cap)
     if (!n) snprintf(buf, cap, "nothing");
 }
 
-/* The point-to-point single-copy threshold where it is auto, on a node
- * that is not crowded: the waiting policy's default (xc__comm_set_wait:
- * 8 KiB; 64 KiB on a crowded node, kept) or, if larger, where the
- * profile's shared-memory link measured the ring to stop leading (its
- * big_from, measure.c lead_end), so that what the model prices is
- * what the channels do.  Every rank holds the same profile: the ranks
- * agree. */
-static void apply_p2p_threshold(xc_comm_t *comm)
-{
-    double t = comm->profile->link[XC__LINK_SHM].big_from;
-    if (comm->cfg.shm_p2p_cma_min_kb >= 0 || comm->oversub ||
-        !(comm->profile->have & XC__HAVE_SHM))
-        return;
-    if (t > (double)comm->p2p_cma_min && t <= (double)XC__P2P_CMA_MIN_MAX)
-        comm->p2p_cma_min = (size_t)t;
-}
-
 xc_result_t xc__model_init(xc_comm_t *comm)
 {
     /* The profile and, behind it, the selector's state: one block. */
@@ -110,7 +93,12 @@ xc_result_t xc__model_init(xc_comm_t *comm)
         goto out;
     }
     p = NULL;
-    apply_p2p_threshold(comm);
+    /* The point-to-point threshold from the profile's shared-memory link
+     * (where the ring stops leading, measure.c lead_end), so that what the
+     * model prices is what the channels do; every rank holds the same
+     * profile, so the ranks agree. */
+    if (comm->profile->have & XC__HAVE_SHM)
+        xc__comm_set_p2p_cma_min(comm, comm->profile->link[XC__LINK_SHM].big_from);
     if (xc__log_level() >= XC__LOG_INFO) {
         char h[64], m[64];
         have_str(comm->profile->have, h, sizeof h);
