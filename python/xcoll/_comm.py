@@ -464,7 +464,8 @@ class Comm:
                 "express_bias": {"grants": st.express_bias_grants,
                                  "revokes": st.express_bias_revokes},
                 "single_copy_bytes": st.single_copy_bytes,
-                "express": {"ops": st.express_ops, "resumed": st.express_resumed}}
+                "express": {"ops": st.express_ops, "resumed": st.express_resumed,
+                            "p2p": st.express_p2p}}
 
     def __repr__(self):
         if self._h is None:

@@ -106,7 +106,8 @@ class Stats(ctypes.Structure):
                 ("express_bias_revokes", ctypes.c_uint64),
                 ("single_copy_bytes", ctypes.c_uint64),
                 ("express_ops", ctypes.c_uint64),
-                ("express_resumed", ctypes.c_uint64)]
+                ("express_resumed", ctypes.c_uint64),
+                ("express_p2p", ctypes.c_uint64)]
 
 
 comm_p = c_void_p   # xc_comm_t *

@@ -168,6 +168,10 @@ struct xc_comm {
                               * (e.g. an ACK behind a full ring): the engine
                               * must keep servicing the channels */
     uint64_t rndv_id;        /* last rendezvous id used */
+    const uint8_t *read_stop; /* set: reading a channel stops after the frame
+                              * that sets *read_stop (an express receive's
+                              * `done`: the peer's next frames stay in the
+                              * ring for the next receive, not copied aside) */
     /* Liveness (engine.c): every byte that arrived on the sockets before
      * polled_ns has been read; heartbeats last sent at beat_ns; peers'
      * silence last checked at live_ns. */
@@ -296,6 +300,9 @@ XC__HIDDEN void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx,
                               int peer, const void *buf, size_t len);
 XC__HIDDEN void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx,
                               int peer, void *buf, size_t len);
+/* Post receive `rx` whose buffer, length, peer, kind, tag, seq, desc and
+ * op are set (op NULL: a bare receive, done when rx->done is set). */
+XC__HIDDEN void xc__post_rx(xc_comm_t *comm, xc__rx_t *rx);
 /* Description of an operation for messages: "allreduce #5 (fp32 sum, 10
  * elements, ring)". */
 XC__HIDDEN void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf,
@@ -313,6 +320,22 @@ XC__HIDDEN void xc__op_discard(xc__op_t *op);
 /* Enqueue and start an operation.  `will_wait`: the caller is about to wait
  * on it, so the progress thread need not be woken. */
 XC__HIDDEN xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait);
+/* Register point-to-point operation `op` as pending (its flight record,
+ * wake class, the list of point-to-point operations) without posting its
+ * send or receive: xc__op_submit's first step, and how the express path
+ * hands over a receive it has posted bare (p2p_express.c). */
+XC__HIDDEN void xc__op_adopt_p2p(xc_comm_t *comm, xc__op_t *op);
+/* A point-to-point call done on the express path: its flight record, its
+ * count in the statistics (with rc XC_OK). */
+XC__HIDDEN void xc__p2p_express_done(xc_comm_t *comm, const xc__desc_t *d, int peer, int tag,
+                                     xc_result_t rc);
+/* Largest point-to-point payload that travels inside the frames of a
+ * shared-memory channel, plus one (the single-copy threshold, at most a
+ * quarter of the ring). */
+XC__HIDDEN size_t xc__p2p_eager(const xc_comm_t *comm);
+/* The result a caller gets for an operation that never entered the queue
+ * (an express path) when the communicator's status is `st`. */
+XC__HIDDEN xc_result_t xc__unqueued_result(const xc_comm_t *comm, xc_result_t st);
 /* Blocking form for an operation in the caller's frame: submit and wait
  * under one lock; returns its result (the op is gone afterwards). */
 XC__HIDDEN xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op);

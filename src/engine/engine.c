@@ -104,10 +104,13 @@ static uint8_t wake_class(const xc_comm_t *comm, const xc__op_t *op)
     if (!op->is_p2p || op->peer < 0 || !comm->chans || !comm->chans[op->peer])
         return XC__WAKE_KICK;
     if (op->desc.coll == XC_COLL_SEND) return XC__WAKE_NONE;
-    size_t len = op->prx.len;
+    return op->prx.len < xc__p2p_eager(comm) ? XC__WAKE_NONE : XC__WAKE_ARM;
+}
+
+size_t xc__p2p_eager(const xc_comm_t *comm)
+{
     size_t eager = comm->p2p_cma_min;
-    if (eager > comm->node_shm->chan_bytes / 4) eager = comm->node_shm->chan_bytes / 4;
-    return len < eager ? XC__WAKE_NONE : XC__WAKE_ARM;
+    return eager < comm->node_shm->chan_bytes / 4 ? eager : comm->node_shm->chan_bytes / 4;
 }
 
 static void drain_efd(xc_comm_t *comm)
@@ -186,22 +189,18 @@ static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
         return xc__err(st, "communicator is unusable after an earlier error: %s",
                        comm->errmsg);
     }
-    op->deadline_ns = 0; /* set when first looked at: xc__op_deadline */
     if (comm->trace_lane) op->t_issue = xc__now_ns();
-    comm->npending++;
-    op->wakes = wake_class(comm, op);
-    comm->nwakes[op->wakes]++;
     if (op->is_p2p) {
-        xc__flight_issue(comm, op);
-        op->next = comm->p2p_ops;
-        op->prev = NULL;
-        if (comm->p2p_ops) comm->p2p_ops->prev = op;
-        comm->p2p_ops = op;
+        xc__op_adopt_p2p(comm, op);
         if (op->desc.coll == XC_COLL_SEND)
             xc__post_send(comm, op, &op->ptx, op->peer, op->ptx.buf, op->ptx.hdr.len);
         else
             xc__post_recv(comm, op, &op->prx, op->peer, op->prx.buf, op->prx.len);
     } else {
+        op->deadline_ns = 0; /* set when first looked at: xc__op_deadline */
+        comm->npending++;
+        op->wakes = wake_class(comm, op);
+        comm->nwakes[op->wakes]++;
         if (!op->issued) { /* (run_direct issued it already) */
             op->seq = comm->next_seq++;
             xc__flight_issue(comm, op);
@@ -216,6 +215,19 @@ static xc_result_t submit_locked(xc_comm_t *comm, xc__op_t *op, int will_wait)
     if (!will_wait && comm->has_thread && comm->waiters == 0 && comm->npending > 0)
         hand_to_thread(comm);
     return XC_OK;
+}
+
+void xc__op_adopt_p2p(xc_comm_t *comm, xc__op_t *op)
+{
+    op->deadline_ns = 0; /* set when first looked at: xc__op_deadline */
+    comm->npending++;
+    op->wakes = wake_class(comm, op);
+    comm->nwakes[op->wakes]++;
+    xc__flight_issue(comm, op);
+    op->next = comm->p2p_ops;
+    op->prev = NULL;
+    if (comm->p2p_ops) comm->p2p_ops->prev = op;
+    comm->p2p_ops = op;
 }
 
 xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait)
@@ -237,7 +249,7 @@ static void count_done(xc_comm_t *comm, const xc__desc_t *d);
 
 /* The result of an operation that ended without entering the queue
  * (run_direct, xc__op_express): what a queued one's request would say. */
-static xc_result_t unqueued_result(const xc_comm_t *comm, xc_result_t st)
+xc_result_t xc__unqueued_result(const xc_comm_t *comm, xc_result_t st)
 {
     if (st == XC_OK) return XC_OK;
     return xc__err(st, "%s", comm->errmsg[0] ? comm->errmsg : xc_strerror(st));
@@ -267,7 +279,7 @@ static int run_direct(xc_comm_t *comm, xc__op_t *op, xc_result_t *rc)
     op_record(comm, op, st);
     xc__sched_free(&op->sched);
     free(op->priv);
-    *rc = unqueued_result(comm, st);
+    *rc = xc__unqueued_result(comm, st);
     return 1;
 }
 
@@ -288,7 +300,7 @@ int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
     comm->next_seq++;
     xc_result_t st = XC_OK;
     if (stale_frames(comm, seq, &d)) st = xc__comm_status(comm);
-    xc__flight_express(comm, seq, &d, st);
+    xc__flight_express(comm, seq, &d, -1, -1, st);
     if (st == XC_OK) {
         comm->done_seq = seq;
         count_done(comm, &d);
@@ -300,8 +312,17 @@ int xc__op_express(xc_comm_t *comm, const xc__args_t *a, const xc__algo_t *algo,
         xc__bias_earn(comm);
         pthread_mutex_unlock(&comm->mu);
     }
-    *rc = unqueued_result(comm, st);
+    *rc = xc__unqueued_result(comm, st);
     return 1;
+}
+
+void xc__p2p_express_done(xc_comm_t *comm, const xc__desc_t *d, int peer, int tag,
+                          xc_result_t rc)
+{
+    xc__flight_express(comm, 0, d, peer, tag, rc);
+    if (rc != XC_OK) return;
+    count_done(comm, d);
+    comm->stats.express_p2p++;
 }
 
 xc_result_t xc__op_run(xc_comm_t *comm, xc__op_t *op)

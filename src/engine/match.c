@@ -446,6 +446,7 @@ void xc__rx_done(xc_comm_t *comm, xc__rx_t *rx)
 {
     rx->done = 1;
     xc__op_t *op = rx->op;
+    if (!op) return; /* a bare receive (the express path): its caller looks */
     if (op->is_p2p) op->req->source = rx->peer;
     op->pending--;
     if (op->is_p2p && op->pending == 0) xc__op_complete(comm, op, XC_OK);
@@ -566,7 +567,6 @@ static void post_any(xc_comm_t *comm, xc__rx_t *rx)
 void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx, int peer, void *buf,
                    size_t len)
 {
-    rx->next = NULL;
     rx->buf = buf;
     rx->len = len;
     rx->peer = peer;
@@ -575,8 +575,15 @@ void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx, int peer, void *
     rx->seq = op->seq;
     rx->desc = op->desc;
     rx->op = op;
-    rx->done = 0;
     op->pending++;
+    xc__post_rx(comm, rx);
+}
+
+void xc__post_rx(xc_comm_t *comm, xc__rx_t *rx)
+{
+    int peer = rx->peer;
+    rx->next = NULL;
+    rx->done = 0;
     if (rx->kind == XC__F_P2P) rx->order = ++comm->p2p_order;
     if (peer == XC_ANY_SOURCE) {
         post_any(comm, rx);

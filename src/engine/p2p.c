@@ -7,9 +7,15 @@
  * operation; xc_group_end waits for all of them.  Since input is always
  * drained, even two blocking sends towards each other would complete; the
  * group is what makes the intent explicit and the waits concurrent.
+ *
+ * Small ones between ranks that share memory take the express path
+ * (p2p_express.c): a send writes its frame at the call; a receive on a
+ * communicator with channels is recorded, with every receive after it in
+ * the group, and run at xc_group_end (at once outside a group).
  */
 #include "../algo/algos.h"
 #include "../reduce/reduce.h"
+#include "p2p_express.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -25,16 +31,23 @@
 typedef struct group_chunk {
     struct group_chunk *next;
     struct {
-        xc__op_t op;
+        xc__op_t op;     /* op.req NULL: a receive recorded, not posted */
         xc_request_t req;
+        xc_comm_t *comm;
     } slot[GROUP_CHUNK];
 } group_chunk_t;
+
+/* Recorded receives the express path takes in one go at xc_group_end. */
+#define GROUP_EXPRESS_MAX 64
 
 typedef struct {
     int depth;
     xc_result_t rc;     /* first failure of a call inside the group */
     size_t n;           /* slots in use */
     group_chunk_t *head, *cur; /* cur holds slot n (NULL: none yet) */
+    size_t nrec;        /* receives recorded */
+    xc_comm_t *rcomm;   /* their communicator (the first one's) */
+    int mixed;          /* recorded on more than one communicator */
 } group_t;
 
 static _Thread_local group_t tls_group;
@@ -93,15 +106,13 @@ static xc_result_t p2p_check(int is_send, const void *buf, size_t count, xc_dtyp
     return XC_OK;
 }
 
-/* Issue a send or receive: in `sop`/`sreq` if given (a blocking caller's
- * frame, then `wait` for it too; or a group's slot), else allocated, the
- * request returned in *req. */
+/* Issue a send or receive (arguments checked): in `sop`/`sreq` if given
+ * (a blocking caller's frame, then `wait` for it too; or a group's slot),
+ * else allocated, the request returned in *req. */
 static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
                              int tag, xc_comm_t *comm, xc_request_t **req, xc__op_t *sop,
                              xc_request_t *sreq, int wait)
 {
-    const char *fn = is_send ? "xc_send" : "xc_recv";
-    XC_CHECK(p2p_check(is_send, buf, count, dtype, peer, tag, comm, fn));
     xc__op_t *op = sop;
     xc_coll_t coll = is_send ? XC_COLL_SEND : XC_COLL_RECV;
     if (sop) xc__op_init_stack(comm, coll, sop, sreq);
@@ -127,18 +138,40 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
     return xc__op_submit(comm, op, sop || tls_group.depth > 0);
 }
 
-/* Blocking form: inside a group, post into the group's slab; else issue
- * and wait. */
+/* Post a receive recorded in `op` the ordinary way (in its group's slot,
+ * to be waited for). */
+static xc_result_t post_recorded(xc_comm_t *comm, xc__op_t *op, xc_request_t *req)
+{
+    const xc__rx_t *rx = &op->prx;
+    return p2p_issue(0, rx->buf, rx->desc.count, (xc_dtype_t)rx->desc.dtype, rx->peer, rx->tag,
+                     comm, NULL, op, req, 0);
+}
+
+/* Blocking form: inside a group, post into the group's slab (or write a
+ * small send's frame, or record a receive); else issue and wait. */
 static xc_result_t p2p_blocking(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
                                 int tag, xc_comm_t *comm)
 {
     group_t *g = &tls_group;
+    xc_result_t rc = p2p_check(is_send, buf, count, dtype, peer, tag, comm,
+                               is_send ? "xc_send" : "xc_recv");
+    if (rc == XC_OK && is_send && xc__p2p_express_send(comm, buf, count, dtype, peer, tag))
+        return XC_OK;
     if (g->depth > 0) {
         size_t i;
-        group_chunk_t *c = group_slot(g, &i);
-        xc_result_t rc = c ? p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL,
-                                       &c->slot[i].op, &c->slot[i].req, 0)
-                           : xc__err(XC_ERR_NOMEM, "out of memory in a group");
+        group_chunk_t *c = rc == XC_OK ? group_slot(g, &i) : NULL;
+        if (rc == XC_OK && !c) rc = xc__err(XC_ERR_NOMEM, "out of memory in a group");
+        if (rc == XC_OK) {
+            c->slot[i].comm = comm;
+            if (!is_send && comm->chans) {
+                xc__p2p_express_note(&c->slot[i].op, buf, count, dtype, peer, tag);
+                g->mixed |= g->nrec && g->rcomm != comm;
+                if (!g->nrec++) g->rcomm = comm;
+            } else {
+                rc = p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL,
+                               &c->slot[i].op, &c->slot[i].req, 0);
+            }
+        }
         if (rc != XC_OK) {
             if (g->rc == XC_OK) g->rc = rc;
             return xc__comm_fail(comm, rc);
@@ -146,8 +179,18 @@ static xc_result_t p2p_blocking(int is_send, void *buf, size_t count, xc_dtype_t
         g->n++;
         return XC_OK;
     }
+    if (rc != XC_OK) return xc__comm_fail(comm, rc);
     xc__op_t op;
     xc_request_t sreq;
+    if (!is_send && comm->chans) {
+        xc__op_t *ops[1] = {&op};
+        xc_request_t *reqs[1] = {&sreq};
+        xc__p2p_express_note(&op, buf, count, dtype, peer, tag);
+        if (xc__p2p_express_recvs(comm, ops, reqs, 1, &rc)) {
+            if (op.req) rc = xc__request_wait_stack(&sreq, NULL);
+            return xc__comm_fail(comm, rc);
+        }
+    }
     return xc__comm_fail(comm, p2p_issue(is_send, buf, count, dtype, peer, tag, comm, NULL, &op,
                                          &sreq, 1));
 }
@@ -169,6 +212,8 @@ xc_result_t xc_isend(const void *buf, size_t count, xc_dtype_t dtype, int peer, 
 {
     if (!req) return xc__comm_fail(comm, xc__err(XC_ERR_INVALID, "xc_isend: req is NULL"));
     *req = NULL;
+    xc_result_t rc = p2p_check(1, buf, count, dtype, peer, tag, comm, "xc_isend");
+    if (rc != XC_OK) return xc__comm_fail(comm, rc);
     return xc__comm_fail(comm, p2p_issue(1, (void *)buf, count, dtype, peer, tag, comm, req,
                                          NULL, NULL, 0));
 }
@@ -178,6 +223,8 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
 {
     if (!req) return xc__comm_fail(comm, xc__err(XC_ERR_INVALID, "xc_irecv: req is NULL"));
     *req = NULL;
+    xc_result_t rc = p2p_check(0, buf, count, dtype, peer, tag, comm, "xc_irecv");
+    if (rc != XC_OK) return xc__comm_fail(comm, rc);
     return xc__comm_fail(comm, p2p_issue(0, buf, count, dtype, peer, tag, comm, req, NULL,
                                          NULL, 0));
 }
@@ -185,8 +232,46 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
 xc_result_t xc_group_start(void)
 {
     group_t *g = &tls_group;
-    if (g->depth++ == 0) g->rc = XC_OK;
+    if (g->depth++ == 0) {
+        g->rc = XC_OK;
+        g->nrec = 0;
+        g->mixed = 0;
+    }
     return XC_OK;
+}
+
+/* The recorded receives: on the express path if they qualify, else
+ * posted the ordinary way, in order.  Returns the first failure. */
+static xc_result_t group_receives(group_t *g)
+{
+    xc__op_t *ops[GROUP_EXPRESS_MAX];
+    xc_request_t *reqs[GROUP_EXPRESS_MAX];
+    size_t k = 0;
+    xc_result_t rc = XC_OK;
+    if (!g->mixed && g->nrec <= GROUP_EXPRESS_MAX) {
+        group_chunk_t *c = g->head;
+        for (size_t i = 0; i < g->n; i++) {
+            if (i && i % GROUP_CHUNK == 0) c = c->next;
+            if (c->slot[i % GROUP_CHUNK].op.req) continue;
+            ops[k] = &c->slot[i % GROUP_CHUNK].op;
+            reqs[k++] = &c->slot[i % GROUP_CHUNK].req;
+        }
+        if (xc__p2p_express_recvs(g->rcomm, ops, reqs, k, &rc)) return rc;
+    }
+    group_chunk_t *c = g->head;
+    for (size_t i = 0; i < g->n; i++) {
+        if (i && i % GROUP_CHUNK == 0) c = c->next;
+        if (c->slot[i % GROUP_CHUNK].op.req) continue;
+        xc_comm_t *comm = c->slot[i % GROUP_CHUNK].comm;
+        xc_result_t r = post_recorded(comm, &c->slot[i % GROUP_CHUNK].op,
+                                      &c->slot[i % GROUP_CHUNK].req);
+        if (r != XC_OK) {
+            /* Not posted: nothing to wait for in this slot. */
+            c->slot[i % GROUP_CHUNK].op.req = NULL;
+            if (rc == XC_OK) rc = xc__comm_fail(comm, r);
+        }
+    }
+    return rc;
 }
 
 xc_result_t xc_group_end(void)
@@ -195,16 +280,27 @@ xc_result_t xc_group_end(void)
     if (g->depth == 0) return xc__err(XC_ERR_INVALID, "xc_group_end without xc_group_start");
     if (--g->depth > 0) return XC_OK;
     xc_result_t rc = g->rc;
+    if (g->nrec) {
+        xc_result_t r = group_receives(g);
+        if (r != XC_OK && rc == XC_OK) rc = r;
+    }
+    /* Wait for every slot that holds an operation, telling each wait the
+     * next one (the hand-off to the progress thread in between). */
     group_chunk_t *c = g->head;
     for (size_t i = 0; i < g->n; i++) {
         if (i && i % GROUP_CHUNK == 0) c = c->next;
+        if (!c->slot[i % GROUP_CHUNK].op.req) continue;
         xc_request_t *req = &c->slot[i % GROUP_CHUNK].req;
-        size_t j = i + 1;
-        group_chunk_t *cj = j % GROUP_CHUNK ? c : c->next;
-        const xc_request_t *next = j < g->n ? &cj->slot[j % GROUP_CHUNK].req : NULL;
+        const xc_request_t *next = NULL;
+        group_chunk_t *cj = c;
+        for (size_t j = i + 1; j < g->n && !next; j++) {
+            if (j % GROUP_CHUNK == 0) cj = cj->next;
+            if (cj->slot[j % GROUP_CHUNK].op.req) next = &cj->slot[j % GROUP_CHUNK].req;
+        }
         xc_result_t r = xc__request_wait_stack(req, next);
         if (r != XC_OK && rc == XC_OK) rc = r;
     }
     g->n = 0;
+    g->nrec = 0;
     return rc;
 }

@@ -186,10 +186,11 @@ void xc__flight_issue(xc_comm_t *comm, xc__op_t *op)
     op->flight_id = r ? r->id : 0;
 }
 
-void xc__flight_express(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, xc_result_t rc)
+void xc__flight_express(xc_comm_t *comm, uint64_t seq, const xc__desc_t *d, int32_t peer,
+                        int32_t tag, xc_result_t rc)
 {
     uint64_t t = stamp();
-    xc__flight_rec_t *r = record(comm, seq, d, -1, -1, t);
+    xc__flight_rec_t *r = record(comm, seq, d, peer, tag, t);
     if (!r) return;
     r->t_done = t;
     r->rc = rc;

@@ -45,9 +45,10 @@ XC__HIDDEN void xc__flight_fini(xc_comm_t *comm);
 /* An operation was issued / completed (with the communicator's lock). */
 XC__HIDDEN void xc__flight_issue(xc_comm_t *comm, struct xc__op *op);
 XC__HIDDEN void xc__flight_done(xc_comm_t *comm, struct xc__op *op, xc_result_t rc);
-/* A collective issued and completed in one step (an express path). */
+/* An operation issued and completed in one step (an express path): a
+ * collective (seq, peer and tag -1) or a point-to-point call (seq 0). */
 XC__HIDDEN void xc__flight_express(xc_comm_t *comm, uint64_t seq, const struct xc__desc *d,
-                                   xc_result_t rc);
+                                   int32_t peer, int32_t tag, xc_result_t rc);
 /* Write this communicator's dump (lock held or not: a dump must also work
  * while a thread spins inside the engine); `why` goes into the header. */
 XC__HIDDEN void xc__flight_dump(xc_comm_t *comm, const char *why);

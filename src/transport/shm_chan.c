@@ -258,6 +258,22 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
     return (ssize_t)got;
 }
 
+int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const xc__hdr_t *h, const void *buf)
+{
+    size_t want = sizeof *h + h->len, nlines = c->cbytes / LINE;
+    /* The lines chan_put takes for it: one, or a descriptor and the raw
+     * lines (bulk), or 56-byte pieces. */
+    size_t need = want <= LINE_BYTES ? 1
+                  : want >= BULK_MIN ? 1 + (want + LINE - 1) / LINE
+                                     : (want + LINE_BYTES - 1) / LINE_BYTES;
+    if (nlines - (size_t)(c->chead - c->ctx_tail) < need) {
+        c->ctx_tail = xc__shm_load(&c->ctx->tail);
+        if (nlines - (size_t)(c->chead - c->ctx_tail) < need) return 0;
+    }
+    struct iovec iov[2] = {{(void *)h, sizeof *h}, {(void *)buf, (size_t)h->len}};
+    return chan_put(comm, c, iov, h->len ? 2 : 1) == (ssize_t)want;
+}
+
 /* Has the next line of `c`'s incoming ring arrived? */
 static int chan_ready(const xc__conn_t *c)
 {

@@ -140,6 +140,7 @@ static int read_frames(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
         if (!(c->rhdr.flags & XC__FL_RNDV)) comm->stats.bytes_recv[c->tp->kind] += c->rhdr.len;
         xc__match_done(comm, c);
         reset_rx(c);
+        if (comm->read_stop && *comm->read_stop) break;
     }
     return got;
 }

@@ -117,6 +117,11 @@ XC__HIDDEN extern const xc__transport_t xc__chan_transport;
 XC__HIDDEN xc_result_t xc__chan_open_all(xc_comm_t *comm);
 XC__HIDDEN void xc__chan_service(xc_comm_t *comm);
 XC__HIDDEN void xc__chan_drain(xc_comm_t *comm, int peer);
+/* Write frame `h` and its h->len bytes at `buf` into channel `c` whole, if
+ * the ring has room for all of it: 1; else nothing is written: 0.  The
+ * caller has checked that nothing is queued on `c` (frame order). */
+XC__HIDDEN int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const struct xc__hdr *h,
+                                  const void *buf);
 XC__HIDDEN void xc__chan_free_all(xc_comm_t *comm);
 /* Push queued frames out until done or `deadline_ns` (before goodbye). */
 XC__HIDDEN void xc__chan_flush(xc_comm_t *comm, uint64_t deadline_ns);

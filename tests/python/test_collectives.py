@@ -316,8 +316,8 @@ def test_queries(comm):
     h.check(0 <= eb["revokes"] <= eb["grants"],
             f"stats count express-bias grants and revocations: {eb}")
     ex = st["express"]
-    h.check(ex["ops"] >= 0 and ex["resumed"] >= 0 and
-            ex["ops"] + ex["resumed"] <= sum(st["ops"].values()),
+    h.check(ex["ops"] >= 0 and ex["resumed"] >= 0 and ex["p2p"] >= 0 and
+            ex["ops"] + ex["resumed"] + ex["p2p"] <= sum(st["ops"].values()),
             f"stats count express calls within the operations: {ex}")
     h.eq(xcoll.version()[:2], (0, 1), "library version")
     h.check(xcoll.library_path, "library path known")

@@ -1,0 +1,270 @@
+/*
+ * test_p2p_express.c -- the point-to-point express path (docs/engine.md
+ * "Express point-to-point"): small sends and receives between ranks that
+ * share memory, moved without operations, and everything it does not
+ * finish handed to the ordinary path unchanged.
+ *
+ * Sections (data checked byte for byte everywhere; xc_stats_t.ops counts
+ * every send and receive exactly, express or not):
+ *   loop      grouped exchanges around the ring of ranks, 0 B to 3 KiB:
+ *             every send is written on the express path (express_p2p grows
+ *             by at least the sends), the receives' share is printed;
+ *   late      a blocking receive and a group of two receives whose sender
+ *             comes 30 ms late: adopted (not counted as express), then
+ *             completed by the ordinary wait, each on its own tag;
+ *   order     a group of four receives on one tag from one peer takes the
+ *             four messages in the order they were sent;
+ *   early     a frame drained by the engine while this rank waited for
+ *             another (kept as an early message) is taken by the next
+ *             express receive, which counts as express;
+ *   overflow  a group of 300 sends of 1 KiB each way (four rings' worth):
+ *             the first on the express path, the rest queued behind them,
+ *             the receives then posted the ordinary way, in order;
+ *   any       a named and an any-source receive on one tag in one group
+ *             (ordinary path, posting order kept);
+ *   mismatch  a receive expecting 5 elements of a 4-element express send:
+ *             XC_ERR_MISMATCH on both ranks (the sender at its next call),
+ *             on a child communicator.
+ * Without shared-memory channels (one rank per node) the express path is
+ * never taken and only the data and counts are checked.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int right_of(int r) { return (r + 1) % H.size; }
+static int left_of(int r) { return (r + H.size - 1) % H.size; }
+
+static xc_stats_t stats(xc_comm_t *comm)
+{
+    xc_stats_t s = {.size = sizeof s};
+    H_CHECK(comm, xc_comm_stats(comm, &s));
+    return s;
+}
+
+static void count_p2p(uint64_t sends, uint64_t recvs)
+{
+    H.issued[XC_COLL_SEND] += sends;
+    H.issued[XC_COLL_RECV] += recvs;
+}
+
+/* Did this rank's sends to node peers go through the channels? */
+static int g_chans;
+
+static void loop_case(void)
+{
+    const int rounds = 200;
+    char *send = h_alloc(3072), *recv = h_alloc(3072);
+    xc_stats_t s0 = stats(H.comm);
+    for (int i = 0; i < rounds; i++) {
+        size_t bytes = (size_t)(i * 37) % 3073;
+        h_case_t c = h_case("p2p express loop", XC_UINT8, H_COPY, bytes, -1, -1);
+        h_fill(&c, send, bytes, H.rank, (uint64_t)i);
+        h_poison(recv, 3072);
+        H_CHECK(H.comm, xc_group_start());
+        H_CHECK(H.comm, xc_send(send, bytes, XC_UINT8, right_of(H.rank), 5, H.comm));
+        H_CHECK(H.comm, xc_recv(recv, bytes, XC_UINT8, left_of(H.rank), 5, H.comm));
+        H_CHECK(H.comm, xc_group_end());
+        h_check_copy(&c, recv, bytes, left_of(H.rank), (uint64_t)i, "received from left");
+        h_check_untouched(&c, recv + bytes, 3072 - bytes, "beyond the message");
+    }
+    count_p2p((uint64_t)rounds, (uint64_t)rounds);
+    xc_stats_t s1 = stats(H.comm);
+    g_chans = s1.msgs_sent[XC_TRANSPORT_SHM] - s0.msgs_sent[XC_TRANSPORT_SHM] >= (uint64_t)rounds;
+    uint64_t express = s1.express_p2p - s0.express_p2p;
+    if (g_chans) {
+        H_TRUE("every small send on the express path", express >= (uint64_t)rounds);
+        H_TRUE("no more express calls than calls", express <= 2 * (uint64_t)rounds);
+    } else {
+        H_EQ_U64("no express call without channels", express, 0);
+    }
+    printf("# rank %d: %llu of %d receives on the express path\n", H.rank,
+           (unsigned long long)(express > (uint64_t)rounds ? express - (uint64_t)rounds : 0),
+           rounds);
+    h_free(send);
+    h_free(recv);
+}
+
+/* Rank 1 sends to rank 0 30 ms after both left a barrier. */
+static void late_case(void)
+{
+    if (H.size < 2) return;
+    const size_t n = 100;
+    h_case_t c = h_case("p2p express late", XC_INT32, H_COPY, n, -1, -1);
+    int32_t *a = h_alloc(n * 4), *b = h_alloc(n * 4), *d = h_alloc(n * 4);
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    H.issued[XC_COLL_BARRIER]++;
+    if (H.rank == 0) {
+        h_poison(a, n * 4);
+        h_poison(b, n * 4);
+        h_poison(d, n * 4);
+        xc_stats_t s0 = stats(H.comm);
+        H_CHECK(H.comm, xc_recv(a, n, XC_INT32, 1, 11, H.comm));
+        H_CHECK(H.comm, xc_group_start());
+        H_CHECK(H.comm, xc_recv(b, n, XC_INT32, 1, 12, H.comm));
+        H_CHECK(H.comm, xc_recv(d, n, XC_INT32, 1, 13, H.comm));
+        H_CHECK(H.comm, xc_group_end());
+        xc_stats_t s1 = stats(H.comm);
+        h_check_copy(&c, a, n, 1, 11, "blocking receive, late sender");
+        h_check_copy(&c, b, n, 1, 12, "grouped receive (tag 12), late sender");
+        h_check_copy(&c, d, n, 1, 13, "grouped receive (tag 13), late sender");
+        count_p2p(0, 3);
+        if (g_chans)
+            H_EQ_U64("receives 30 ms early are not express", s1.express_p2p - s0.express_p2p, 0);
+    } else if (H.rank == 1) {
+        usleep(30000);
+        h_fill(&c, a, n, 1, 11);
+        H_CHECK(H.comm, xc_send(a, n, XC_INT32, 0, 11, H.comm));
+        usleep(30000);
+        h_fill(&c, d, n, 1, 13); /* the second tag first */
+        h_fill(&c, b, n, 1, 12);
+        H_CHECK(H.comm, xc_send(d, n, XC_INT32, 0, 13, H.comm));
+        H_CHECK(H.comm, xc_send(b, n, XC_INT32, 0, 12, H.comm));
+        count_p2p(3, 0);
+    }
+    h_free(a);
+    h_free(b);
+    h_free(d);
+}
+
+static void order_case(void)
+{
+    if (H.size < 2) return;
+    const size_t n = 7;
+    h_case_t c = h_case("p2p express order", XC_UINT64, H_COPY, n, -1, -1);
+    uint64_t *buf = h_alloc(4 * n * 8);
+    if (H.rank == 1) {
+        for (int k = 0; k < 4; k++) {
+            h_fill(&c, buf + k * n, n, 1, (uint64_t)k);
+            H_CHECK(H.comm, xc_send(buf + k * n, n, XC_UINT64, 0, 21, H.comm));
+        }
+        count_p2p(4, 0);
+    } else if (H.rank == 0) {
+        h_poison(buf, 4 * n * 8);
+        H_CHECK(H.comm, xc_group_start());
+        for (int k = 0; k < 4; k++)
+            H_CHECK(H.comm, xc_recv(buf + k * n, n, XC_UINT64, 1, 21, H.comm));
+        H_CHECK(H.comm, xc_group_end());
+        for (int k = 0; k < 4; k++) h_check_copy(&c, buf + k * n, n, 1, (uint64_t)k, "in order");
+        count_p2p(0, 4);
+    }
+    h_free(buf);
+}
+
+static void early_case(void)
+{
+    if (H.size < 2) return;
+    h_case_t c = h_case("p2p express early", XC_FLOAT32, H_COPY, 9, -1, -1);
+    float *x = h_alloc(9 * 4), *y = h_alloc(9 * 4);
+    if (H.rank == 1) {
+        h_fill(&c, x, 9, 1, 31);
+        h_fill(&c, y, 9, 1, 39);
+        H_CHECK(H.comm, xc_send(x, 9, XC_FLOAT32, 0, 31, H.comm));
+        H_CHECK(H.comm, xc_send(y, 9, XC_FLOAT32, 0, 39, H.comm));
+        count_p2p(2, 0);
+    } else if (H.rank == 0) {
+        h_poison(x, 9 * 4);
+        h_poison(y, 9 * 4);
+        /* The engine reads tag 31's frame (before tag 39's) into an early
+         * message while it waits for tag 39. */
+        xc_request_t *r = NULL;
+        H_CHECK(H.comm, xc_irecv(y, 9, XC_FLOAT32, 1, 39, H.comm, &r));
+        H_CHECK(H.comm, xc_request_wait(r));
+        xc_request_free(r);
+        xc_stats_t s0 = stats(H.comm);
+        H_CHECK(H.comm, xc_recv(x, 9, XC_FLOAT32, 1, 31, H.comm));
+        xc_stats_t s1 = stats(H.comm);
+        h_check_copy(&c, x, 9, 1, 31, "early message");
+        h_check_copy(&c, y, 9, 1, 39, "waited-for message");
+        count_p2p(0, 2);
+        if (g_chans)
+            H_EQ_U64("an early message is taken on the express path",
+                     s1.express_p2p - s0.express_p2p, 1);
+    }
+    h_free(x);
+    h_free(y);
+}
+
+static void overflow_case(void)
+{
+    const int nmsg = 300;
+    const size_t bytes = 1024;
+    h_case_t c = h_case("p2p express overflow", XC_UINT8, H_COPY, bytes, -1, -1);
+    char *send = h_alloc((size_t)nmsg * bytes), *recv = h_alloc((size_t)nmsg * bytes);
+    for (int k = 0; k < nmsg; k++) h_fill(&c, send + (size_t)k * bytes, bytes, H.rank, (uint64_t)k);
+    h_poison(recv, (size_t)nmsg * bytes);
+    H_CHECK(H.comm, xc_group_start());
+    for (int k = 0; k < nmsg; k++)
+        H_CHECK(H.comm, xc_send(send + (size_t)k * bytes, bytes, XC_UINT8, right_of(H.rank), 41,
+                                H.comm));
+    for (int k = 0; k < nmsg; k++)
+        H_CHECK(H.comm, xc_recv(recv + (size_t)k * bytes, bytes, XC_UINT8, left_of(H.rank), 41,
+                                H.comm));
+    H_CHECK(H.comm, xc_group_end());
+    count_p2p((uint64_t)nmsg, (uint64_t)nmsg);
+    for (int k = 0; k < nmsg; k++)
+        h_check_copy(&c, recv + (size_t)k * bytes, bytes, left_of(H.rank), (uint64_t)k,
+                     "message k of a group beyond the ring");
+    h_free(send);
+    h_free(recv);
+}
+
+static void any_case(void)
+{
+    if (H.size < 2) return;
+    h_case_t c = h_case("p2p express any", XC_INT64, H_COPY, 3, -1, -1);
+    int64_t *a = h_alloc(24), *b = h_alloc(24);
+    if (H.rank == 1) {
+        h_fill(&c, a, 3, 1, 51);
+        h_fill(&c, b, 3, 1, 52);
+        H_CHECK(H.comm, xc_send(a, 3, XC_INT64, 0, 50, H.comm));
+        H_CHECK(H.comm, xc_send(b, 3, XC_INT64, 0, 50, H.comm));
+        count_p2p(2, 0);
+    } else if (H.rank == 0) {
+        h_poison(a, 24);
+        h_poison(b, 24);
+        H_CHECK(H.comm, xc_group_start());
+        H_CHECK(H.comm, xc_recv(a, 3, XC_INT64, 1, 50, H.comm));
+        H_CHECK(H.comm, xc_recv(b, 3, XC_INT64, XC_ANY_SOURCE, 50, H.comm));
+        H_CHECK(H.comm, xc_group_end());
+        h_check_copy(&c, a, 3, 1, 51, "named receive, posted first");
+        h_check_copy(&c, b, 3, 1, 52, "any-source receive, posted second");
+        count_p2p(0, 2);
+    }
+    h_free(a);
+    h_free(b);
+}
+
+static void mismatch_case(void)
+{
+    if (H.size < 2) return;
+    xc_comm_t *child = NULL;
+    H_CHECK(H.comm, xc_comm_split(H.comm, H.rank < 2 ? 0 : 1, H.rank, &child, NULL));
+    int32_t v[5] = {1, 2, 3, 4, 5};
+    if (H.rank == 1) {
+        H_CHECK(child, xc_send(v, 4, XC_INT32, 0, 61, child));
+        H_EXPECT_RC(child, XC_ERR_MISMATCH, xc_barrier(child));
+    } else if (H.rank == 0) {
+        H_EXPECT_RC(child, XC_ERR_MISMATCH, xc_recv(v, 5, XC_INT32, 1, 61, child));
+        H_TRUE("the cause names the sender's description",
+               strstr(xc_comm_last_error(child), "4 elements") != NULL);
+    }
+    H_CHECK(child, xc_comm_destroy(child));
+}
+
+int main(int argc, char **argv)
+{
+    h_init(argc, argv);
+    loop_case();
+    late_case();
+    order_case();
+    early_case();
+    overflow_case();
+    any_case();
+    h_check_stats(H.comm, H.base_ops, H.issued, "after the point-to-point cases");
+    mismatch_case();
+    return h_finish();
+}
