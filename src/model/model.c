@@ -48,23 +48,27 @@ double xc__model_cold(const xc__profile_t *p, const xc__model_topo_t *t, const x
     return p->cold_alpha + p->cold_beta * ws;
 }
 
-/* A crowded node (more ranks than cores): up to this many bytes per rank
- * the shared-memory algorithm is chosen whatever the prices say.  There a
- * schedule's every round waits for a partner that may not be running
- * (a yield and a wake-up each, several microseconds), while the shm
- * collectives synchronise once or twice; the quick profile cannot price
- * that -- its pair of ranks measures the link with the others asleep, and
- * its synchronisation time swings 30x between starts (0.66-38 us
- * predicted for one 8-byte broadcast) -- and in one start of two it put
- * tiny collectives on p2p schedules: bcast.chain 23-100 us and
+/* A crowded node (more ranks than cores): the shared-memory algorithm is
+ * chosen whatever the prices say, at every size.  There a schedule's
+ * every round waits for a partner that may not be running (a yield and a
+ * wake-up each, several microseconds), while the shm collectives
+ * synchronise once or twice a chunk; the quick profile cannot price that
+ * -- its pair of ranks measures the link with the others asleep, and its
+ * synchronisation time swings 30x between starts (0.66-38 us predicted
+ * for one 8-byte broadcast) -- and in one start of two it put tiny
+ * collectives on p2p schedules: bcast.chain 23-100 us and
  * reduce_scatter.rhalving 26-250 us against the shm paths' 0.4 and 13 us
- * (4 ranks on 2 cores, seventeenth session, bench/RESULTS.md). */
-#define XC__CROWDED_SHM_MAX ((size_t)32 << 10)
-
-static int crowded_small(const xc__model_topo_t *t, const xc__model_call_t *c)
+ * (4 ranks on 2 cores, seventeenth session, bench/RESULTS.md).  The rule
+ * stopped at 32 KiB a rank until the thirty-seventh session, when every
+ * algorithm of every collective was timed at 32 KiB / 256 KiB / 2 MiB on
+ * 4 and 8 ranks on 2 cores: shm led or tied everywhere but the 4-rank
+ * all-to-all from 256 KiB (pairwise 51 against 60 us), and the prices
+ * had chosen schedules 2-3x slower (8 ranks: all-reduce 256 KiB rhd 448
+ * against shm 169 us, reduce-scatter 256 KiB rhalving 272 against 133,
+ * all-gather 2 MiB rd 577 against 476; bench/RESULTS.md). */
+static int crowded_node(const xc__model_topo_t *t)
 {
-    return t->crowded && t->nnodes == 1 && t->shm &&
-           c->count * xc__dtype_size(c->dtype) <= XC__CROWDED_SHM_MAX;
+    return t->crowded && t->nnodes == 1 && t->shm;
 }
 
 /* A broadcast or reduce whose payload fits the flagged lines of one node
@@ -92,7 +96,7 @@ int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
     int best = XC__ALGO_NONE, next = XC__ALGO_NONE;
     double bt = -1, nt = -1;
     int shm_only = 0;
-    if (crowded_small(t, c) || rooted_lines(t, c))
+    if (crowded_node(t) || rooted_lines(t, c))
         for (size_t i = 0; i < n; i++)
             shm_only |= tab[i].needs_shm && !tab[i].explicit_only && cost_of(&tab[i], p, t, c) >= 0;
     for (size_t i = 0; i < n; i++) {

@@ -453,9 +453,10 @@ static void test_link_classes(void)
     /* A slow synchronisation makes the schedule win instead. */
     p.sync_per_rank = 100e-6;
     EXPECT_ALGO(xc__model_choose(&p, &shm, &tiny, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_RD);
-    /* ... except on a crowded node, where up to 32 KiB per rank the shm
-     * algorithm is chosen whatever the prices (a schedule's rounds each
-     * wait for a partner that may not be running); above, the prices. */
+    /* ... except on a crowded node, where the shm algorithm is chosen
+     * whatever the prices, at every size (a schedule's rounds each wait
+     * for a partner that may not be running); on several nodes, or
+     * uncrowded, the prices. */
     {
         xc__model_topo_t cr = shm;
         cr.crowded = 1;
@@ -463,7 +464,10 @@ static void test_link_classes(void)
         xc__model_call_t at = {XC_COLL_ALLREDUCE, 8192, XC_FLOAT32, XC_SUM, 0};
         EXPECT_ALGO(xc__model_choose(&p, &cr, &at, NULL, NULL, NULL), XC__ALGO_SHM_ALLREDUCE);
         at.count = 8193;
-        EXPECT_TRUE(xc__model_choose(&p, &cr, &at, NULL, NULL, NULL) != XC__ALGO_SHM_ALLREDUCE);
+        EXPECT_ALGO(xc__model_choose(&p, &cr, &at, NULL, NULL, NULL), XC__ALGO_SHM_ALLREDUCE);
+        at.count = 1 << 22;
+        EXPECT_ALGO(xc__model_choose(&p, &cr, &at, NULL, NULL, NULL), XC__ALGO_SHM_ALLREDUCE);
+        EXPECT_TRUE(xc__model_choose(&p, &shm, &at, NULL, NULL, NULL) != XC__ALGO_SHM_ALLREDUCE);
         xc__model_call_t bc = {XC_COLL_BCAST, 8, XC_UINT8, XC_SUM, 0};
         EXPECT_ALGO(xc__model_choose(&p, &cr, &bc, NULL, NULL, NULL), XC__ALGO_SHM_BCAST);
     }
