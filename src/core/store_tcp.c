@@ -74,61 +74,16 @@ static void drop_connection(struct tcp_client *c)
     c->fd = -1;
 }
 
-/* ------------------------------------------------------------------ */
-/* Deadline-bounded I/O.  Return XC_OK, XC_ERR_TIMEOUT, XC_ERR_PEER_LOST  */
-/* (orderly close or reset) or XC_ERR_SYSTEM, without a message.         */
-/* ------------------------------------------------------------------ */
-
-static int is_lost(int e)
+/* Deadline-bounded I/O without a message (xc__move_all): the callers
+ * name the cause. */
+static xc_result_t send_all(int fd, const void *buf, size_t len, uint64_t deadline)
 {
-    return e == EPIPE || e == ECONNRESET || e == ECONNABORTED ||
-           e == ENOTCONN || e == ETIMEDOUT || e == EHOSTUNREACH ||
-           e == ENETUNREACH;
-}
-
-static xc_result_t send_all(int fd, const void *buf, size_t len,
-                            uint64_t deadline)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            XC_CHECK(xc__wait_fd(fd, POLLOUT, deadline));
-            continue;
-        }
-        return is_lost(errno) ? XC_ERR_PEER_LOST : XC_ERR_SYSTEM;
-    }
-    return XC_OK;
+    return xc__move_all(fd, (void *)(uintptr_t)buf, len, deadline, 1);
 }
 
 static xc_result_t recv_all(int fd, void *buf, size_t len, uint64_t deadline)
 {
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n == 0) {
-            errno = 0;
-            return XC_ERR_PEER_LOST;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            XC_CHECK(xc__wait_fd(fd, POLLIN, deadline));
-            continue;
-        }
-        return is_lost(errno) ? XC_ERR_PEER_LOST : XC_ERR_SYSTEM;
-    }
-    return XC_OK;
+    return xc__move_all(fd, buf, len, deadline, 0);
 }
 
 /* Read and throw away `len` bytes. */

@@ -235,47 +235,57 @@ xc_result_t xc__accept(int lfd, uint64_t deadline_ns, int buf_kb, int *fdp)
     }
 }
 
-xc_result_t xc__send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns)
+/* Did the connection break (the peer gone, reset, unreachable)? */
+static int conn_lost(int e)
 {
-    const char *p = buf;
+    return e == EPIPE || e == ECONNRESET || e == ECONNABORTED || e == ENOTCONN ||
+           e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH || e == EHOSTDOWN ||
+           e == ENETDOWN || e == ECONNREFUSED;
+}
+
+xc_result_t xc__move_all(int fd, void *buf, size_t len, uint64_t deadline_ns, int out)
+{
+    char *p = buf;
     while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : recv(fd, p, len, MSG_DONTWAIT);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int w = wait_fd(fd, POLLOUT, deadline_ns);
-            if (w == 0) return xc__err(XC_ERR_TIMEOUT, "send: deadline passed");
-            if (w < 0) return xc__err_errno("poll");
+        if (n == 0) {
+            errno = 0; /* an orderly close */
+            return XC_ERR_PEER_LOST;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            XC_CHECK(xc__wait_fd(fd, out ? POLLOUT : POLLIN, deadline_ns));
             continue;
         }
-        return xc__err(XC_ERR_PEER_LOST, "send: %s", n < 0 ? strerror(errno) : "closed");
+        return conn_lost(errno) ? XC_ERR_PEER_LOST : XC_ERR_SYSTEM;
     }
     return XC_OK;
 }
 
+/* xc__move_all with the error's message ("send" or "recv" and the cause). */
+static xc_result_t move_all_said(int fd, void *buf, size_t len, uint64_t deadline_ns, int out)
+{
+    const char *what = out ? "send" : "recv";
+    xc_result_t rc = xc__move_all(fd, buf, len, deadline_ns, out);
+    if (rc == XC_OK) return XC_OK;
+    if (rc == XC_ERR_TIMEOUT) return xc__err(rc, "%s: deadline passed", what);
+    if (rc == XC_ERR_PEER_LOST && errno == 0)
+        return xc__err(rc, "%s: connection closed by the peer", what);
+    return xc__err(rc, "%s: %s", what, strerror(errno));
+}
+
+xc_result_t xc__send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns)
+{
+    return move_all_said(fd, (void *)(uintptr_t)buf, len, deadline_ns, 1);
+}
+
 xc_result_t xc__recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns)
 {
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n == 0) return xc__err(XC_ERR_PEER_LOST, "recv: connection closed by the peer");
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int w = wait_fd(fd, POLLIN, deadline_ns);
-            if (w == 0) return xc__err(XC_ERR_TIMEOUT, "recv: deadline passed");
-            if (w < 0) return xc__err_errno("poll");
-            continue;
-        }
-        return xc__err(XC_ERR_PEER_LOST, "recv: %s", strerror(errno));
-    }
-    return XC_OK;
+    return move_all_said(fd, buf, len, deadline_ns, 0);
 }

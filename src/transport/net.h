@@ -47,8 +47,14 @@ XC__HIDDEN xc_result_t xc__accept(int lfd, uint64_t deadline_ns, int buf_kb, int
  * XC_ERR_TIMEOUT or XC_ERR_SYSTEM (errno set).  Sets no error detail. */
 XC__HIDDEN xc_result_t xc__wait_fd(int fd, short events, uint64_t deadline_ns);
 
-/* Write/read exactly `len` bytes on a blocking-or-not socket before the
- * deadline (poll between partial transfers; MSG_NOSIGNAL). */
+/* Write (`out`) or read exactly `len` bytes on a blocking-or-not socket
+ * before the deadline (poll between partial transfers; MSG_NOSIGNAL):
+ * XC_OK, XC_ERR_TIMEOUT, XC_ERR_PEER_LOST (the connection closed -- errno
+ * 0 -- or broke: reset, unreachable...) or XC_ERR_SYSTEM (errno set).
+ * Sets no error detail: callers that name the cause themselves. */
+XC__HIDDEN xc_result_t xc__move_all(int fd, void *buf, size_t len, uint64_t deadline_ns,
+                                    int out);
+/* The same, with the error detail set ("send: deadline passed", ...). */
 XC__HIDDEN xc_result_t xc__send_all(int fd, const void *buf, size_t len,
                                     uint64_t deadline_ns);
 XC__HIDDEN xc_result_t xc__recv_all(int fd, void *buf, size_t len,
