@@ -311,6 +311,10 @@ XC__HIDDEN void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf,
 /* Allocate an operation and its request (refs = 2). */
 XC__HIDDEN xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll,
                                   xc__op_t **op, xc_request_t **req);
+/* A request complete with XC_OK that no operation holds (refs = 1): what
+ * a nonblocking call finished at once on an express path returns; NULL
+ * when out of memory. */
+XC__HIDDEN xc_request_t *xc__request_new_done(xc_comm_t *comm, xc_coll_t coll);
 /* The same in a blocking caller's frame (no allocation): `op` and `req`
  * stay valid until xc__request_wait_stack returns. */
 XC__HIDDEN void xc__op_init_stack(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op,

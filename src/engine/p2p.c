@@ -9,7 +9,8 @@
  * group is what makes the intent explicit and the waits concurrent.
  *
  * Small ones between ranks that share memory take the express path
- * (p2p_express.c): a send writes its frame at the call; a receive on a
+ * (p2p_express.c): a send writes its frame at the call (a nonblocking one
+ * too: its request is then complete when returned); a receive on a
  * communicator with channels is recorded, with every receive after it in
  * the group, and run at xc_group_end (at once outside a group).
  */
@@ -214,6 +215,15 @@ xc_result_t xc_isend(const void *buf, size_t count, xc_dtype_t dtype, int peer, 
     *req = NULL;
     xc_result_t rc = p2p_check(1, buf, count, dtype, peer, tag, comm, "xc_isend");
     if (rc != XC_OK) return xc__comm_fail(comm, rc);
+    /* A small one written whole into the peer's channel is complete at the
+     * call, as the blocking form: its request is born done (no operation,
+     * nothing for the engine to track). */
+    xc_request_t *done = comm->chans ? xc__request_new_done(comm, XC_COLL_SEND) : NULL;
+    if (done && xc__p2p_express_send(comm, buf, count, dtype, peer, tag)) {
+        *req = done;
+        return XC_OK;
+    }
+    free(done);
     return xc__comm_fail(comm, p2p_issue(1, (void *)buf, count, dtype, peer, tag, comm, req,
                                          NULL, NULL, 0));
 }

@@ -8,7 +8,8 @@
 
 #include "../core/comm.h"
 
-/* A blocking send: 1 if its frame went into the peer's channel whole (it
+/* A send (blocking, or nonblocking with its request made complete by the
+ * caller): 1 if its frame went into the peer's channel whole (it
  * is complete); 0: nothing done, take the ordinary path. */
 XC__HIDDEN int xc__p2p_express_send(xc_comm_t *comm, const void *buf, size_t count,
                                     xc_dtype_t dtype, int peer, int tag);

@@ -20,6 +20,12 @@
  *   overflow  a group of 300 sends of 1 KiB each way (four rings' worth):
  *             the first on the express path, the rest queued behind them,
  *             the receives then posted the ordinary way, in order;
+ *   isend     nonblocking sends around the ring, 0 B to 3 KiB: each
+ *             written at the call (its request complete when returned,
+ *             counted as express), received by xc_irecv; then 300 of 1 KiB
+ *             each way (beyond the ring: the later ones queued), and a
+ *             single-copy send followed by a small one on the same tag,
+ *             which must arrive in that order;
  *   any       a named and an any-source receive on one tag in one group
  *             (ordinary path, posting order kept);
  *   mismatch  a receive expecting 5 elements of a 4-element express send:
@@ -212,6 +218,108 @@ static void overflow_case(void)
     h_free(recv);
 }
 
+/* Is `r` complete (without waiting)? */
+static int is_done(xc_request_t *r)
+{
+    int done = 0;
+    H_CHECK(H.comm, xc_request_test(r, &done));
+    return done;
+}
+
+static void isend_case(void)
+{
+    const int rounds = 100, nmsg = 300;
+    const size_t bytes = 1024, big = 1 << 20;
+    char *send = h_alloc(3072), *recv = h_alloc(3072);
+    xc_stats_t s0 = stats(H.comm);
+    int born_done = 0;
+    for (int i = 0; i < rounds; i++) {
+        size_t n = (size_t)(i * 53) % 3073;
+        h_case_t c = h_case("p2p express isend", XC_UINT8, H_COPY, n, -1, -1);
+        h_fill(&c, send, n, H.rank, (uint64_t)i);
+        h_poison(recv, 3072);
+        xc_request_t *r[2];
+        H_CHECK(H.comm, xc_isend(send, n, XC_UINT8, right_of(H.rank), 6, H.comm, &r[0]));
+        born_done += is_done(r[0]);
+        H_CHECK(H.comm, xc_irecv(recv, n, XC_UINT8, left_of(H.rank), 6, H.comm, &r[1]));
+        H_CHECK(H.comm, xc_request_waitall(r, 2));
+        H_EQ_U64("a send's request names no source", (uint64_t)(xc_request_source(r[0]) + 1), 0);
+        H_EQ_U64("the receive's source", (uint64_t)xc_request_source(r[1]),
+                 (uint64_t)left_of(H.rank));
+        xc_request_free(r[0]);
+        xc_request_free(r[1]);
+        h_check_copy(&c, recv, n, left_of(H.rank), (uint64_t)i, "isend received from left");
+        h_check_untouched(&c, recv + n, 3072 - n, "beyond the isend's message");
+    }
+    count_p2p((uint64_t)rounds, (uint64_t)rounds);
+    xc_stats_t s1 = stats(H.comm);
+    if (g_chans) {
+        /* (The receiver may lag a round: its ring still has room.) */
+        H_EQ_U64("every small isend complete when returned", (uint64_t)born_done,
+                 (uint64_t)rounds);
+        H_EQ_U64("every small isend counted as express", s1.express_p2p - s0.express_p2p,
+                 (uint64_t)rounds);
+    } else {
+        H_EQ_U64("no express isend without channels", s1.express_p2p - s0.express_p2p, 0);
+    }
+    h_free(send);
+    h_free(recv);
+
+    /* Beyond the ring: the later sends queue behind the earlier ones and
+     * every message arrives in order. */
+    h_case_t c = h_case("p2p express isend overflow", XC_UINT8, H_COPY, bytes, -1, -1);
+    send = h_alloc((size_t)nmsg * bytes);
+    recv = h_alloc((size_t)nmsg * bytes);
+    xc_request_t **r = calloc(2 * (size_t)nmsg, sizeof *r);
+    H_TRUE("requests allocated", r != NULL);
+    for (int k = 0; k < nmsg; k++) h_fill(&c, send + (size_t)k * bytes, bytes, H.rank, (uint64_t)k);
+    h_poison(recv, (size_t)nmsg * bytes);
+    born_done = 0;
+    for (int k = 0; k < nmsg; k++) {
+        H_CHECK(H.comm, xc_isend(send + (size_t)k * bytes, bytes, XC_UINT8, right_of(H.rank), 42,
+                                 H.comm, &r[k]));
+        born_done += is_done(r[k]);
+    }
+    for (int k = 0; k < nmsg; k++)
+        H_CHECK(H.comm, xc_irecv(recv + (size_t)k * bytes, bytes, XC_UINT8, left_of(H.rank), 42,
+                                 H.comm, &r[nmsg + k]));
+    H_CHECK(H.comm, xc_request_waitall(r, 2 * (size_t)nmsg));
+    for (int k = 0; k < 2 * nmsg; k++) xc_request_free(r[k]);
+    count_p2p((uint64_t)nmsg, (uint64_t)nmsg);
+    for (int k = 0; k < nmsg; k++)
+        h_check_copy(&c, recv + (size_t)k * bytes, bytes, left_of(H.rank), (uint64_t)k,
+                     "isend k beyond the ring");
+    if (g_chans) H_TRUE("the first isends complete when returned", born_done > 0);
+    printf("# rank %d: %d of %d isends beyond the ring complete when returned\n", H.rank,
+           born_done, nmsg);
+    h_free(send);
+    h_free(recv);
+    free(r);
+
+    /* A single-copy send, then a small one on the same tag: in that order. */
+    h_case_t cb = h_case("p2p express isend after a big one", XC_UINT8, H_COPY, big, -1, -1);
+    h_case_t cs = h_case("p2p express isend after a big one", XC_UINT8, H_COPY, bytes, -1, -1);
+    char *bs = h_alloc(big), *br = h_alloc(big), *ss = h_alloc(bytes), *sr = h_alloc(bytes);
+    h_fill(&cb, bs, big, H.rank, 1);
+    h_fill(&cs, ss, bytes, H.rank, 2);
+    h_poison(br, big);
+    h_poison(sr, bytes);
+    xc_request_t *q[4];
+    H_CHECK(H.comm, xc_isend(bs, big, XC_UINT8, right_of(H.rank), 43, H.comm, &q[0]));
+    H_CHECK(H.comm, xc_isend(ss, bytes, XC_UINT8, right_of(H.rank), 43, H.comm, &q[1]));
+    H_CHECK(H.comm, xc_irecv(br, big, XC_UINT8, left_of(H.rank), 43, H.comm, &q[2]));
+    H_CHECK(H.comm, xc_irecv(sr, bytes, XC_UINT8, left_of(H.rank), 43, H.comm, &q[3]));
+    H_CHECK(H.comm, xc_request_waitall(q, 4));
+    for (int k = 0; k < 4; k++) xc_request_free(q[k]);
+    count_p2p(2, 2);
+    h_check_copy(&cb, br, big, left_of(H.rank), 1, "the big isend, sent first");
+    h_check_copy(&cs, sr, bytes, left_of(H.rank), 2, "the small isend, sent after it");
+    h_free(bs);
+    h_free(br);
+    h_free(ss);
+    h_free(sr);
+}
+
 static void any_case(void)
 {
     if (H.size < 2) return;
@@ -263,6 +371,7 @@ int main(int argc, char **argv)
     order_case();
     early_case();
     overflow_case();
+    isend_case();
     any_case();
     h_check_stats(H.comm, H.base_ops, H.issued, "after the point-to-point cases");
     mismatch_case();
