@@ -129,17 +129,23 @@ static void request_release(xc_request_t *req)
     }
 }
 
+/* A request pending (done 0), result XC_OK so far, held `refs` times. */
+static void request_init(xc_request_t *req, xc_comm_t *comm, xc_coll_t coll, int refs)
+{
+    memset(req, 0, sizeof *req);
+    req->comm = comm;
+    req->refs = refs;
+    req->coll = coll;
+    req->source = -1;
+    req->rc = XC_OK;
+}
+
 static void op_setup(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t *req)
 {
     /* Everything but the point-to-point descriptors (set by xc__post_send /
      * xc__post_recv) and the inline state buffer, which their users set. */
     memset(op, 0, offsetof(xc__op_t, ptx));
-    memset(req, 0, sizeof *req);
-    req->comm = comm;
-    req->refs = 2;
-    req->coll = coll;
-    req->source = -1;
-    req->rc = XC_OK;
+    request_init(req, comm, coll, 2);
     op->req = req;
     op->desc.coll = (uint8_t)coll;
     op->is_p2p = coll == XC_COLL_SEND || coll == XC_COLL_RECV;
@@ -166,12 +172,7 @@ xc_request_t *xc__request_new_done(xc_comm_t *comm, xc_coll_t coll)
 {
     xc_request_t *req = malloc(sizeof *req);
     if (!req) return NULL;
-    memset(req, 0, sizeof *req);
-    req->comm = comm;
-    req->refs = 1; /* the caller's only: no operation holds it */
-    req->coll = coll;
-    req->source = -1;
-    req->rc = XC_OK;
+    request_init(req, comm, coll, 1); /* the caller's only: no operation holds it */
     req->done = 1;
     return req;
 }
