@@ -556,7 +556,10 @@ XC_API xc_result_t xc_compress_predict(xc_comm_t *comm, size_t count, xc_dtype_t
  * operation; xc_group_end waits for all of them, so exchanges in both
  * directions cannot deadlock.  A grouped receive may be posted only at
  * xc_group_end (in the order of the calls), so a failure it meets there
- * is reported by xc_group_end rather than by xc_recv.
+ * is reported by xc_group_end rather than by xc_recv.  Conversely a small
+ * xc_irecv whose message is already there completes at the call, so a
+ * failure it meets (a count mismatch) is returned by xc_irecv itself
+ * (then *req is NULL).
  */
 #define XC_ANY_SOURCE (-1)
 XC_API xc_result_t xc_send(const void *buf, size_t count, xc_dtype_t dtype,
@@ -624,10 +627,11 @@ typedef struct xc_stats {
      * engine because a peer came later (express_resumed). */
     uint64_t express_ops;
     uint64_t express_resumed;
-    /* Blocking sends and receives (alone or in a group) between ranks
-     * sharing memory that ran on the point-to-point express path: the
-     * frame written to, or read from, the channel without an operation
-     * (docs/engine.md "Express point-to-point"). */
+    /* Sends and receives (blocking, in a group, or nonblocking and
+     * complete at the call) between ranks sharing memory that ran on the
+     * point-to-point express path: the frame written to, or read from,
+     * the channel without an operation (docs/engine.md "Express
+     * point-to-point"). */
     uint64_t express_p2p;
 } xc_stats_t;
 

@@ -59,7 +59,7 @@ static const xc__algo_t g_algos[XC__ALGO_COUNT] = {
     A(ALLTOALL_PAIRWISE, ALLTOALL, "alltoall.pairwise", alltoall_pairwise, 0),
     A(ALLTOALLV_PAIRWISE, ALLTOALLV, "alltoallv.pairwise", alltoallv_pairwise, 0),
     A(BARRIER_DISSEMINATION, BARRIER, "barrier.dissemination", barrier_dissemination, 0),
-    AXA(SHM_ALLREDUCE, ALLREDUCE, "allreduce.shm", shm_allreduce),
+    AX(SHM_ALLREDUCE, ALLREDUCE, "allreduce.shm", shm_allreduce),
     AXA(SHM_REDUCE_SCATTER, REDUCE_SCATTER, "reduce_scatter.shm", shm_reduce_scatter),
     AXA(SHM_ALLGATHER, ALLGATHER, "allgather.shm", shm_allgather),
     AX(SHM_BCAST, BCAST, "bcast.shm", shm_bcast),

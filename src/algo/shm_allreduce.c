@@ -70,6 +70,26 @@ static int pair_direct(const xc_comm_t *comm, const xc__args_t *a)
     return xc__model_shm_pair_direct(comm->profile, t, &call);
 }
 
+/* Does the staged all-reduce of `bytes` take the chunked form (a reduction
+ * phase between staging and copy-out)?  Not on 2 uncrowded ranks, nor
+ * where the whole input fits the flagged lines or a one-shot slot. */
+static int chunked_form(const xc_comm_t *comm, size_t bytes)
+{
+    return !xc__shm_allreduce_one_shot_all(comm->size, comm->oversub) &&
+           bytes > xc__shm_ll_max(comm->size) &&
+           (bytes > xc__shm_one_shot_max(comm->size) || bytes > comm->shm->slot_bytes);
+}
+
+/* The express path (shm_coll.c) runs one-shot builds only: a call whose
+ * build would be chunked (more than 4 KiB on more than 4 ranks, 16 KiB on
+ * 3-4) is refused before it is built, not after. */
+int xc__express_shm_allreduce(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
+                              const xc__desc_t *d, uint64_t seq)
+{
+    if (chunked_form(comm, a->count * xc__dtype_size(a->dtype))) return XC__EXPRESS_NO;
+    return xc__shm_express_all(comm, algo, a, d, seq);
+}
+
 xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {
     size_t es = xc__dtype_size(a->dtype), bytes = a->count * es;
@@ -82,8 +102,10 @@ xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__arg
     }
     int lines;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
-    /* One shot stages the whole input: it must fit a slot. */
+    if (chunked_form(comm, bytes)) return xc__shm_op_init(comm, op, a, &chunked, ce, 0);
+    /* One shot of the whole input where it fits the lines or a slot, else
+     * (2 uncrowded ranks) one shot per slot-sized chunk. */
     if (lines || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
         return xc__shm_op_init(comm, op, a, &one_shot, lines ? ce : a->count ? a->count : 1, lines);
-    return xc__shm_op_init(comm, op, a, all ? &one_shot : &chunked, ce, 0);
+    return xc__shm_op_init(comm, op, a, &one_shot, ce, 0);
 }

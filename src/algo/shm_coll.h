@@ -390,6 +390,9 @@ XC__HIDDEN int xc__express_shm_bcast(xc_comm_t *, const xc__algo_t *, const xc__
                                      const xc__desc_t *, uint64_t);
 XC__HIDDEN int xc__express_shm_reduce(xc_comm_t *, const xc__algo_t *, const xc__args_t *,
                                       const xc__desc_t *, uint64_t);
+/* The all-reduce's: xc__shm_express_all for the calls built one shot. */
+XC__HIDDEN int xc__express_shm_allreduce(xc_comm_t *, const xc__algo_t *, const xc__args_t *,
+                                         const xc__desc_t *, uint64_t);
 /* The express path of the small blocking all-reduce, reduce-scatter,
  * all-gather, all-to-all and barrier (shm_coll.c): XC__EXPRESS_*. */
 XC__HIDDEN int xc__shm_express_all(xc_comm_t *, const xc__algo_t *, const xc__args_t *,

@@ -313,10 +313,17 @@ XC__HIDDEN xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll,
                                   xc__op_t **op, xc_request_t **req);
 /* A request complete with XC_OK that no operation holds (refs = 1): what
  * a nonblocking call finished at once on an express path returns; NULL
- * when out of memory. */
+ * when out of memory.  xc__request_init_done makes `req` (allocated, not
+ * held by anything else) such a request, from `source` (-1: none). */
 XC__HIDDEN xc_request_t *xc__request_new_done(xc_comm_t *comm, xc_coll_t coll);
-/* The same in a blocking caller's frame (no allocation): `op` and `req`
- * stay valid until xc__request_wait_stack returns. */
+XC__HIDDEN void xc__request_init_done(xc_request_t *req, xc_comm_t *comm, xc_coll_t coll,
+                                      int source);
+/* Set up `op` and `req` as xc__op_new does, in memory the caller owns:
+ * on_stack 1 -- a blocking caller's frame (no allocation): `op` and `req`
+ * stay valid until xc__request_wait_stack returns; 0 -- both allocated
+ * with malloc, then owned as xc__op_new's are. */
+XC__HIDDEN void xc__op_init(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t *req,
+                            int on_stack);
 XC__HIDDEN void xc__op_init_stack(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op,
                                   xc_request_t *req);
 /* Drop an operation that was never enqueued (and its request). */

@@ -168,20 +168,30 @@ xc_result_t xc__op_new(xc_comm_t *comm, xc_coll_t coll, xc__op_t **opp,
     return XC_OK;
 }
 
+void xc__request_init_done(xc_request_t *req, xc_comm_t *comm, xc_coll_t coll, int source)
+{
+    request_init(req, comm, coll, 1); /* the caller's only: no operation holds it */
+    req->source = source;
+    req->done = 1;
+}
+
 xc_request_t *xc__request_new_done(xc_comm_t *comm, xc_coll_t coll)
 {
     xc_request_t *req = malloc(sizeof *req);
-    if (!req) return NULL;
-    request_init(req, comm, coll, 1); /* the caller's only: no operation holds it */
-    req->done = 1;
+    if (req) xc__request_init_done(req, comm, coll, -1);
     return req;
+}
+
+void xc__op_init(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t *req, int on_stack)
+{
+    op_setup(comm, coll, op, req);
+    op->on_stack = (uint8_t)on_stack;
+    req->on_stack = (uint8_t)on_stack;
 }
 
 void xc__op_init_stack(xc_comm_t *comm, xc_coll_t coll, xc__op_t *op, xc_request_t *req)
 {
-    op_setup(comm, coll, op, req);
-    op->on_stack = 1;
-    req->on_stack = 1;
+    xc__op_init(comm, coll, op, req, 1);
 }
 
 void xc__op_discard(xc__op_t *op)

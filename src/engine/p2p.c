@@ -12,7 +12,8 @@
  * (p2p_express.c): a send writes its frame at the call (a nonblocking one
  * too: its request is then complete when returned); a receive on a
  * communicator with channels is recorded, with every receive after it in
- * the group, and run at xc_group_end (at once outside a group).
+ * the group, and run at xc_group_end (at once outside a group); a
+ * nonblocking receive looks once for its frame at the call.
  */
 #include "../algo/algos.h"
 #include "../reduce/reduce.h"
@@ -235,6 +236,31 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
     *req = NULL;
     xc_result_t rc = p2p_check(0, buf, count, dtype, peer, tag, comm, "xc_irecv");
     if (rc != XC_OK) return xc__comm_fail(comm, rc);
+    /* A small one whose frame is already here is complete at the call (a
+     * request born done); else it is the operation the ordinary path would
+     * have posted, from the same allocation. */
+    if (comm->chans && peer != comm->rank && peer != XC_ANY_SOURCE) {
+        xc__op_t *op;
+        xc_request_t *r;
+        XC_CHECK(xc__comm_fail(comm, xc__op_new(comm, XC_COLL_RECV, &op, &r)));
+        xc__p2p_express_note(op, buf, count, dtype, peer, tag);
+        if (xc__p2p_express_irecv(comm, op, r, &rc)) {
+            if (op->req) { /* adopted: the engine's now */
+                *req = r;
+                return XC_OK;
+            }
+            free(op);
+            if (rc != XC_OK) {
+                free(r);
+                return xc__comm_fail(comm, rc);
+            }
+            xc__request_init_done(r, comm, XC_COLL_RECV, peer);
+            *req = r;
+            return XC_OK;
+        }
+        free(op);
+        free(r);
+    }
     return xc__comm_fail(comm, p2p_issue(0, buf, count, dtype, peer, tag, comm, req, NULL,
                                          NULL, 0));
 }

@@ -6,7 +6,8 @@
  * group's receives are posted bare (no operation, no request) through the
  * ordinary matcher, their peers' channels read for a brief poll, and what
  * is still unfinished then is adopted: given the operation it would have
- * had, so the caller waits for it as on the ordinary path.  Everything the
+ * had, so the caller waits for it as on the ordinary path.  A nonblocking
+ * send or receive finished at the call returns a request born complete.  Everything the
  * express path does not finish is the ordinary path's, so matching,
  * mismatch errors and liveness live in one place (match.c, engine.c).
  */
@@ -118,11 +119,12 @@ void xc__p2p_express_note(xc__op_t *op, void *buf, size_t count, xc_dtype_t dtyp
     op->req = NULL; /* not an operation (yet) */
 }
 
-/* Make receive `op`, posted bare, the operation it would have been: its
- * descriptor stays where the matcher has it (queued, or being filled). */
-static void adopt(xc_comm_t *comm, xc__op_t *op, xc_request_t *req)
+/* Make receive `op`, posted bare, the operation it would have been (in
+ * the caller's frame, or allocated: `on_stack`): its descriptor stays
+ * where the matcher has it (queued, or being filled). */
+static void adopt(xc_comm_t *comm, xc__op_t *op, xc_request_t *req, int on_stack)
 {
-    xc__op_init_stack(comm, XC_COLL_RECV, op, req); /* (leaves prx alone) */
+    xc__op_init(comm, XC_COLL_RECV, op, req, on_stack); /* (leaves prx alone) */
     op->desc = op->prx.desc;
     op->peer = op->prx.peer;
     op->prx.op = op;
@@ -130,8 +132,10 @@ static void adopt(xc_comm_t *comm, xc__op_t *op, xc_request_t *req)
     xc__op_adopt_p2p(comm, op);
 }
 
-int xc__p2p_express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *const *reqs,
-                          size_t n, xc_result_t *rc)
+/* The receives: posted, their channels read for `polls` turns (0: the
+ * brief poll), the unfinished adopted (`on_stack` as adopt's). */
+static int express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *const *reqs,
+                         size_t n, int polls, int on_stack, xc_result_t *rc)
 {
     if (!comm->chans) return 0;
     int biased = express_lock(comm);
@@ -150,7 +154,7 @@ int xc__p2p_express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *c
     xc__shm_out_flush(comm); /* a peer ahead may wait for it (docs/shm.md) */
     for (size_t i = 0; i < n && xc__comm_status(comm) == XC_OK; i++)
         xc__post_rx(comm, &ops[i]->prx); /* takes a frame kept early */
-    int polls = comm->oversub || !comm->spin_ns ? 1 : EXPRESS_POLLS;
+    if (!polls) polls = comm->oversub || !comm->spin_ns ? 1 : EXPRESS_POLLS;
     size_t left = n;
     for (int turn = 0;; turn++) {
         left = 0;
@@ -170,9 +174,22 @@ int xc__p2p_express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *c
         xc__rx_t *rx = &ops[i]->prx;
         if (rx->done || st != XC_OK) /* a failure: poisoning forgot every receive */
             xc__p2p_express_done(comm, &rx->desc, rx->peer, rx->tag, rx->done ? XC_OK : st);
-        else adopt(comm, ops[i], reqs[i]);
+        else adopt(comm, ops[i], reqs[i], on_stack);
     }
     *rc = xc__unqueued_result(comm, st);
     express_unlock(comm, biased, !left && st == XC_OK);
     return 1;
+}
+
+int xc__p2p_express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *const *reqs,
+                          size_t n, xc_result_t *rc)
+{
+    return express_recvs(comm, ops, reqs, n, 0, 1, rc);
+}
+
+/* A nonblocking receive does not poll for its frame: one look (the frames
+ * kept early, then its peer's channel), since its caller waits later. */
+int xc__p2p_express_irecv(xc_comm_t *comm, xc__op_t *op, xc_request_t *req, xc_result_t *rc)
+{
+    return express_recvs(comm, &op, &req, 1, 1, 0, rc);
 }

@@ -27,4 +27,12 @@ XC__HIDDEN void xc__p2p_express_note(xc__op_t *op, void *buf, size_t count, xc_d
 XC__HIDDEN int xc__p2p_express_recvs(xc_comm_t *comm, xc__op_t *const *ops,
                                      xc_request_t *const *reqs, size_t n, xc_result_t *rc);
 
+/* A nonblocking receive recorded (xc__p2p_express_note) in `op` with its
+ * request `req`, both from xc__op_new: as xc__p2p_express_recvs for one,
+ * with one look at its channel instead of the brief poll, and `op`
+ * adopted as an operation the engine owns (op->req = req).  When done
+ * (op->req NULL), both are the caller's again. */
+XC__HIDDEN int xc__p2p_express_irecv(xc_comm_t *comm, xc__op_t *op, xc_request_t *req,
+                                     xc_result_t *rc);
+
 #endif

@@ -26,11 +26,16 @@
  *             each way (beyond the ring: the later ones queued), and a
  *             single-copy send followed by a small one on the same tag,
  *             which must arrive in that order;
+ *   irecv     a nonblocking receive whose frame is already in its channel
+ *             (sent before a barrier) is complete at the call and counted
+ *             as express; one posted before its frame (sent after the
+ *             barrier) is not, and completes at the wait;
  *   any       a named and an any-source receive on one tag in one group
  *             (ordinary path, posting order kept);
  *   mismatch  a receive expecting 5 elements of a 4-element express send:
  *             XC_ERR_MISMATCH on both ranks (the sender at its next call),
- *             on a child communicator.
+ *             on a child communicator; and an irecv of 5 elements whose
+ *             4-element frame is there at the call fails there.
  * Without shared-memory channels (one rank per node) the express path is
  * never taken and only the data and counts are checked.
  */
@@ -232,7 +237,7 @@ static void isend_case(void)
     const size_t bytes = 1024, big = 1 << 20;
     char *send = h_alloc(3072), *recv = h_alloc(3072);
     xc_stats_t s0 = stats(H.comm);
-    int born_done = 0;
+    int born_done = 0, recv_done = 0;
     for (int i = 0; i < rounds; i++) {
         size_t n = (size_t)(i * 53) % 3073;
         h_case_t c = h_case("p2p express isend", XC_UINT8, H_COPY, n, -1, -1);
@@ -241,7 +246,9 @@ static void isend_case(void)
         xc_request_t *r[2];
         H_CHECK(H.comm, xc_isend(send, n, XC_UINT8, right_of(H.rank), 6, H.comm, &r[0]));
         born_done += is_done(r[0]);
+        xc_stats_t a = stats(H.comm);
         H_CHECK(H.comm, xc_irecv(recv, n, XC_UINT8, left_of(H.rank), 6, H.comm, &r[1]));
+        recv_done += (int)(stats(H.comm).express_p2p - a.express_p2p);
         H_CHECK(H.comm, xc_request_waitall(r, 2));
         H_EQ_U64("a send's request names no source", (uint64_t)(xc_request_source(r[0]) + 1), 0);
         H_EQ_U64("the receive's source", (uint64_t)xc_request_source(r[1]),
@@ -257,8 +264,8 @@ static void isend_case(void)
         /* (The receiver may lag a round: its ring still has room.) */
         H_EQ_U64("every small isend complete when returned", (uint64_t)born_done,
                  (uint64_t)rounds);
-        H_EQ_U64("every small isend counted as express", s1.express_p2p - s0.express_p2p,
-                 (uint64_t)rounds);
+        H_EQ_U64("every small isend counted as express (and the irecvs done at the call)",
+                 s1.express_p2p - s0.express_p2p, (uint64_t)(rounds + recv_done));
     } else {
         H_EQ_U64("no express isend without channels", s1.express_p2p - s0.express_p2p, 0);
     }
@@ -320,6 +327,49 @@ static void isend_case(void)
     h_free(sr);
 }
 
+/* A nonblocking receive whose frame is here already (its sender's
+ * express send returned before the barrier) completes at the call; one
+ * whose sender sends after the barrier is posted and completes at the
+ * wait.  Either way the data, the source and the counts are exact. */
+static void irecv_case(void)
+{
+    const int rounds = 60;
+    char *send = h_alloc(2048), *recv = h_alloc(2048);
+    int at_call = 0;
+    for (int i = 0; i < rounds; i++) {
+        size_t n = (size_t)(i * 37) % 2049;
+        int late = i % 3 == 2; /* the sender sends after the barrier */
+        h_case_t c = h_case("p2p express irecv", XC_UINT8, H_COPY, n, -1, -1);
+        h_fill(&c, send, n, H.rank, (uint64_t)i);
+        h_poison(recv, 2048);
+        xc_request_t *r[2] = {NULL, NULL};
+        if (!late) H_CHECK(H.comm, xc_isend(send, n, XC_UINT8, right_of(H.rank), 7, H.comm, &r[0]));
+        if (!late) H_CHECK(H.comm, xc_barrier(H.comm));
+        xc_stats_t a = stats(H.comm);
+        H_CHECK(H.comm, xc_irecv(recv, n, XC_UINT8, left_of(H.rank), 7, H.comm, &r[1]));
+        uint64_t now = stats(H.comm).express_p2p - a.express_p2p;
+        at_call += (int)now;
+        if (g_chans && H.size > 1)
+            H_EQ_U64(late ? "an irecv before its frame: not done at the call"
+                          : "an irecv after its frame: done at the call",
+                     now, (uint64_t)!late);
+        if (late) H_CHECK(H.comm, xc_barrier(H.comm));
+        if (late) H_CHECK(H.comm, xc_isend(send, n, XC_UINT8, right_of(H.rank), 7, H.comm, &r[0]));
+        H_CHECK(H.comm, xc_request_waitall(r, 2));
+        H_EQ_U64("the irecv's source", (uint64_t)xc_request_source(r[1]),
+                 (uint64_t)left_of(H.rank));
+        xc_request_free(r[0]);
+        xc_request_free(r[1]);
+        h_check_copy(&c, recv, n, left_of(H.rank), (uint64_t)i, "irecv from left");
+        h_check_untouched(&c, recv + n, 2048 - n, "beyond the irecv's message");
+    }
+    count_p2p((uint64_t)rounds, (uint64_t)rounds);
+    H.issued[XC_COLL_BARRIER] += (uint64_t)rounds;
+    if (!g_chans || H.size < 2) H_EQ_U64("no irecv done at the call without channels", (uint64_t)at_call, 0);
+    h_free(send);
+    h_free(recv);
+}
+
 static void any_case(void)
 {
     if (H.size < 2) return;
@@ -361,6 +411,32 @@ static void mismatch_case(void)
                strstr(xc_comm_last_error(child), "4 elements") != NULL);
     }
     H_CHECK(child, xc_comm_destroy(child));
+
+    /* The same for an irecv whose frame is there at the call: the
+     * mismatch is found there (with channels) or at the wait. */
+    H_CHECK(H.comm, xc_comm_split(H.comm, H.rank < 2 ? 0 : 1, H.rank, &child, NULL));
+    if (H.rank == 1) H_CHECK(child, xc_send(v, 4, XC_INT32, 0, 62, child));
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    if (H.rank == 1) {
+        H_EXPECT_RC(child, XC_ERR_MISMATCH, xc_barrier(child));
+    } else if (H.rank == 0) {
+        xc_request_t *r = NULL;
+        xc_result_t rc = xc_irecv(v, 5, XC_INT32, 1, 62, child, &r);
+        if (g_chans) H_EQ_U64("an irecv's mismatch found at the call", (uint64_t)rc,
+                              (uint64_t)XC_ERR_MISMATCH);
+        if (rc == XC_OK) {
+            H_TRUE("a request", r != NULL);
+            rc = xc_request_wait(r);
+            xc_request_free(r);
+        } else {
+            H_TRUE("no request from a failed irecv", r == NULL);
+        }
+        H_EQ_U64("an irecv of 5 elements from a send of 4: XC_ERR_MISMATCH", (uint64_t)rc,
+                 (uint64_t)XC_ERR_MISMATCH);
+        H_TRUE("the irecv's cause names the sender's description",
+               strstr(xc_comm_last_error(child), "4 elements") != NULL);
+    }
+    H_CHECK(child, xc_comm_destroy(child));
 }
 
 int main(int argc, char **argv)
@@ -372,6 +448,7 @@ int main(int argc, char **argv)
     early_case();
     overflow_case();
     isend_case();
+    irecv_case();
     any_case();
     h_check_stats(H.comm, H.base_ops, H.issued, "after the point-to-point cases");
     mismatch_case();
