@@ -229,10 +229,21 @@ static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_m
  * reused 3.66 / 1.94, 6.69 / 2.82 (8 KiB blocks: fresh 1.96 / 2.18).
  * Crowded, single copy from 16 KiB blocks was 1.3-2x slower with fresh
  * inputs (4 ranks on 2 cores 64 KiB: 16.2 / 22.2; 8 ranks 128 KiB: 43.6
- * / 86.5); bench/RESULTS.md, twenty-fourth session. */
+ * / 86.5); bench/RESULTS.md, twenty-fourth session.
+ * Crowded, from blocks of 1 MiB / L (at least `cfg_min`; none forced by
+ * `cfg_min` 0): each rank's input is read by every other and its owner
+ * may not return before the last of them, which on shared cores costs a
+ * turn of the scheduler; staging wins until the input is ~1 MiB (4 / 8
+ * ranks on 2 cores, medians us single copy / staged: 4 ranks, 64 / 128 /
+ * 256 KiB blocks 71-74 / 55-62, 102-114 / 96-99, 127-186 / 168-181; 8
+ * ranks, 64 / 128 KiB blocks 276 / 248-256, 401-452 / 496-512;
+ * bench/RESULTS.md, thirty-ninth session). */
 static inline size_t xc__shm_alltoall_cma_min(int nranks, int crowded, size_t cfg_min)
 {
-    return xc__shm_pair(nranks, crowded) ? cfg_min / 4 : cfg_min;
+    if (xc__shm_pair(nranks, crowded)) return cfg_min / 4;
+    if (!crowded || !cfg_min || nranks < 1) return cfg_min;
+    size_t c = ((size_t)1 << 20) / (size_t)nranks;
+    return c > cfg_min ? c : cfg_min;
 }
 
 /* Whether the broadcast's root copies too: XCOLL_SHM_COOP (`cfg`: 1, 0,

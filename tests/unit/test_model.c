@@ -613,11 +613,15 @@ static void test_shm_rules(void)
     EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0, 65536) == 65536);
     EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 1, 65536) == XC__SHM_CMA_REDUCE_MIN);
     /* the all-to-all reads single copy from a quarter of the size on 2
-     * uncrowded ranks only */
+     * uncrowded ranks only; crowded from blocks of 1 MiB / L */
     EXPECT_TRUE(xc__shm_alltoall_cma_min(2, 0, 65536) == 16384 &&
-                xc__shm_alltoall_cma_min(2, 1, 65536) == 65536 &&
+                xc__shm_alltoall_cma_min(2, 1, 65536) == 524288 &&
                 xc__shm_alltoall_cma_min(3, 0, 65536) == 65536 &&
-                xc__shm_alltoall_cma_min(2, 0, 0) == 0);
+                xc__shm_alltoall_cma_min(2, 0, 0) == 0 &&
+                xc__shm_alltoall_cma_min(4, 1, 65536) == 262144 &&
+                xc__shm_alltoall_cma_min(8, 1, 65536) == 131072 &&
+                xc__shm_alltoall_cma_min(32, 1, 65536) == 65536 &&
+                xc__shm_alltoall_cma_min(4, 1, 0) == 0);
     /* XCOLL_SHM_CMA_MIN_KB=0: single copy at every size */
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 0) == 0 && xc__shm_bcast_cma_min(2, 0, 0) == 0);
 
