@@ -235,8 +235,8 @@ static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_m
  * may not return before the last of them, which on shared cores costs a
  * turn of the scheduler; staging wins until the input is ~1 MiB (4 / 8
  * ranks on 2 cores, medians us single copy / staged: 4 ranks, 64 / 128 /
- * 256 KiB blocks 71-74 / 55-62, 102-114 / 96-99, 127-186 / 168-181; 8
- * ranks, 64 / 128 KiB blocks 276 / 248-256, 401-452 / 496-512;
+ * 256 KiB blocks 64-89 / 55-64, 102-114 / 96-99, 127-209 / 168-182; 8
+ * ranks, 64 / 128 KiB blocks 276 / 248-256, 401-524 / 496-562;
  * bench/RESULTS.md, thirty-ninth session). */
 static inline size_t xc__shm_alltoall_cma_min(int nranks, int crowded, size_t cfg_min)
 {
