@@ -231,6 +231,21 @@ static int is_done(xc_request_t *r)
     return done;
 }
 
+/* Wait for a nonblocking send r[0] (to the right) and receive r[1] (from
+ * the left, of `n` bytes into `recv` of `cap`): sources, data, the bytes
+ * beyond, then free both. */
+static void finish_exchange(xc_request_t *r[2], const h_case_t *c, char *recv, size_t n,
+                            size_t cap, uint64_t salt)
+{
+    H_CHECK(H.comm, xc_request_waitall(r, 2));
+    H_EQ_U64("a send's request names no source", (uint64_t)(xc_request_source(r[0]) + 1), 0);
+    H_EQ_U64("the receive's source", (uint64_t)xc_request_source(r[1]), (uint64_t)left_of(H.rank));
+    xc_request_free(r[0]);
+    xc_request_free(r[1]);
+    h_check_copy(c, recv, n, left_of(H.rank), salt, "received from the left");
+    h_check_untouched(c, recv + n, cap - n, "beyond the message");
+}
+
 static void isend_case(void)
 {
     const int rounds = 100, nmsg = 300;
@@ -249,14 +264,7 @@ static void isend_case(void)
         xc_stats_t a = stats(H.comm);
         H_CHECK(H.comm, xc_irecv(recv, n, XC_UINT8, left_of(H.rank), 6, H.comm, &r[1]));
         recv_done += (int)(stats(H.comm).express_p2p - a.express_p2p);
-        H_CHECK(H.comm, xc_request_waitall(r, 2));
-        H_EQ_U64("a send's request names no source", (uint64_t)(xc_request_source(r[0]) + 1), 0);
-        H_EQ_U64("the receive's source", (uint64_t)xc_request_source(r[1]),
-                 (uint64_t)left_of(H.rank));
-        xc_request_free(r[0]);
-        xc_request_free(r[1]);
-        h_check_copy(&c, recv, n, left_of(H.rank), (uint64_t)i, "isend received from left");
-        h_check_untouched(&c, recv + n, 3072 - n, "beyond the isend's message");
+        finish_exchange(r, &c, recv, n, 3072, (uint64_t)i);
     }
     count_p2p((uint64_t)rounds, (uint64_t)rounds);
     xc_stats_t s1 = stats(H.comm);
@@ -355,13 +363,7 @@ static void irecv_case(void)
                      now, (uint64_t)!late);
         if (late) H_CHECK(H.comm, xc_barrier(H.comm));
         if (late) H_CHECK(H.comm, xc_isend(send, n, XC_UINT8, right_of(H.rank), 7, H.comm, &r[0]));
-        H_CHECK(H.comm, xc_request_waitall(r, 2));
-        H_EQ_U64("the irecv's source", (uint64_t)xc_request_source(r[1]),
-                 (uint64_t)left_of(H.rank));
-        xc_request_free(r[0]);
-        xc_request_free(r[1]);
-        h_check_copy(&c, recv, n, left_of(H.rank), (uint64_t)i, "irecv from left");
-        h_check_untouched(&c, recv + n, 2048 - n, "beyond the irecv's message");
+        finish_exchange(r, &c, recv, n, 2048, (uint64_t)i);
     }
     count_p2p((uint64_t)rounds, (uint64_t)rounds);
     H.issued[XC_COLL_BARRIER] += (uint64_t)rounds;
