@@ -238,8 +238,10 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
     if (rc != XC_OK) return xc__comm_fail(comm, rc);
     /* A small one whose frame is already here is complete at the call (a
      * request born done); else it is the operation the ordinary path would
-     * have posted, from the same allocation. */
-    if (comm->chans && peer != comm->rank && peer != XC_ANY_SOURCE) {
+     * have posted, from the same allocation.  (The eager limit is set
+     * before the communicator is returned: read without the lock.) */
+    if (comm->chans && peer != comm->rank && peer != XC_ANY_SOURCE &&
+        count * xc__dtype_size(dtype) < xc__p2p_eager(comm)) {
         xc__op_t *op;
         xc_request_t *r;
         XC_CHECK(xc__comm_fail(comm, xc__op_new(comm, XC_COLL_RECV, &op, &r)));

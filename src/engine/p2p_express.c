@@ -7,9 +7,10 @@
  * ordinary matcher, their peers' channels read for a brief poll, and what
  * is still unfinished then is adopted: given the operation it would have
  * had, so the caller waits for it as on the ordinary path.  A nonblocking
- * send or receive finished at the call returns a request born complete.  Everything the
- * express path does not finish is the ordinary path's, so matching,
- * mismatch errors and liveness live in one place (match.c, engine.c).
+ * send or receive finished at the call returns a request born complete.
+ * Everything the express path does not finish is the ordinary path's, so
+ * matching, mismatch errors and liveness live in one place (match.c,
+ * engine.c).
  */
 #include "p2p_express.h"
 
