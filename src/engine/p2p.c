@@ -108,17 +108,10 @@ static xc_result_t p2p_check(int is_send, const void *buf, size_t count, xc_dtyp
     return XC_OK;
 }
 
-/* Issue a send or receive (arguments checked): in `sop`/`sreq` if given
- * (a blocking caller's frame, then `wait` for it too; or a group's slot),
- * else allocated, the request returned in *req. */
-static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
-                             int tag, xc_comm_t *comm, xc_request_t **req, xc__op_t *sop,
-                             xc_request_t *sreq, int wait)
+/* Describe set-up operation `op` as a send or receive. */
+static void p2p_fill(xc__op_t *op, int is_send, void *buf, size_t count, xc_dtype_t dtype,
+                     int peer, int tag)
 {
-    xc__op_t *op = sop;
-    xc_coll_t coll = is_send ? XC_COLL_SEND : XC_COLL_RECV;
-    if (sop) xc__op_init_stack(comm, coll, sop, sreq);
-    else XC_CHECK(xc__op_new(comm, coll, &op, req));
     op->desc.dtype = (uint8_t)dtype;
     op->desc.count = count;
     op->desc.algo = XC__ALGO_P2P;
@@ -134,10 +127,39 @@ static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dt
         op->prx.len = len;
         op->prx.tag = tag;
     }
+}
+
+/* Submit allocated operation `op` with its request `r`, returned in *req
+ * (NULL on failure: both are discarded then). */
+static xc_result_t p2p_submit_new(xc_comm_t *comm, xc__op_t *op, xc_request_t *r,
+                                  xc_request_t **req)
+{
+    xc_result_t rc = xc__op_submit(comm, op, tls_group.depth > 0);
+    *req = rc == XC_OK ? r : NULL;
+    return rc;
+}
+
+/* Issue a send or receive (arguments checked): in `sop`/`sreq` if given
+ * (a blocking caller's frame, then `wait` for it too; or a group's slot),
+ * else allocated, the request returned in *req. */
+static xc_result_t p2p_issue(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
+                             int tag, xc_comm_t *comm, xc_request_t **req, xc__op_t *sop,
+                             xc_request_t *sreq, int wait)
+{
+    xc_coll_t coll = is_send ? XC_COLL_SEND : XC_COLL_RECV;
+    if (!sop) {
+        xc__op_t *op;
+        xc_request_t *r;
+        XC_CHECK(xc__op_new(comm, coll, &op, &r));
+        p2p_fill(op, is_send, buf, count, dtype, peer, tag);
+        return p2p_submit_new(comm, op, r, req);
+    }
+    xc__op_init_stack(comm, coll, sop, sreq);
+    p2p_fill(sop, is_send, buf, count, dtype, peer, tag);
     /* In a blocking caller's frame: submit and wait under one lock.  In a
      * group, xc_group_end is about to wait: no hand-off to the thread. */
-    if (wait) return xc__op_run(comm, op);
-    return xc__op_submit(comm, op, sop || tls_group.depth > 0);
+    if (wait) return xc__op_run(comm, sop);
+    return xc__op_submit(comm, sop, 1);
 }
 
 /* Post a receive recorded in `op` the ordinary way (in its group's slot,
@@ -237,20 +259,21 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
     xc_result_t rc = p2p_check(0, buf, count, dtype, peer, tag, comm, "xc_irecv");
     if (rc != XC_OK) return xc__comm_fail(comm, rc);
     /* A small one whose frame is already here is complete at the call (a
-     * request born done); else it is the operation the ordinary path would
-     * have posted, from the same allocation.  (The eager limit is set
-     * before the communicator is returned: read without the lock.) */
+     * request born done); else it is the operation the ordinary path posts,
+     * from the same allocation.  (The eager limit is set before the
+     * communicator is returned: read without the lock.) */
+    xc__op_t *op;
+    xc_request_t *r;
+    XC_CHECK(xc__comm_fail(comm, xc__op_new(comm, XC_COLL_RECV, &op, &r)));
     if (comm->chans && peer != comm->rank && peer != XC_ANY_SOURCE &&
         count * xc__dtype_size(dtype) < xc__p2p_eager(comm)) {
-        xc__op_t *op;
-        xc_request_t *r;
-        XC_CHECK(xc__comm_fail(comm, xc__op_new(comm, XC_COLL_RECV, &op, &r)));
         xc__p2p_express_note(op, buf, count, dtype, peer, tag);
-        if (xc__p2p_express_irecv(comm, op, r, &rc)) {
-            if (op->req) { /* adopted: the engine's now */
-                *req = r;
-                return XC_OK;
-            }
+        int x = xc__p2p_express_irecv(comm, op, r, &rc);
+        if (x == XC__P2P_ADOPTED) { /* the engine's now: `op` is not touched again */
+            *req = r;
+            return XC_OK;
+        }
+        if (x == XC__P2P_FINISHED) {
             free(op);
             if (rc != XC_OK) {
                 free(r);
@@ -260,11 +283,10 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
             *req = r;
             return XC_OK;
         }
-        free(op);
-        free(r);
+        xc__op_init(comm, XC_COLL_RECV, op, r, 0); /* declined: undo the note */
     }
-    return xc__comm_fail(comm, p2p_issue(0, buf, count, dtype, peer, tag, comm, req, NULL,
-                                         NULL, 0));
+    p2p_fill(op, 0, buf, count, dtype, peer, tag);
+    return xc__comm_fail(comm, p2p_submit_new(comm, op, r, req));
 }
 
 xc_result_t xc_group_start(void)

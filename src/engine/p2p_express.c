@@ -134,9 +134,11 @@ static void adopt(xc_comm_t *comm, xc__op_t *op, xc_request_t *req, int on_stack
 }
 
 /* The receives: posted, their channels read for `polls` turns (0: the
- * brief poll), the unfinished adopted (`on_stack` as adopt's). */
+ * brief poll), the unfinished adopted (`on_stack` as adopt's) -- counted
+ * in *nadopted under the lock: an adopted allocated operation may be
+ * completed and freed by another thread as soon as it is released. */
 static int express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *const *reqs,
-                         size_t n, int polls, int on_stack, xc_result_t *rc)
+                         size_t n, int polls, int on_stack, xc_result_t *rc, size_t *nadopted)
 {
     if (!comm->chans) return 0;
     int biased = express_lock(comm);
@@ -175,7 +177,7 @@ static int express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *co
         xc__rx_t *rx = &ops[i]->prx;
         if (rx->done || st != XC_OK) /* a failure: poisoning forgot every receive */
             xc__p2p_express_done(comm, &rx->desc, rx->peer, rx->tag, rx->done ? XC_OK : st);
-        else adopt(comm, ops[i], reqs[i], on_stack);
+        else adopt(comm, ops[i], reqs[i], on_stack), ++*nadopted;
     }
     *rc = xc__unqueued_result(comm, st);
     express_unlock(comm, biased, !left && st == XC_OK);
@@ -185,12 +187,15 @@ static int express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *co
 int xc__p2p_express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *const *reqs,
                           size_t n, xc_result_t *rc)
 {
-    return express_recvs(comm, ops, reqs, n, 0, 1, rc);
+    size_t adopted = 0;
+    return express_recvs(comm, ops, reqs, n, 0, 1, rc, &adopted);
 }
 
 /* A nonblocking receive does not poll for its frame: one look (the frames
  * kept early, then its peer's channel), since its caller waits later. */
 int xc__p2p_express_irecv(xc_comm_t *comm, xc__op_t *op, xc_request_t *req, xc_result_t *rc)
 {
-    return express_recvs(comm, &op, &req, 1, 1, 0, rc);
+    size_t adopted = 0;
+    if (!express_recvs(comm, &op, &req, 1, 1, 0, rc, &adopted)) return XC__P2P_DECLINED;
+    return adopted ? XC__P2P_ADOPTED : XC__P2P_FINISHED;
 }

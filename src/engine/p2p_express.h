@@ -29,9 +29,15 @@ XC__HIDDEN int xc__p2p_express_recvs(xc_comm_t *comm, xc__op_t *const *ops,
 
 /* A nonblocking receive recorded (xc__p2p_express_note) in `op` with its
  * request `req`, both from xc__op_new: as xc__p2p_express_recvs for one,
- * with one look at its channel instead of the brief poll, and `op`
- * adopted as an operation the engine owns (op->req = req).  When done
- * (op->req NULL), both are the caller's again. */
+ * with one look at its channel instead of the brief poll.
+ * XC__P2P_DECLINED: nothing done (`op` as the note left it).
+ * XC__P2P_FINISHED: done, or failed (*rc): `op` and `req` are the
+ * caller's again.  XC__P2P_ADOPTED: `op` is an operation the engine owns
+ * and may already have completed and freed -- the caller must not touch
+ * it again; `req` is the caller's request for it. */
+#define XC__P2P_DECLINED 0
+#define XC__P2P_FINISHED 1
+#define XC__P2P_ADOPTED 2
 XC__HIDDEN int xc__p2p_express_irecv(xc_comm_t *comm, xc__op_t *op, xc_request_t *req,
                                      xc_result_t *rc);
 

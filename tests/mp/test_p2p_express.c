@@ -37,7 +37,9 @@
  *             on a child communicator; and an irecv of 5 elements whose
  *             4-element frame is there at the call fails there.
  * Without shared-memory channels (one rank per node) the express path is
- * never taken and only the data and counts are checked.
+ * never taken and only the data and counts are checked.  The express
+ * counts assume the default eager limit (above 3 KiB: the single-copy
+ * threshold and a quarter of the channel's ring).
  */
 #include "harness.h"
 
