@@ -175,9 +175,12 @@ static int express_recvs(xc_comm_t *comm, xc__op_t *const *ops, xc_request_t *co
     xc_result_t st = xc__comm_status(comm);
     for (size_t i = 0; i < n; i++) {
         xc__rx_t *rx = &ops[i]->prx;
-        if (rx->done || st != XC_OK) /* a failure: poisoning forgot every receive */
+        if (rx->done || st != XC_OK) { /* a failure: poisoning forgot every receive */
             xc__p2p_express_done(comm, &rx->desc, rx->peer, rx->tag, rx->done ? XC_OK : st);
-        else adopt(comm, ops[i], reqs[i], on_stack), ++*nadopted;
+        } else {
+            adopt(comm, ops[i], reqs[i], on_stack);
+            ++*nadopted;
+        }
     }
     *rc = xc__unqueued_result(comm, st);
     express_unlock(comm, biased, !left && st == XC_OK);
