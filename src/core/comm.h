@@ -168,6 +168,12 @@ struct xc_comm {
                               * (e.g. an ACK behind a full ring): the engine
                               * must keep servicing the channels */
     uint64_t rndv_id;        /* last rendezvous id used */
+    /* Payload buffers of early messages kept for the next ones (match.c
+     * ubuf_get / ubuf_put): NULL = empty slot. */
+    struct {
+        void *p;
+        size_t cap;
+    } ubuf[4];
     const uint8_t *read_stop; /* set: reading a channel stops after the frame
                               * that sets *read_stop (an express receive's
                               * `done`: the peer's next frames stay in the

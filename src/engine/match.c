@@ -94,10 +94,68 @@ static int check_frame(xc_comm_t *comm, int peer, const xc__rx_t *rx,
     return 0;
 }
 
+/*
+ * Early messages' payloads are buffered in memory of their own, freed when
+ * a receive takes them.  Where a peer is always ahead (a crowded node, a
+ * pipeline) that is a malloc and a free of the same size per message, and
+ * from 32-64 KiB glibc serves it from the top of the heap and gives it
+ * back at once: each free shrinks the heap with brk (a TLB flush of every
+ * CPU the process ran on) and each malloc grows it and faults its pages in
+ * again.  4 ranks on 2 cores exchanging 64 KiB through 2 MiB rings took
+ * 320-490 us a call instead of ~30 (perf: brk, flush_tlb_mm_range, page
+ * faults in memmove; bench/RESULTS.md, fortieth session).  So the
+ * communicator keeps up to UBUF_KEEP such buffers, each at most UBUF_MAX,
+ * for the next early messages; smaller ones are malloc's own bins' job.
+ */
+#define UBUF_MIN 4096
+#define UBUF_MAX ((size_t)4 << 20)
+#define UBUF_KEEP ((int)(sizeof ((xc_comm_t *)0)->ubuf / sizeof ((xc_comm_t *)0)->ubuf[0]))
+
+/* A buffer of at least `len` bytes (its capacity in *cap), or NULL. */
+static void *ubuf_get(xc_comm_t *comm, size_t len, size_t *cap)
+{
+    int best = -1;
+    for (int i = 0; len >= UBUF_MIN && i < UBUF_KEEP; i++)
+        if (comm->ubuf[i].p && comm->ubuf[i].cap >= len &&
+            (best < 0 || comm->ubuf[i].cap < comm->ubuf[best].cap))
+            best = i;
+    if (best < 0) {
+        *cap = len;
+        return malloc(len);
+    }
+    void *p = comm->ubuf[best].p;
+    *cap = comm->ubuf[best].cap;
+    comm->ubuf[best].p = NULL;
+    return p;
+}
+
+/* Keep buffer `p` of capacity `cap` for the next early message, in an
+ * empty slot or in place of a smaller one, or free it. */
+static void ubuf_put(xc_comm_t *comm, void *p, size_t cap)
+{
+    if (!p) return;
+    int slot = -1;
+    for (int i = 0; cap >= UBUF_MIN && cap <= UBUF_MAX && i < UBUF_KEEP; i++) {
+        if (!comm->ubuf[i].p) {
+            slot = i;
+            break;
+        }
+        if (comm->ubuf[i].cap < cap && (slot < 0 || comm->ubuf[i].cap < comm->ubuf[slot].cap))
+            slot = i;
+    }
+    if (slot < 0) {
+        free(p);
+        return;
+    }
+    free(comm->ubuf[slot].p);
+    comm->ubuf[slot].p = p;
+    comm->ubuf[slot].cap = cap;
+}
+
 static xc__unexp_t *unexp_new(xc_comm_t *comm, const xc__hdr_t *h)
 {
     xc__unexp_t *u = calloc(1, sizeof *u);
-    if (u && h->len) u->data = malloc(h->len);
+    if (u && h->len) u->data = ubuf_get(comm, (size_t)h->len, &u->cap);
     if (!u || (h->len && !u->data)) {
         if (u) free(u);
         xc__comm_poison(comm, XC_ERR_NOMEM, 0,
@@ -108,10 +166,10 @@ static xc__unexp_t *unexp_new(xc_comm_t *comm, const xc__hdr_t *h)
     return u;
 }
 
-static void unexp_free(xc__unexp_t *u)
+static void unexp_free(xc_comm_t *comm, xc__unexp_t *u)
 {
     if (!u) return;
-    free(u->data);
+    ubuf_put(comm, u->data, u->cap);
     free(u);
 }
 
@@ -256,19 +314,19 @@ static void deliver_unexp(xc_comm_t *comm, xc__unexp_t *u, xc__rx_t *rx)
     if (u->hdr.flags & XC__FL_RNDV) {
         uint64_t pay[3];
         if (u->hdr.len != sizeof pay) {
-            unexp_free(u);
+            unexp_free(comm, u);
             xc__comm_poison(comm, XC_ERR_PROTOCOL, 0, "rank %d sent a malformed rendezvous frame",
                             rx->peer);
             return;
         }
         memcpy(pay, u->data, sizeof pay);
         xc__hdr_t h = u->hdr;
-        unexp_free(u);
+        unexp_free(comm, u);
         rndv_pull(comm, rx->peer, &h, pay, rx);
         return;
     }
     if (u->hdr.len) memcpy(rx->buf, u->data, u->hdr.len);
-    unexp_free(u);
+    unexp_free(comm, u);
     xc__rx_done(comm, rx);
 }
 
@@ -408,7 +466,7 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
         if (!xc__wire_code_ok(code)) code = XC_ERR_INTERNAL;
         c->rux = NULL; /* poisoning below inspects the connection */
         c->rdst = NULL;
-        unexp_free(u);
+        unexp_free(comm, u);
         xc__comm_poison(comm, (xc_result_t)code, XC__POISON_RELAY, "rank %d reported: %s",
                         c->peer, msg);
         return;
@@ -615,13 +673,13 @@ void xc__post_rx(xc_comm_t *comm, xc__rx_t *rx)
 }
 
 /* A frame being read into memory that is going away is discarded. */
-static void detach_reads(xc__conn_t **conns, int n)
+static void detach_reads(xc_comm_t *comm, xc__conn_t **conns, int n)
 {
     for (int p = 0; p < n; p++) {
         xc__conn_t *c = conns[p];
         if (c && c->rrx) c->rrx = NULL, c->rdst = NULL;
         if (c && c->rux && c->rux->hdr.kind != XC__F_ERROR) {
-            if (c->rux->rx) unexp_free(c->rux); /* matched: in no queue */
+            if (c->rux->rx) unexp_free(comm, c->rux); /* matched: in no queue */
             c->rux = NULL;
             c->rdst = NULL;
         }
@@ -632,12 +690,16 @@ void xc__match_clear(xc_comm_t *comm)
 {
     comm->rndv_wait = NULL; /* their operations are being failed */
     comm->any_head = comm->any_tail = NULL;
-    detach_reads(comm->conns, comm->size);
-    if (comm->chans) detach_reads(comm->chans, comm->size);
+    detach_reads(comm, comm->conns, comm->size);
+    if (comm->chans) detach_reads(comm, comm->chans, comm->size);
     for (int p = 0; p < comm->size; p++) {
         xc__peerq_t *q = &comm->pq[p];
-        for (xc__unexp_t *u = q->ucoll_head, *n; u; u = n) n = u->next, unexp_free(u);
-        for (xc__unexp_t *u = q->up2p_head, *n; u; u = n) n = u->next, unexp_free(u);
+        for (xc__unexp_t *u = q->ucoll_head, *n; u; u = n) n = u->next, unexp_free(comm, u);
+        for (xc__unexp_t *u = q->up2p_head, *n; u; u = n) n = u->next, unexp_free(comm, u);
         memset(q, 0, sizeof *q);
+    }
+    for (int i = 0; i < UBUF_KEEP; i++) { /* (xc__comm_free clears too) */
+        free(comm->ubuf[i].p);
+        comm->ubuf[i].p = NULL;
     }
 }

@@ -61,6 +61,7 @@ typedef struct xc__unexp {
     struct xc__unexp *next;
     xc__hdr_t hdr;
     void *data;           /* hdr.len bytes (NULL if 0) */
+    size_t cap;           /* data's capacity (>= hdr.len: a buffer reused) */
     uint8_t complete;     /* payload fully arrived */
     uint64_t order;       /* p2p: arrival order in the communicator */
     xc__rx_t *rx;         /* receive matched while the payload was arriving */

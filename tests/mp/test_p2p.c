@@ -11,6 +11,8 @@
  *   self       send to oneself, receive posted before and after the send;
  *   early/late a receive posted long before the send, and a send issued
  *              long before the receive is posted (unexpected message);
+ *   early sizes  messages of mixed sizes (4 KiB - 5 MiB), all early,
+ *              three rounds: the buffers kept for early messages reused;
  *   many       hundreds of small messages (some empty) on interleaved tags;
  *   any        receives from XC_ANY_SOURCE: one message from every rank
  *              (xc_request_source names each sender once), the posting
@@ -179,6 +181,44 @@ static void early_late_case(void)
 }
 
 /* NMSG messages of i % 17 int16 elements (some empty) on tags i % 4. */
+/* Early messages of mixed sizes, round after round: all sent before the
+ * receiver posts anything, received in reverse order.  Buffered ones (below
+ * the single-copy size, or over TCP) land in buffers the communicator keeps
+ * for the next early messages (match.c ubuf_get), often larger than the
+ * message: every byte must be this round's, and nothing past the message
+ * may be written. */
+static void early_sizes_case(void)
+{
+    static const size_t sizes[] = {60000, 4100, 7001, 300000, 4096, 65000,
+                                   ((size_t)1 << 20) + 3, ((size_t)5 << 20) + 1, 9000};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    const size_t max = (size_t)5 << 20 | 1;
+    unsigned char *out[N], *in = h_alloc(max);
+    xc_request_t *req[N];
+    for (int i = 0; i < N; i++) out[i] = h_alloc(sizes[i]);
+    for (int round = 0; round < 3; round++) {
+        h_case_t c = h_case("p2p early sizes", XC_UINT8, H_COPY, max, -1, -1);
+        for (int i = 0; i < N; i++) {
+            h_fill(&c, out[i], sizes[i], H.rank, (size_t)i << 24);
+            H_CHECK(H.comm, xc_isend(out[i], sizes[i], XC_UINT8, right_of(H.rank), 40 + i,
+                                     H.comm, &req[i]));
+        }
+        H_CHECK(H.comm, xc_barrier(H.comm));
+        for (int i = N - 1; i >= 0; i--) {
+            h_poison(in, max);
+            H_CHECK(H.comm, xc_recv(in, sizes[i], XC_UINT8, left_of(H.rank), 40 + i, H.comm));
+            h_check_copy(&c, in, sizes[i], left_of(H.rank), (size_t)i << 24, "early message");
+            h_check_untouched(&c, in + sizes[i], max - sizes[i], "past an early message");
+        }
+        H_CHECK(H.comm, xc_request_waitall(req, N));
+        for (int i = 0; i < N; i++) xc_request_free(req[i]);
+        count_p2p(N, N);
+        H.issued[XC_COLL_BARRIER] += 1;
+    }
+    for (int i = 0; i < N; i++) h_free(out[i]);
+    h_free(in);
+}
+
 static void many_case(int nmsg)
 {
     h_case_t c = h_case("p2p many", XC_INT16, H_COPY, (size_t)nmsg, -1, -1);
@@ -612,6 +652,7 @@ int main(int argc, char **argv)
     tags_case();
     self_case();
     early_late_case();
+    early_sizes_case();
     many_case(H.full ? 2000 : 300);
     any_case();
     pairs_case((size_t)64 << 20);
