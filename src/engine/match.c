@@ -698,7 +698,7 @@ void xc__match_clear(xc_comm_t *comm)
         for (xc__unexp_t *u = q->up2p_head, *n; u; u = n) n = u->next, unexp_free(comm, u);
         memset(q, 0, sizeof *q);
     }
-    for (int i = 0; i < UBUF_KEEP; i++) { /* (xc__comm_free clears too) */
+    for (int i = 0; i < UBUF_KEEP; i++) { /* and the buffers kept for early ones */
         free(comm->ubuf[i].p);
         comm->ubuf[i].p = NULL;
     }

@@ -180,7 +180,6 @@ static void early_late_case(void)
     h_free(in);
 }
 
-/* NMSG messages of i % 17 int16 elements (some empty) on tags i % 4. */
 /* Early messages of mixed sizes, round after round: all sent before the
  * receiver posts anything, received in reverse order.  Buffered ones (below
  * the single-copy size, or over TCP) land in buffers the communicator keeps
@@ -192,7 +191,7 @@ static void early_sizes_case(void)
     static const size_t sizes[] = {60000, 4100, 7001, 300000, 4096, 65000,
                                    ((size_t)1 << 20) + 3, ((size_t)5 << 20) + 1, 9000};
     enum { N = sizeof sizes / sizeof sizes[0] };
-    const size_t max = (size_t)5 << 20 | 1;
+    const size_t max = ((size_t)5 << 20) + 1; /* the largest of sizes */
     unsigned char *out[N], *in = h_alloc(max);
     xc_request_t *req[N];
     for (int i = 0; i < N; i++) out[i] = h_alloc(sizes[i]);
@@ -219,6 +218,7 @@ static void early_sizes_case(void)
     h_free(in);
 }
 
+/* NMSG messages of i % 17 int16 elements (some empty) on tags i % 4. */
 static void many_case(int nmsg)
 {
     h_case_t c = h_case("p2p many", XC_INT16, H_COPY, (size_t)nmsg, -1, -1);
