@@ -73,6 +73,8 @@ struct xc_request {
     uint8_t on_stack;        /* a blocking caller's frame owns it: no refs */
 };
 
+#define XC__UBUF_KEEP 4 /* early messages' buffers a communicator keeps */
+
 struct xc_comm {
     /* immutable after creation */
     int rank, size;
@@ -173,7 +175,7 @@ struct xc_comm {
     struct {
         void *p;
         size_t cap;
-    } ubuf[4];
+    } ubuf[XC__UBUF_KEEP];
     const uint8_t *read_stop; /* set: reading a channel stops after the frame
                               * that sets *read_stop (an express receive's
                               * `done`: the peer's next frames stay in the

@@ -104,18 +104,17 @@ static int check_frame(xc_comm_t *comm, int peer, const xc__rx_t *rx,
  * again.  4 ranks on 2 cores exchanging 64 KiB through 2 MiB rings took
  * 320-490 us a call instead of ~30 (perf: brk, flush_tlb_mm_range, page
  * faults in memmove; bench/RESULTS.md, fortieth session).  So the
- * communicator keeps up to UBUF_KEEP such buffers, each at most UBUF_MAX,
+ * communicator keeps up to XC__UBUF_KEEP such buffers, each at most UBUF_MAX,
  * for the next early messages; smaller ones are malloc's own bins' job.
  */
 #define UBUF_MIN 4096
 #define UBUF_MAX ((size_t)4 << 20)
-#define UBUF_KEEP ((int)(sizeof ((xc_comm_t *)0)->ubuf / sizeof ((xc_comm_t *)0)->ubuf[0]))
 
 /* A buffer of at least `len` bytes (its capacity in *cap), or NULL. */
 static void *ubuf_get(xc_comm_t *comm, size_t len, size_t *cap)
 {
     int best = -1;
-    for (int i = 0; len >= UBUF_MIN && i < UBUF_KEEP; i++)
+    for (int i = 0; len >= UBUF_MIN && i < XC__UBUF_KEEP; i++)
         if (comm->ubuf[i].p && comm->ubuf[i].cap >= len &&
             (best < 0 || comm->ubuf[i].cap < comm->ubuf[best].cap))
             best = i;
@@ -135,7 +134,7 @@ static void ubuf_put(xc_comm_t *comm, void *p, size_t cap)
 {
     if (!p) return;
     int slot = -1;
-    for (int i = 0; cap >= UBUF_MIN && cap <= UBUF_MAX && i < UBUF_KEEP; i++) {
+    for (int i = 0; cap >= UBUF_MIN && cap <= UBUF_MAX && i < XC__UBUF_KEEP; i++) {
         if (!comm->ubuf[i].p) {
             slot = i;
             break;
@@ -698,7 +697,7 @@ void xc__match_clear(xc_comm_t *comm)
         for (xc__unexp_t *u = q->up2p_head, *n; u; u = n) n = u->next, unexp_free(comm, u);
         memset(q, 0, sizeof *q);
     }
-    for (int i = 0; i < UBUF_KEEP; i++) { /* and the buffers kept for early ones */
+    for (int i = 0; i < XC__UBUF_KEEP; i++) { /* and the buffers kept for early ones */
         free(comm->ubuf[i].p);
         comm->ubuf[i].p = NULL;
     }
