@@ -64,4 +64,36 @@ XC__HIDDEN void xc__reduce_scalar_range(xc__reduce_kernel_fn scalar, void *dst,
                                         size_t elem_size, size_t off,
                                         size_t n);
 
+/*
+ * The SIMD levels' k-input kernels share their head and main loop (the
+ * tails differ: masked loads on AVX-512, the scalar kernel on AVX2).  In a
+ * kernel of `void (void *dst_, const void *const *srcs, int k, size_t n)`
+ * over elements T: declares T *d, the typed sources s[] and size_t i, then
+ * from i = 0 reduces four registers V of E lanes at a time -- source 0
+ * loaded, the others folded in with OP(acc, x), one store a register --
+ * and leaves i at the first element not done (fewer than 4 E remain).
+ * Uses the level's ld_<kind> and st_<kind>.
+ */
+#define XC__K_HEAD_LOOP4(kind, T, V, E, OP)                                    \
+    T *d = dst_;                                                               \
+    const T *s[XC__REDUCE_MAX_K];                                              \
+    for (int j = 0; j < k; j++) s[j] = srcs[j];                                \
+    size_t i = 0;                                                              \
+    for (; n - i >= 4 * (size_t)(E); i += 4 * (size_t)(E)) {                   \
+        const T *p = s[0] + i;                                                 \
+        V a0 = ld_##kind(p), a1 = ld_##kind(p + (E));                          \
+        V a2 = ld_##kind(p + 2 * (E)), a3 = ld_##kind(p + 3 * (E));            \
+        for (int j = 1; j < k; j++) {                                          \
+            p = s[j] + i;                                                      \
+            a0 = OP(a0, ld_##kind(p));                                         \
+            a1 = OP(a1, ld_##kind(p + (E)));                                   \
+            a2 = OP(a2, ld_##kind(p + 2 * (E)));                               \
+            a3 = OP(a3, ld_##kind(p + 3 * (E)));                               \
+        }                                                                      \
+        st_##kind(d + i, a0);                                                  \
+        st_##kind(d + i + (E), a1);                                            \
+        st_##kind(d + i + 2 * (E), a2);                                        \
+        st_##kind(d + i + 3 * (E), a3);                                        \
+    }
+
 #endif /* XC_REDUCE_KERNELS_H */

@@ -190,26 +190,7 @@ XC__INL __m256i max_epu64_(__m256i a, __m256i b)
     static XC__AVX2 void name(void *dst_, const void *const *srcs, int k,      \
                               size_t n)                                        \
     {                                                                          \
-        T *d = dst_;                                                           \
-        const T *s[XC__REDUCE_MAX_K];                                          \
-        for (int j = 0; j < k; j++) s[j] = srcs[j];                            \
-        size_t i = 0;                                                          \
-        for (; n - i >= 4 * (size_t)(E); i += 4 * (size_t)(E)) {               \
-            const T *p = s[0] + i;                                             \
-            V a0 = ld_##kind(p), a1 = ld_##kind(p + (E));                      \
-            V a2 = ld_##kind(p + 2 * (E)), a3 = ld_##kind(p + 3 * (E));        \
-            for (int j = 1; j < k; j++) {                                      \
-                p = s[j] + i;                                                  \
-                a0 = OP(a0, ld_##kind(p));                                     \
-                a1 = OP(a1, ld_##kind(p + (E)));                               \
-                a2 = OP(a2, ld_##kind(p + 2 * (E)));                           \
-                a3 = OP(a3, ld_##kind(p + 3 * (E)));                           \
-            }                                                                  \
-            st_##kind(d + i, a0);                                              \
-            st_##kind(d + i + (E), a1);                                        \
-            st_##kind(d + i + 2 * (E), a2);                                    \
-            st_##kind(d + i + 3 * (E), a3);                                    \
-        }                                                                      \
+        XC__K_HEAD_LOOP4(kind, T, V, E, OP)                                    \
         for (; n - i >= (size_t)(E); i += (E)) {                               \
             V a = ld_##kind(s[0] + i);                                         \
             for (int j = 1; j < k; j++) a = OP(a, ld_##kind(s[j] + i));        \
