@@ -114,11 +114,18 @@ void h_poison(void *p, size_t bytes) { memset(p, 0xCD, bytes); }
 
 /* ------------------------------------------------------------ matrix */
 
-size_t h_counts(const size_t **counts)
+int h_next_cell(h_cell_t *c, int reductions)
 {
-    static const size_t all[] = {0, 1, 7, 1000, H_BIG_COUNT};
-    *counts = all; /* H_BIG_COUNT is filtered by h_in_matrix in --quick */
-    return sizeof all / sizeof all[0];
+    static const size_t counts[] = {0, 1, 7, 1000, H_BIG_COUNT};
+    const int nc = (int)(sizeof counts / sizeof counts[0]);
+    const int nop = reductions ? XC_OP_COUNT : 1;
+    for (int i; (i = c->next++) < XC_DTYPE_COUNT * nop * nc;) {
+        c->dt = (xc_dtype_t)(i / (nop * nc));
+        c->op = reductions ? (xc_op_t)(i / nc % nop) : H_COPY;
+        c->count = counts[i % nc];
+        if (h_in_matrix(c->dt, c->op, c->count)) return 1;
+    }
+    return 0;
 }
 
 int h_op_valid(xc_dtype_t dt, xc_op_t op)

@@ -88,9 +88,20 @@ void h_announce(const h_case_t *c);
 
 /* ------------------------------------------------------------ matrix */
 
-/* Counts of the matrix: {0, 1, 7, 1000, H_BIG_COUNT}; filter each
- * (dtype, op, count) through h_in_matrix. */
-size_t h_counts(const size_t **counts);
+/* One cell of the matrix: a dtype, an op (H_COPY for data movement) and a
+ * count of {0, 1, 7, 1000, H_BIG_COUNT}. */
+typedef struct h_cell {
+    xc_dtype_t dt;
+    xc_op_t op;
+    size_t count;
+    int next; /* where h_next_cell goes on; start at 0 */
+} h_cell_t;
+/* The matrix's cells in turn, dtype by dtype, then op by op (every op when
+ * `reductions`, else only H_COPY), then count by count, skipping those not
+ * in the current matrix (h_in_matrix):
+ *     for (h_cell_t c = {0}; h_next_cell(&c, 1);) run_case(c.dt, c.op, c.count);
+ * Returns 0 after the last. */
+int h_next_cell(h_cell_t *c, int reductions);
 /* Whether op applies to dtype (bitwise ops: integers only; H_COPY: all). */
 int h_op_valid(xc_dtype_t dt, xc_op_t op);
 /* Whether (dt, op, count) is in the current matrix: everything in --full;

@@ -146,14 +146,9 @@ int main(int argc, char **argv)
     run_rejects();
     if (H.size <= 256) run_interleaved();
     if (H.size >= 2) run_stream();
-    const size_t *counts;
-    size_t ncounts = h_counts(&counts);
-    for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
-        for (size_t k = 0; k < ncounts; k++) {
-            if (!h_in_matrix((xc_dtype_t)dt, H_COPY, counts[k])) continue;
-            for (int root = 0; root < H.size; root++)
-                run_case((xc_dtype_t)dt, counts[k], root);
-        }
+    for (h_cell_t c = {0}; h_next_cell(&c, 0);)
+        for (int root = 0; root < H.size; root++)
+            run_case(c.dt, c.count, root);
     h_check_stats(H.comm, H.base_ops, H.issued, "world");
     return h_finish();
 }

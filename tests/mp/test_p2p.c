@@ -643,12 +643,8 @@ int main(int argc, char **argv)
 {
     h_init(argc, argv);
     run_rejects();
-    const size_t *counts;
-    size_t ncounts = h_counts(&counts);
-    for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
-        for (size_t k = 0; k < ncounts; k++)
-            if (h_in_matrix((xc_dtype_t)dt, H_COPY, counts[k]))
-                ring_case((xc_dtype_t)dt, counts[k]);
+    for (h_cell_t c = {0}; h_next_cell(&c, 0);)
+        ring_case(c.dt, c.count);
     tags_case();
     self_case();
     early_late_case();

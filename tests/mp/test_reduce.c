@@ -84,30 +84,20 @@ int main(int argc, char **argv)
     h_init(argc, argv);
     run_rejects();
     if (H.size >= 2) run_stream();
-    const size_t *counts;
-    size_t ncounts = h_counts(&counts);
     int rotating_root = 0;
-    for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
-        for (int op = 0; op < XC_OP_COUNT; op++)
-            for (size_t k = 0; k < ncounts; k++) {
-                if (!h_in_matrix((xc_dtype_t)dt, (xc_op_t)op, counts[k]))
-                    continue;
-                for (int inplace = 0; inplace <= 1; inplace++) {
-                    if (H.full) {
-                        /* Every root; at the big count (which exercises
-                         * chunking, not root logic) the first and last. */
-                        for (int root = 0; root < H.size; root++)
-                            if (counts[k] < H_BIG_COUNT || root == 0 ||
-                                root == H.size - 1)
-                                run_case((xc_dtype_t)dt, (xc_op_t)op,
-                                         counts[k], inplace, root);
-                    } else {
-                        run_case((xc_dtype_t)dt, (xc_op_t)op, counts[k],
-                                 inplace, rotating_root);
-                        rotating_root = (rotating_root + 1) % H.size;
-                    }
-                }
+    for (h_cell_t c = {0}; h_next_cell(&c, 1);)
+        for (int inplace = 0; inplace <= 1; inplace++) {
+            if (H.full) {
+                /* Every root; at the big count (which exercises chunking,
+                 * not root logic) the first and last. */
+                for (int root = 0; root < H.size; root++)
+                    if (c.count < H_BIG_COUNT || root == 0 || root == H.size - 1)
+                        run_case(c.dt, c.op, c.count, inplace, root);
+            } else {
+                run_case(c.dt, c.op, c.count, inplace, rotating_root);
+                rotating_root = (rotating_root + 1) % H.size;
             }
+        }
     h_check_stats(H.comm, H.base_ops, H.issued, "world");
     return h_finish();
 }

@@ -57,16 +57,9 @@ int main(int argc, char **argv)
 {
     h_init(argc, argv);
     run_rejects();
-    const size_t *counts;
-    size_t ncounts = h_counts(&counts);
-    for (int dt = 0; dt < XC_DTYPE_COUNT; dt++)
-        for (int op = 0; op < XC_OP_COUNT; op++)
-            for (size_t k = 0; k < ncounts; k++) {
-                if (!h_in_matrix((xc_dtype_t)dt, (xc_op_t)op, counts[k]))
-                    continue;
-                for (int inplace = 0; inplace <= 1; inplace++)
-                    run_case((xc_dtype_t)dt, (xc_op_t)op, counts[k], inplace);
-            }
+    for (h_cell_t c = {0}; h_next_cell(&c, 1);)
+        for (int inplace = 0; inplace <= 1; inplace++)
+            run_case(c.dt, c.op, c.count, inplace);
     h_check_stats(H.comm, H.base_ops, H.issued, "world");
     return h_finish();
 }
