@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -207,6 +208,45 @@ int xt_free_port(void)
         port = ntohs(a.sin_port);
     close(fd);
     return port;
+}
+
+int xt_owns_inode(pid_t pid, unsigned long ino)
+{
+    char dir[64], path[320], link[64], want[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    snprintf(want, sizeof want, "socket:[%lu]", ino);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = '\0';
+        found = strcmp(link, want) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+int xt_shm_leftovers(const xt_job_t *job)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = 0;
+        if (sscanf(e->d_name, "xcoll-%d-", &pid) != 1) continue;
+        for (int r = 0; r < job->size; r++)
+            if (job->pid[r] == pid) {
+                xt_log("left in /dev/shm: %s", e->d_name);
+                n++;
+            }
+    }
+    closedir(d);
+    return n;
 }
 
 int xt_job_start(xt_job_t *job, int size, xt_rank_fn fn, void *arg,

@@ -153,6 +153,12 @@ void xt_init(const char *test, const char *scenario);
 
 /* A free TCP port on 127.0.0.1 (bound then released), or -1. */
 int xt_free_port(void);
+/* Is socket inode `ino` (a /proc/net/tcp{,6} row's) one of process `pid`'s
+ * descriptors?  1 or 0. */
+int xt_owns_inode(pid_t pid, unsigned long ino);
+/* How many of the job's shared-memory segments ("xcoll-<creator pid>-..."
+ * with a creator among its ranks) are in /dev/shm; each is logged. */
+int xt_shm_leftovers(const xt_job_t *job);
 
 /*
  * Fork `size` ranks, each running fn(rank, size, arg) and exiting with its

@@ -22,7 +22,6 @@
  */
 #include "harness.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,26 +134,6 @@ static int rank_main(int rank, int size, void *arg)
     return xt_result();
 }
 
-/* Segments of the job left in /dev/shm ("xcoll-<creator pid>-..."). */
-static int leftovers(const xt_job_t *job)
-{
-    DIR *d = opendir("/dev/shm");
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int pid = 0;
-        if (sscanf(e->d_name, "xcoll-%d-", &pid) != 1) continue;
-        for (int r = 0; r < job->size; r++)
-            if (job->pid[r] == pid) {
-                xt_log("left in /dev/shm: %s", e->d_name);
-                n++;
-            }
-    }
-    closedir(d);
-    return n;
-}
-
 static double g_worst[2]; /* slowest detection, kill / stop (s) */
 
 static int run_trial(int k, trial_t *t)
@@ -181,7 +160,7 @@ static int run_trial(int k, trial_t *t)
         if (r == t->victim) xt_expect_signal(&job, r, SIGKILL);
         else xt_expect_exit(&job, r, 0);
     }
-    XT_CHECK_INT(leftovers(&job), ==, 0);
+    XT_CHECK_INT(xt_shm_leftovers(&job), ==, 0);
     double worst = 0;
     for (int r = 0; r < t->size; r++)
         if (r != t->victim && atomic_load(&xt_shm->stamp_ns[r]) / 1e6 > worst)

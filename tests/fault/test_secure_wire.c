@@ -28,7 +28,6 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -268,27 +267,6 @@ static int rank_main(int rank, int size, void *arg)
 
 /* ------------------------------------------------------------ driver */
 
-/* Is socket inode `ino` one of process `pid`'s descriptors? */
-static int owns_inode(pid_t pid, unsigned long ino)
-{
-    char dir[64], path[320], link[64], want[64];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-    snprintf(want, sizeof want, "socket:[%lu]", ino);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int found = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) {
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ssize_t n = readlink(path, link, sizeof link - 1);
-        if (n <= 0) continue;
-        link[n] = '\0';
-        found = strcmp(link, want) == 0;
-    }
-    closedir(d);
-    return found;
-}
-
 /* The IPv4 data listener of rank r (any port but the store's), or -1. */
 static int data_port(const xt_job_t *job, int r)
 {
@@ -306,7 +284,7 @@ static int data_port(const xt_job_t *job, int r)
             continue;
         char *colon = strchr(local, ':');
         int p = colon ? (int)strtol(colon + 1, NULL, 16) : -1;
-        if (p > 0 && p != job->port && owns_inode(job->pid[r], ino)) port = p;
+        if (p > 0 && p != job->port && xt_owns_inode(job->pid[r], ino)) port = p;
     }
     fclose(f);
     return port;

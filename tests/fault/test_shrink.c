@@ -34,7 +34,6 @@
  */
 #include "harness.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -350,21 +349,6 @@ static int rank_main(int rank, int size, void *arg)
     return failure_rank(rank, size);
 }
 
-/* Segments of the job left in /dev/shm ("xcoll-<creator pid>-..."). */
-static void check_leftovers(const xt_job_t *job)
-{
-    DIR *d = opendir("/dev/shm");
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int pid = 0;
-        if (sscanf(e->d_name, "xcoll-%d-", &pid) != 1) continue;
-        for (int r = 0; r < job->size; r++)
-            if (job->pid[r] == pid) xt_fail(__FILE__, __LINE__, "left in /dev/shm: %s", e->d_name);
-    }
-    closedir(d);
-}
-
 /* Wait until `n` ranks have set RES (or `s` seconds pass). */
 static void wait_results(int n, double s)
 {
@@ -416,7 +400,7 @@ static int run_job(unsigned delay_us, int timeout_ms)
         xt_log("trial: results %d %d %d", atomic_load(&RES(0)), atomic_load(&RES(1)),
                atomic_load(&RES(3)));
     }
-    check_leftovers(&job);
+    XT_CHECK_INT(xt_shm_leftovers(&job), ==, 0);
     return 0;
 }
 

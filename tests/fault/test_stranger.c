@@ -18,7 +18,6 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -281,27 +280,6 @@ static int pester_port(int port)
     return visits;
 }
 
-/* Is socket inode `ino` one of process `pid`'s descriptors? */
-static int owns_inode(pid_t pid, unsigned long ino)
-{
-    char dir[64], path[320], link[64], want[64];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-    snprintf(want, sizeof want, "socket:[%lu]", ino);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int found = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) {
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ssize_t n = readlink(path, link, sizeof link - 1);
-        if (n <= 0) continue;
-        link[n] = '\0';
-        found = strcmp(link, want) == 0;
-    }
-    closedir(d);
-    return found;
-}
-
 /* Pester every TCP port a rank listens on.  Returns how many ports. */
 static int pester_listeners(const xt_job_t *job)
 {
@@ -323,7 +301,7 @@ static int pester_listeners(const xt_job_t *job)
             int port = (int)strtol(colon + 1, NULL, 16);
             int owner = -1;
             for (int r = 0; r < job->size && owner < 0; r++)
-                if (owns_inode(job->pid[r], ino)) owner = r;
+                if (xt_owns_inode(job->pid[r], ino)) owner = r;
             if (owner < 0) continue;
             char what[96];
             if (!v6) {
