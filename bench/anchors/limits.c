@@ -9,6 +9,13 @@
  *   memcpy_sweep  memcpy, single thread, at every size of the benchmark's
  *            sweep (-b/-e/-f, as xcoll-perf): the per-size limit of
  *            summary.md
+ *   xcopy_sweep   a cross-core copy at every size of the sweep: a thread on
+ *            CPU 0 writes a buffer, a thread on CPU 1 copies it into its
+ *            own (timed: from seeing the writer's flag to the copy's end).
+ *            What any transfer of a just-written message between two cores
+ *            costs when one core does the copy: the floor of a 2-rank
+ *            send/recv or plain single-copy broadcast, and of the pull
+ *            half of every other 2-rank collective.
  *   line_us  a cross-core flag: two threads on CPUs 0 and 1 hand a counter
  *            back and forth, each writing its own 128-byte-aligned line and
  *            spinning on the other's; one way, microseconds.  The floor of
@@ -231,6 +238,16 @@ static int pin(int cpu)
     return pthread_setaffinity_np(pthread_self(), sizeof c, &c);
 }
 
+/* Back to every CPU for the tests that follow. */
+static void unpin(void)
+{
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        CPU_SET(c, &all);
+    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+}
+
 static long futex(uint32_t *w, int op, uint32_t v)
 {
     return syscall(SYS_futex, w, op, v, NULL, NULL, 0);
@@ -317,13 +334,83 @@ static int latency(int mode, double secs)
            g_times[l->reps / 2] * 1e6);
     fflush(stdout);
     free(l);
-    /* back to every CPU for the tests that follow */
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        CPU_SET(c, &all);
-    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+    unpin();
     return 0;
+}
+
+/* ---- cross-core copy (xcopy_sweep) ---- */
+
+typedef struct xcopy {
+    _Alignas(128) uint64_t flag; /* written by the writer (CPU 0) */
+    _Alignas(128) uint64_t ack;  /* written by the reader (CPU 1) */
+    char *shared, *src, *dst;
+    size_t bytes;
+    int reps;
+} xcopy_t;
+
+static void *xcopy_reader(void *p)
+{
+    xcopy_t *x = p;
+    pin(1);
+    for (int r = 1; r <= x->reps + 1; r++) { /* repetition 1 warms up */
+        while (__atomic_load_n(&x->flag, __ATOMIC_ACQUIRE) != (uint64_t)r)
+            __builtin_ia32_pause();
+        double t0 = now_s();
+        memcpy(x->dst, x->shared, x->bytes);
+        clobber(x->dst);
+        if (r > 1)
+            g_times[r - 2] = now_s() - t0;
+        __atomic_store_n(&x->ack, (uint64_t)r, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* One size: skipped (0) where the process may not run on CPUs 0 and 1. */
+static int xcopy(size_t bytes, double secs)
+{
+    xcopy_t *x = aligned_alloc(128, sizeof *x);
+    if (!x)
+        return -1;
+    memset(x, 0, sizeof *x);
+    x->bytes = bytes;
+    x->shared = alloc_filled(bytes, 0);
+    x->src = alloc_filled(bytes, 1);
+    x->dst = alloc_filled(bytes, 2);
+    int rc = -1;
+    if (!x->shared || !x->src || !x->dst)
+        goto out;
+    /* about `secs`: a write and a copy per repetition, at ~10 GB/s or
+     * ~1 us for the hand-over, whichever is longer */
+    double one = 2.0 * (double)bytes / 10e9 + 1e-6;
+    x->reps = (int)(secs / one);
+    if (x->reps < 5)
+        x->reps = 5;
+    if (x->reps > MAX_REPS - 1)
+        x->reps = MAX_REPS - 1;
+    rc = 0;
+    if (pin(0) != 0)
+        goto out;
+    pthread_t th;
+    rc = -1;
+    if (pthread_create(&th, NULL, xcopy_reader, x) != 0)
+        goto out;
+    for (int r = 1; r <= x->reps + 1; r++) {
+        while (__atomic_load_n(&x->ack, __ATOMIC_ACQUIRE) != (uint64_t)(r - 1))
+            __builtin_ia32_pause();
+        memcpy(x->shared, x->src, bytes);
+        clobber(x->shared);
+        __atomic_store_n(&x->flag, (uint64_t)r, __ATOMIC_RELEASE);
+    }
+    pthread_join(th, NULL);
+    report("xcopy_sweep", bytes, 2, (double)bytes, x->reps);
+    rc = 0;
+out:
+    unpin();
+    free(x->shared);
+    free(x->src);
+    free(x->dst);
+    free(x);
+    return rc;
 }
 
 /* "64K", "8M", "4096" -> bytes; 0 on a malformed value. */
@@ -377,6 +464,8 @@ int main(int argc, char **argv)
              latency(0, secs) || latency(1, secs);
     for (size_t s = lo; rc == 0 && lo && s <= hi; s *= factor)
         rc = one_thread("memcpy_sweep", do_memcpy, s, secs / 3);
+    for (size_t s = lo; rc == 0 && lo && s <= hi; s *= factor)
+        rc = xcopy(s, secs / 3);
     free(g_times);
     if (rc)
         fprintf(stderr, "limits: out of memory or no threads\n");

@@ -99,14 +99,14 @@ def load(out):
 
 
 class Limit:
-    """Single-thread memcpy GB/s by size: the best measurement at that size,
-    else at the nearest measured size (by ratio)."""
+    """A per-size limit in GB/s -- by default single-thread memcpy; with
+    tests=("xcopy_sweep",) the cross-core copy -- the best measurement at
+    that size, else at the nearest measured size (by ratio)."""
 
-    def __init__(self, limits):
+    def __init__(self, limits, tests=("memcpy", "memcpy_sweep"), threads="1"):
         self.by_size = {}
         for r in limits:
-            if r["test"] in ("memcpy", "memcpy_sweep") and \
-                    r["threads"] == "1":
+            if r["test"] in tests and r["threads"] == threads:
                 b, v = int(r["bytes"]), float(r["best_gbs"])
                 self.by_size[b] = max(v, self.by_size.get(b, 0.0))
 
@@ -203,7 +203,7 @@ def header(meta, limits, lim):
               "| when | test | size | threads | best | median |",
               "|---|---|---|---|---|---|"]
         for r in limits:
-            if r["test"] != "memcpy_sweep" and not r["test"].endswith("_us"):
+            if not r["test"].endswith(("_sweep", "_us")):
                 L.append(f"| {r['when']} | {r['test']} | "
                          f"{fmt_size(int(r['bytes']))} | {r['threads']} | "
                          f"{r['best_gbs']} | {r['median_gbs']} |")
@@ -213,6 +213,18 @@ def header(meta, limits, lim):
               "(limits.csv), best of both, GB/s: " +
               ", ".join(f"{fmt_size(b)} {fmt_num(v)}"
                         for b, v in sorted(lim.by_size.items())) + ".", ""]
+        xc = Limit(limits, ("xcopy_sweep",), "2")
+        if xc:
+            L += ["\"% of x-copy\" divides it by a cross-core copy of a "
+                  "buffer of the same size instead: a thread on CPU 0 writes "
+                  "it, a thread on CPU 1 copies it into its own -- what "
+                  "moving a just-written message from one core to another "
+                  "costs when one core copies (the floor of a 2-rank "
+                  "send/recv; cooperative copies can pass it), best of "
+                  "start and end, GB/s: " +
+                  ", ".join(f"{fmt_size(b)} {fmt_num(v)}"
+                            for b, v in sorted(xc.by_size.items())
+                            if b > SMALL) + ".", ""]
         lat = [r for r in limits if r["test"].endswith("_us")]
         if lat:
             name = {"line_us": "cache-line flag, one way",
@@ -284,9 +296,10 @@ def overview(best, libs, meta, lim):
     return L + [""]
 
 
-def tables(best, wrong, libs, meta, lim):
+def tables(best, wrong, libs, meta, lim, xc):
     st = meta["settings"]
     anchors = [a for a in ANCHORS if a in libs]
+    xcol = bool(xc)
     L = []
     for n in st["ranks"]:
         L += [f"## {n} ranks", ""]
@@ -302,12 +315,18 @@ def tables(best, wrong, libs, meta, lim):
                 L += [f"xcoll algorithms: {', '.join(algos)}", ""]
             L += ["| size | xcoll | best anchor | xcoll/best | " +
                   " | ".join(LIB_NAMES[a] for a in anchors) +
-                  " | xcoll % of memcpy |",
-                  "|---:|---:|---|---:|" + "---:|" * len(anchors) + "---:|"]
+                  " | xcoll % of memcpy |" +
+                  (" % of x-copy |" if xcol else ""),
+                  "|---:|---:|---|---:|" + "---:|" * len(anchors) + "---:|" +
+                  ("---:|" if xcol else "")]
             for size, got, b, ratio, _ in rows:
                 x = got.get("xcoll")
                 p = lim.pct(x["busbw_gbs"], size) if x else None
                 pct = f"{p:.1f}%" if p is not None else "–"
+                if xcol:
+                    q = xc.pct(x["busbw_gbs"], size) \
+                        if x and size > SMALL else None
+                    pct += f" | {q:.0f}%" if q is not None else " | –"
                 L.append(
                     f"| {fmt_size(size)} | "
                     f"{cell(x, size, ('xcoll', n, coll, size) in wrong)} | "
@@ -423,7 +442,8 @@ def main(argv):
           ", ".join(f"[busbw-n{n}.png](busbw-n{n}.png)"
                     for n in meta["settings"]["ranks"]) + ")", ""]
     L += overview(best, libs, meta, lim)
-    L += tables(best, wrong, libs, meta, lim)
+    L += tables(best, wrong, libs, meta, lim,
+                Limit(limits, ("xcopy_sweep",), "2"))
     L += failures(meta)
     (out / "summary.md").write_text("\n".join(L))
     return 1 if err else 0
