@@ -556,7 +556,9 @@ XC_API xc_result_t xc_compress_predict(xc_comm_t *comm, size_t count, xc_dtype_t
  * operation; xc_group_end waits for all of them, so exchanges in both
  * directions cannot deadlock.  A grouped receive may be posted only at
  * xc_group_end (in the order of the calls), so a failure it meets there
- * is reported by xc_group_end rather than by xc_recv.  Conversely a small
+ * is reported by xc_group_end rather than by xc_recv; an xc_irecv inside
+ * a group is posted at its call, after the group's receives called
+ * before it (matching follows the order of the calls).  Conversely a small
  * xc_irecv whose message is already there completes at the call, so a
  * failure it meets (a count mismatch) is returned by xc_irecv itself
  * (then *req is NULL).

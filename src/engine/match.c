@@ -474,6 +474,10 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
     if (u->rx) {
         xc__rx_t *rx = u->rx;
         u->rx = NULL;
+        /* deliver_unexp frees u, and a failed pull there poisons, which
+         * inspects the connection (detach_reads): leave it nothing. */
+        c->rux = NULL;
+        c->rdst = NULL;
         deliver_unexp(comm, u, rx);
     }
 }

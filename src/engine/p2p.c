@@ -12,8 +12,10 @@
  * (p2p_express.c): a send writes its frame at the call (a nonblocking one
  * too: its request is then complete when returned); a receive on a
  * communicator with channels is recorded, with every receive after it in
- * the group, and run at xc_group_end (at once outside a group); a
- * nonblocking receive looks once for its frame at the call.
+ * the group, and run at xc_group_end (at once outside a group; a
+ * nonblocking receive inside the group first posts those recorded before
+ * it, so that matching keeps the calls' order); a nonblocking receive
+ * looks once for its frame at the call.
  */
 #include "../algo/algos.h"
 #include "../reduce/reduce.h"
@@ -35,7 +37,7 @@ typedef struct group_chunk {
     struct {
         xc__op_t op;     /* op.req NULL: a receive recorded, not posted */
         xc_request_t req;
-        xc_comm_t *comm;
+        xc_comm_t *comm; /* NULL: settled (a receive whose posting failed) */
     } slot[GROUP_CHUNK];
 } group_chunk_t;
 
@@ -171,6 +173,30 @@ static xc_result_t post_recorded(xc_comm_t *comm, xc__op_t *op, xc_request_t *re
                      comm, NULL, op, req, 0);
 }
 
+/* Post the receives recorded and not yet posted the ordinary way, in
+ * order; none is left recorded.  Returns the first failure. */
+static xc_result_t group_post_recorded(group_t *g)
+{
+    xc_result_t rc = XC_OK;
+    group_chunk_t *c = g->head;
+    for (size_t i = 0; i < g->n; i++) {
+        if (i && i % GROUP_CHUNK == 0) c = c->next;
+        if (c->slot[i % GROUP_CHUNK].op.req || !c->slot[i % GROUP_CHUNK].comm) continue;
+        xc_comm_t *comm = c->slot[i % GROUP_CHUNK].comm;
+        xc_result_t r = post_recorded(comm, &c->slot[i % GROUP_CHUNK].op,
+                                      &c->slot[i % GROUP_CHUNK].req);
+        if (r != XC_OK) {
+            /* Not posted: nothing to wait for in this slot. */
+            c->slot[i % GROUP_CHUNK].op.req = NULL;
+            c->slot[i % GROUP_CHUNK].comm = NULL;
+            if (rc == XC_OK) rc = xc__comm_fail(comm, r);
+        }
+    }
+    g->nrec = 0;
+    g->mixed = 0;
+    return rc;
+}
+
 /* Blocking form: inside a group, post into the group's slab (or write a
  * small send's frame, or record a receive); else issue and wait. */
 static xc_result_t p2p_blocking(int is_send, void *buf, size_t count, xc_dtype_t dtype, int peer,
@@ -258,6 +284,13 @@ xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer, int ta
     *req = NULL;
     xc_result_t rc = p2p_check(0, buf, count, dtype, peer, tag, comm, "xc_irecv");
     if (rc != XC_OK) return xc__comm_fail(comm, rc);
+    /* Inside a group, blocking receives called before it are only recorded
+     * so far: post them first, so that matching follows the calls' order. */
+    group_t *g = &tls_group;
+    if (g->depth > 0 && g->nrec) {
+        rc = group_post_recorded(g);
+        if (rc != XC_OK && g->rc == XC_OK) g->rc = rc;
+    }
     /* A small one whose frame is already here is complete at the call (a
      * request born done); else it is the operation the ordinary path posts,
      * from the same allocation.  (The eager limit is set before the
@@ -312,26 +345,13 @@ static xc_result_t group_receives(group_t *g)
         group_chunk_t *c = g->head;
         for (size_t i = 0; i < g->n; i++) {
             if (i && i % GROUP_CHUNK == 0) c = c->next;
-            if (c->slot[i % GROUP_CHUNK].op.req) continue;
+            if (c->slot[i % GROUP_CHUNK].op.req || !c->slot[i % GROUP_CHUNK].comm) continue;
             ops[k] = &c->slot[i % GROUP_CHUNK].op;
             reqs[k++] = &c->slot[i % GROUP_CHUNK].req;
         }
         if (xc__p2p_express_recvs(g->rcomm, ops, reqs, k, &rc)) return rc;
     }
-    group_chunk_t *c = g->head;
-    for (size_t i = 0; i < g->n; i++) {
-        if (i && i % GROUP_CHUNK == 0) c = c->next;
-        if (c->slot[i % GROUP_CHUNK].op.req) continue;
-        xc_comm_t *comm = c->slot[i % GROUP_CHUNK].comm;
-        xc_result_t r = post_recorded(comm, &c->slot[i % GROUP_CHUNK].op,
-                                      &c->slot[i % GROUP_CHUNK].req);
-        if (r != XC_OK) {
-            /* Not posted: nothing to wait for in this slot. */
-            c->slot[i % GROUP_CHUNK].op.req = NULL;
-            if (rc == XC_OK) rc = xc__comm_fail(comm, r);
-        }
-    }
-    return rc;
+    return group_post_recorded(g);
 }
 
 xc_result_t xc_group_end(void)

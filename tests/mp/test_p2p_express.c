@@ -32,6 +32,10 @@
  *             barrier) is not, and completes at the wait;
  *   any       a named and an any-source receive on one tag in one group
  *             (ordinary path, posting order kept);
+ *   mixed     an xc_irecv between two blocking receives of a group, on one
+ *             tag from one peer (then from any source), whose three frames
+ *             are all in the channel before the group starts: the three
+ *             take the messages in the order of the calls;
  *   mismatch  a receive expecting 5 elements of a 4-element express send:
  *             XC_ERR_MISMATCH on both ranks (the sender at its next call),
  *             on a child communicator; and an irecv of 5 elements whose
@@ -400,6 +404,43 @@ static void any_case(void)
     h_free(b);
 }
 
+static void mixed_case(void)
+{
+    if (H.size < 2) return;
+    for (int any = 0; any <= 1; any++) {
+        const size_t n = 5;
+        h_case_t c = h_case("p2p express mixed", XC_UINT32, H_COPY, n, -1, -1);
+        uint32_t *buf = h_alloc(3 * n * 4);
+        int tag = 80 + any;
+        if (H.rank == 1) {
+            for (int k = 0; k < 3; k++) {
+                h_fill(&c, buf + k * n, n, 1, (uint64_t)k);
+                H_CHECK(H.comm, xc_send(buf + k * n, n, XC_UINT32, 0, tag, H.comm));
+            }
+            count_p2p(3, 0);
+        }
+        H_CHECK(H.comm, xc_barrier(H.comm)); /* the frames are there */
+        H.issued[XC_COLL_BARRIER]++;
+        if (H.rank == 0) {
+            h_poison(buf, 3 * n * 4);
+            xc_request_t *r = NULL;
+            H_CHECK(H.comm, xc_group_start());
+            H_CHECK(H.comm, xc_recv(buf, n, XC_UINT32, 1, tag, H.comm));
+            H_CHECK(H.comm, xc_irecv(buf + n, n, XC_UINT32, any ? XC_ANY_SOURCE : 1, tag,
+                                     H.comm, &r));
+            H_CHECK(H.comm, xc_recv(buf + 2 * n, n, XC_UINT32, 1, tag, H.comm));
+            H_CHECK(H.comm, xc_group_end());
+            H_CHECK(H.comm, xc_request_wait(r));
+            xc_request_free(r);
+            h_check_copy(&c, buf, n, 1, 0, "the group's first receive: the first message");
+            h_check_copy(&c, buf + n, n, 1, 1, "the irecv after it: the second");
+            h_check_copy(&c, buf + 2 * n, n, 1, 2, "the receive after the irecv: the third");
+            count_p2p(0, 3);
+        }
+        h_free(buf);
+    }
+}
+
 static void mismatch_case(void)
 {
     if (H.size < 2) return;
@@ -454,6 +495,7 @@ int main(int argc, char **argv)
     isend_case();
     irecv_case();
     any_case();
+    mixed_case();
     h_check_stats(H.comm, H.base_ops, H.issued, "after the point-to-point cases");
     mismatch_case();
     return h_finish();
