@@ -25,7 +25,6 @@
  */
 #include "shm_common.h"
 
-#include <errno.h>
 
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
@@ -62,18 +61,8 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
 {
     size_t bytes = o->a.count * o->es;
     if (o->me == o->a.root) {
-        for (int j = 0; j < o->L && o->share && !o->err; j++) {
-            if (j == o->me) continue;
-            /* A reader that failed (it poisons the segment first) may have
-             * returned and reused its buffer: write no more.  This narrows
-             * the window, it cannot close it (docs/shm.md). */
-            if (__atomic_load_n(&o->shm->hdr->poison, __ATOMIC_ACQUIRE) ||
-                __atomic_load_n(&o->shm->ctl[j].gone, __ATOMIC_ACQUIRE)) {
-                o->err = ECANCELED, o->err_peer = j;
-                return;
-            }
-            xc__shm_cma_write(o, j, 0, 0, o->a.sbuf, o->share);
-        }
+        for (int j = 0; j < o->L && o->share && !o->err; j++)
+            if (j != o->me) xc__shm_cma_write(o, j, 0, 0, o->a.sbuf, o->share);
         return;
     }
     uint64_t share;

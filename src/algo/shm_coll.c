@@ -78,6 +78,24 @@ static void left(xc_comm_t *comm, xc__shm_t *s, int j)
     if (!xc__shm_adopt_poison(comm, s)) xc__comm_peer_lost(comm, j, "destroyed its communicator");
 }
 
+/* Has rank j published g on `word` (one of its counters)?  If not, 0 --
+ * after reporting j lost if it left without doing so, else adopting a
+ * poison if there is one.  A rank stores its counters before its `gone`
+ * (release), so the look at the word after seeing `gone` is final: one
+ * that finished the operation and then left (the peer of a rank
+ * descheduled between the two looks) is not lost. */
+static int reached(xc_comm_t *comm, xc__shm_t *s, int j, const uint64_t *word, uint64_t g)
+{
+    if (xc__shm_load(word) >= g) return 1;
+    if (__atomic_load_n(&s->ctl[j].gone, __ATOMIC_ACQUIRE)) {
+        if (xc__shm_load(word) >= g) return 1;
+        left(comm, s, j);
+        return 0;
+    }
+    xc__shm_adopt_poison(comm, s);
+    return 0;
+}
+
 /* Does rank j run the same operation as ours (its chunk g has arrived)?
  * A rank that left (`gone`) and disagrees is lost, not mismatched. */
 static int same_op(xc_comm_t *comm, xc__op_t *op, xc__shm_op_t *o, int j, uint64_t g, int gone)
@@ -342,11 +360,7 @@ static int nb_resolve(xc_comm_t *comm, xc__shm_op_t *o)
         uint64_t n = comm->shm_nbq[comm->shm_nbq_head][0], g = comm->shm_nbq[comm->shm_nbq_head][1];
         if (xc__shm_load(&s->ctl[nb].in) < g) {
             if (comm->shm_nbq_n < NBQ_CAP && n + NBQ_CAP > o->n) return 1; /* later */
-            if (__atomic_load_n(&s->ctl[nb].gone, __ATOMIC_ACQUIRE))
-                left(comm, s, nb);
-            else
-                xc__shm_adopt_poison(comm, s);
-            return 0;
+            if (!reached(comm, s, nb, &s->ctl[nb].in, g)) return 0;
         }
         /* The hashes first (packed, fewer of the neighbour's lines), the
          * descriptions only when they differ. */
@@ -499,6 +513,19 @@ static int shm_advance(xc_comm_t *comm, xc__op_t *op)
     return done;
 }
 
+/* A single-copy transfer of this rank's failed (o->err): the error. */
+static void xfer_failed(xc_comm_t *comm, xc__shm_t *s, const xc__shm_op_t *o)
+{
+    /* A peer that failed first freed its buffer: its cause. */
+    if (xc__shm_adopt_poison(comm, s)) return;
+    if (o->err == ESRCH || __atomic_load_n(&s->ctl[o->err_peer].gone, __ATOMIC_ACQUIRE))
+        xc__comm_peer_lost(comm, o->err_peer, "vanished during a single-copy transfer");
+    else
+        xc__comm_poison(comm, XC_ERR_SYSTEM, 0,
+                        "single-copy transfer with rank %d failed (process_vm_readv/writev): %s",
+                        o->err_peer, strerror(o->err));
+}
+
 static int advance(xc_comm_t *comm, xc__op_t *op)
 {
     xc__shm_op_t *o = (xc__shm_op_t *)op->privbuf;
@@ -526,7 +553,9 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
         switch (o->phase) {
         case 0: /* our slot (entry) for g must be free */
             if (!slot_free(comm, o, g)) {
-                xc__shm_adopt_poison(comm, s);
+                /* (A reader that left without reading it is lost.) */
+                for (int j = 0; j < o->L; j++)
+                    if (j != o->me && !reached(comm, s, j, &s->ctl[j].out, o->need)) break;
                 return 0;
             }
             if (!o->ll && !o->ring) comm->shm_full[g % XC__SHM_NSLOT] = g;
@@ -550,14 +579,10 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
                     if (h != o->hash && !same_op(comm, op, o, j, g, 0)) return 0;
                     continue;
                 }
+                /* A rank that left may still have left what we need;
+                 * only what it never staged is lost. */
+                if (!reached(comm, s, j, &s->ctl[j].in, g)) return 0;
                 int gone = __atomic_load_n(&s->ctl[j].gone, __ATOMIC_ACQUIRE);
-                if (xc__shm_load(&s->ctl[j].in) < g) {
-                    /* A rank that left may still have left what we need;
-                     * only what it never staged is lost. */
-                    if (gone) left(comm, s, j);
-                    else xc__shm_adopt_poison(comm, s);
-                    return 0;
-                }
                 if (o->k == 0 && !same_op(comm, op, o, j, g, gone)) return 0;
                 if (o->ll && !ll_take(o, j, g, &h)) {
                     /* It staged chunk g, the same operation, not in the
@@ -588,6 +613,10 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
         case 3:
             if (o->vt->mid) {
                 o->vt->mid(o, o->k);
+                if (o->err) { /* published, peers would copy a partial block */
+                    xfer_failed(comm, s, o);
+                    return 0;
+                }
                 xc__shm_publish(s, &me->mid, g);
                 o->phase = 4;
             } else {
@@ -596,43 +625,23 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             }
             /* fall through */
         case 4:
-            for (int j = 0; j < o->L; j++) {
-                if (j != o->me && xc__shm_load(&s->ctl[j].mid) < g) {
-                    xc__shm_adopt_poison(comm, s);
-                    return 0;
-                }
-            }
+            for (int j = 0; j < o->L; j++)
+                if (j != o->me && !reached(comm, s, j, &s->ctl[j].mid, g)) return 0;
             o->phase = 5;
             /* fall through */
         case 5:
             if (o->vt->out) o->vt->out(o, o->k);
             if (o->err) {
-                /* A peer that failed first freed its buffer: its cause. */
-                if (xc__shm_adopt_poison(comm, s)) return 0;
-                if (o->err == ESRCH || __atomic_load_n(&s->ctl[o->err_peer].gone, __ATOMIC_ACQUIRE))
-                    xc__comm_peer_lost(comm, o->err_peer, "vanished during a single-copy transfer");
-                else
-                    xc__comm_poison(comm, XC_ERR_SYSTEM, 0,
-                                    "single-copy transfer with rank %d failed "
-                                    "(process_vm_readv/writev): %s", o->err_peer,
-                                    strerror(o->err));
+                xfer_failed(comm, s, o);
                 return 0;
             }
             publish_out(comm, o, g);
             o->phase = 6;
             /* fall through */
         case 6: /* single copy: our buffer is in use until every reader is done */
-            if (o->vt->wait_out) {
-                for (int j = 0; j < o->L; j++) {
-                    if (j == o->me || xc__shm_load(&s->ctl[j].out) >= g) continue;
-                    if (__atomic_load_n(&s->ctl[j].gone, __ATOMIC_ACQUIRE)) {
-                        left(comm, s, j);
-                        return 0;
-                    }
-                    xc__shm_adopt_poison(comm, s);
-                    return 0;
-                }
-            }
+            if (o->vt->wait_out)
+                for (int j = 0; j < o->L; j++)
+                    if (j != o->me && !reached(comm, s, j, &s->ctl[j].out, g)) return 0;
             o->phase = 0;
             o->k++;
             break;
@@ -853,11 +862,20 @@ char *xc__shm_cma_scratch(xc_comm_t *comm)
  * `off` of the `which`-th address rank j published: a read or a write --
  * a memcpy through a mapping when the address is in one of rank j's shared
  * blocks, else process_vm_readv / _writev (xc__peer_xfer).  A failure sets
- * o->err (an errno) and o->err_peer. */
+ * o->err (an errno) and o->err_peer; a write into a peer that left or a
+ * poisoned segment is refused (ECANCELED). */
 static void cma_xfer(xc__shm_op_t *o, int j, int which, size_t off, char *local, size_t len,
                      int write)
 {
     if (o->err || len == 0) return;
+    /* A peer that failed (it poisons the segment first) or left may have
+     * returned and reused its buffer: write into it no more.  This narrows
+     * the window, it cannot close it (docs/shm.md). */
+    if (write && (__atomic_load_n(&o->shm->hdr->poison, __ATOMIC_ACQUIRE) ||
+                  __atomic_load_n(&o->shm->ctl[j].gone, __ATOMIC_ACQUIRE))) {
+        o->err = ECANCELED, o->err_peer = j;
+        return;
+    }
     uint64_t base;
     memcpy(&base, xc__shm_src(o, j, o->base + o->k + 1) + 8 * which, sizeof base);
     const xc__shm_ctl_t *pc = &o->shm->ctl[j];
