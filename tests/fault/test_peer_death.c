@@ -9,6 +9,10 @@
  *            of its 10th+ allreduce
  *   exit     rank 2 calls exit(0) mid-loop without destroying its comm
  *   raise0   as raise, but the victim is rank 0, the host of the store
+ *   leave    4 ranks loop on 4 KiB broadcasts from rank 0 (shared memory:
+ *            the root reads nobody, it waits only to reuse its slots); rank
+ *            2 destroys its communicator after 10 of them and exits 0 --
+ *            the root must find it gone while waiting for it to read
  *   p2p      no collective: ranks 1 and 3 wait in a recv from rank 2, rank 0
  *            in a recv from rank 1 (alive; only the poison can end it) when
  *            the driver SIGKILLs rank 2
@@ -69,9 +73,31 @@ static int loop_rank(int rank, int size)
     for (int k = 0; k < ELEMS; k++) sendb[k] = (float)(rank + 1);
     const float want = (float)(size * (size + 1) / 2);
 
+    const int leave = strcmp(scenario, "leave") == 0;
+    const size_t bcast_n = 1024; /* leave: 4 KiB */
     int rc = XC_OK, it;
     for (it = 0; it < MAX_ITERS; it++) {
         if (rank == victim) maybe_die(it);
+        if (leave && rank == victim && it == KILL_AT) {
+            xt_log("destroying the communicator at iteration %d", it);
+            atomic_store(&xt_shm->stamp_ns[victim], xt_now_ns());
+            xc_comm_destroy(comm);
+            free(sendb);
+            free(recvb);
+            return xt_result();
+        }
+        if (leave) {
+            float *b = rank == 0 ? sendb : recvb;
+            rc = xc_bcast(b, bcast_n, XC_FLOAT32, 0, comm);
+            if (rc != XC_OK) break;
+            if (b[0] != 1.0f || b[bcast_n - 1] != 1.0f) {
+                xt_fail(__FILE__, __LINE__, "iteration %d: broadcast got %g/%g, want 1", it,
+                        b[0], b[bcast_n - 1]);
+                break;
+            }
+            atomic_store(&xt_shm->progress[rank], it + 1);
+            continue;
+        }
         rc = xc_allreduce(sendb, recvb, ELEMS, XC_FLOAT32, XC_SUM, comm);
         if (rc != XC_OK) break;
         if (recvb[0] != want || recvb[ELEMS - 1] != want) {
@@ -222,12 +248,12 @@ static int rank_main(int rank, int size, void *arg)
 int main(int argc, char **argv)
 {
     static const char *const known[] = {"raise", "sigkill", "exit", "init",
-                                        "nostore", "raise0", "p2p"};
+                                        "nostore", "raise0", "p2p", "leave"};
     for (size_t k = 0; argc == 2 && k < sizeof known / sizeof known[0]; k++)
         if (strcmp(argv[1], known[k]) == 0) scenario = known[k];
     if (!scenario) {
         fprintf(stderr, "usage: %s raise|sigkill|exit|init|nostore|raise0|"
-                "p2p\n", argv[0]);
+                "p2p|leave\n", argv[0]);
         return 2;
     }
     xt_init(argv[0], scenario);
