@@ -83,6 +83,15 @@ static void *alloc_filled(size_t bytes, int v)
     return p;
 }
 
+/* A zeroed block of n bytes on its own 128-byte lines, or NULL. */
+static void *zalloc_lines(size_t n)
+{
+    void *p = aligned_alloc(128, (n + 127) / 128 * 128);
+    if (p)
+        memset(p, 0, n);
+    return p;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -112,6 +121,14 @@ static int repeat(void (*fn)(void *), void *arg, double secs)
         g_times[reps++] = now_s() - t0;
     }
     return reps;
+}
+
+/* Repetitions for about `secs` when one takes about `one` seconds: at
+ * least 5, at most what g_times holds beside a warm-up. */
+static int reps_for(double secs, double one)
+{
+    double r = secs / (one > 1e-9 ? one : 1e-9);
+    return r < 5 ? 5 : r > MAX_REPS - 1 ? MAX_REPS - 1 : (int)r;
 }
 
 typedef struct job {
@@ -173,12 +190,7 @@ static int two_thread_memcpy(size_t bytes, double secs)
     /* size the repetition count from a single-thread estimate */
     double t0 = now_s();
     do_memcpy(&pr.job[0]);
-    double one = now_s() - t0;
-    pr.reps = (int)(secs / (one > 1e-6 ? one : 1e-6));
-    if (pr.reps < 5)
-        pr.reps = 5;
-    if (pr.reps > MAX_REPS)
-        pr.reps = MAX_REPS;
+    pr.reps = reps_for(secs, now_s() - t0);
     pthread_barrier_init(&pr.bar, NULL, 2);
     if (pthread_create(&th, NULL, copier, &pr) != 0)
         return -1;
@@ -281,17 +293,12 @@ static void *lat_peer(void *p)
  * run on CPUs 0 and 1. */
 static int latency(int mode, double secs)
 {
-    lat_t *l = aligned_alloc(128, sizeof *l);
+    lat_t *l = zalloc_lines(sizeof *l);
     if (!l)
         return -1;
-    memset(l, 0, sizeof *l);
     l->mode = mode;
     /* about `secs` (a round trip well under a microsecond; a wake tens) */
-    l->reps = mode == 0 ? (int)(secs / (LAT_ROUNDS * 0.5e-6)) : (int)(secs / 200e-6);
-    if (l->reps < 5)
-        l->reps = 5;
-    if (l->reps > MAX_REPS - 1)
-        l->reps = MAX_REPS - 1;
+    l->reps = reps_for(secs, mode == 0 ? LAT_ROUNDS * 0.5e-6 : 200e-6);
     if (pin(0) != 0) {
         free(l);
         return 0;
@@ -368,10 +375,9 @@ static void *xcopy_reader(void *p)
 /* One size: skipped (0) where the process may not run on CPUs 0 and 1. */
 static int xcopy(size_t bytes, double secs)
 {
-    xcopy_t *x = aligned_alloc(128, sizeof *x);
+    xcopy_t *x = zalloc_lines(sizeof *x);
     if (!x)
         return -1;
-    memset(x, 0, sizeof *x);
     x->bytes = bytes;
     x->shared = alloc_filled(bytes, 0);
     x->src = alloc_filled(bytes, 1);
@@ -381,12 +387,7 @@ static int xcopy(size_t bytes, double secs)
         goto out;
     /* about `secs`: a write and a copy per repetition, at ~10 GB/s or
      * ~1 us for the hand-over, whichever is longer */
-    double one = 2.0 * (double)bytes / 10e9 + 1e-6;
-    x->reps = (int)(secs / one);
-    if (x->reps < 5)
-        x->reps = 5;
-    if (x->reps > MAX_REPS - 1)
-        x->reps = MAX_REPS - 1;
+    x->reps = reps_for(secs, 2.0 * (double)bytes / 10e9 + 1e-6);
     rc = 0;
     if (pin(0) != 0)
         goto out;
