@@ -25,7 +25,6 @@
  */
 #include "shm_common.h"
 
-
 static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
 static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_root(const xc__shm_op_t *o, int j) { return j == o->a.root && o->me != o->a.root; }

@@ -452,6 +452,10 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
     }
     xc__unexp_t *u = c->rux;
     if (!u) return;
+    /* The frame is whole: the connection lets go of it before anything
+     * below frees it or poisons (poisoning inspects the connection). */
+    c->rux = NULL;
+    c->rdst = NULL;
     if (u->hdr.kind == XC__F_ERROR) {
         int32_t code = XC_ERR_INTERNAL;
         char msg[XC__ERRMSG_LEN] = "";
@@ -463,8 +467,6 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
             msg[n] = 0;
         }
         if (!xc__wire_code_ok(code)) code = XC_ERR_INTERNAL;
-        c->rux = NULL; /* poisoning below inspects the connection */
-        c->rdst = NULL;
         unexp_free(comm, u);
         xc__comm_poison(comm, (xc_result_t)code, XC__POISON_RELAY, "rank %d reported: %s",
                         c->peer, msg);
@@ -474,10 +476,6 @@ void xc__match_done(xc_comm_t *comm, xc__conn_t *c)
     if (u->rx) {
         xc__rx_t *rx = u->rx;
         u->rx = NULL;
-        /* deliver_unexp frees u, and a failed pull there poisons, which
-         * inspects the connection (detach_reads): leave it nothing. */
-        c->rux = NULL;
-        c->rdst = NULL;
         deliver_unexp(comm, u, rx);
     }
 }
