@@ -30,7 +30,9 @@
  * readable cause naming ranks, hosts and the operation is available from
  * xc_comm_last_error(comm) (or xc_last_error() when no communicator exists).
  * A peer-lost, timeout, mismatch or abort error poisons the communicator:
- * every later operation on it fails with the same code until it is destroyed.
+ * every later operation on it fails with the same code until it is destroyed;
+ * so does XC_ERR_NOMEM from a collective (one rank could not start it: every
+ * rank gets the error, naming that rank).
  */
 #ifndef XCOLL_H
 #define XCOLL_H
@@ -575,7 +577,11 @@ XC_API xc_result_t xc_irecv(void *buf, size_t count, xc_dtype_t dtype, int peer,
                             int tag, xc_comm_t *comm, xc_request_t **req);
 
 /* Group point-to-point calls made by this thread (nestable).  xc_group_end
- * returns the first error of the grouped blocking calls. */
+ * returns the first error of the grouped blocking calls.  It does not wait
+ * for an xc_isend / xc_irecv of the group (their requests are waited for
+ * as usual); from xc_group_end on they move in the background like any
+ * other nonblocking call.  A communicator used in an open group must not be
+ * destroyed before the group's xc_group_end. */
 XC_API xc_result_t xc_group_start(void);
 XC_API xc_result_t xc_group_end(void);
 

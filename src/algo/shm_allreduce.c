@@ -95,7 +95,7 @@ xc_result_t xc__build_shm_allreduce(xc_comm_t *comm, xc__op_t *op, const xc__arg
     size_t es = xc__dtype_size(a->dtype), bytes = a->count * es;
     int all = xc__shm_allreduce_one_shot_all(comm->size, comm->oversub);
     if (xc__shm_use_cma_reduce(comm, bytes, XC__SHM_RED_ALL) ||
-        (all && pair_direct(comm, a) && xc__shm_cma_scratch(comm))) {
+        (all && comm->cma && pair_direct(comm, a))) {
         XC_CHECK(xc__shm_op_init(comm, op, a, &direct, a->count, XC__SHM_LINES_ADDRS));
         ((xc__shm_op_t *)op->privbuf)->tmp = comm->cma_tmp;
         return XC_OK;

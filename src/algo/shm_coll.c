@@ -851,13 +851,6 @@ static void shm_waiting(const xc__op_t *op, char *buf, size_t cap)
     snprintf(buf, cap, "in shared memory, chunk %" PRIu64 "/%" PRIu64, o->k + 1, o->nk);
 }
 
-char *xc__shm_cma_scratch(xc_comm_t *comm)
-{
-    if (!comm->cma_tmp)
-        comm->cma_tmp = malloc((size_t)(comm->size - 1) * XC__SHM_CMA_PIECE);
-    return comm->cma_tmp;
-}
-
 /* One single-copy transfer between this rank's `local` and `len` bytes at
  * `off` of the `which`-th address rank j published: a read or a write --
  * a memcpy through a mapping when the address is in one of rank j's shared

@@ -94,9 +94,6 @@ struct xc__shm_op {
     const xc__shm_coll_t *alt;
 };
 
-/* Single-copy reductions read peers' inputs in pieces of this size into the
- * communicator's scratch, then reduce them with one k-way pass. */
-#define XC__SHM_CMA_PIECE (256 * 1024)
 /* Reductions go single-copy from this many bytes (below, the staged
  * pipeline's cache-resident chunks win).  A reduce to a root on 2 ranks of
  * an uncrowded node does not (xc__shm_reduce_root_reads): there the root
@@ -151,9 +148,6 @@ static inline size_t xc__shm_cma_reduce_min(int kind, int nranks, int crowded, s
     if (kind == XC__SHM_RED_SCATTER && xc__shm_pair(nranks, crowded)) return cfg_min;
     return XC__SHM_CMA_REDUCE_MIN;
 }
-/* The communicator's scratch for that, allocated on first use (NULL if out
- * of memory: use the staged path). */
-XC__HIDDEN char *xc__shm_cma_scratch(xc_comm_t *comm);
 
 /* Offer the staged operation `op` (just made by xc__shm_op_init) the
  * single-copy way `vt` (one chunk of all `count` elements, the addresses

@@ -53,13 +53,13 @@ static inline void xc__shm_stage_addr(xc__shm_op_t *o, uint64_t k, char *slot)
 
 /* Single-copy reductions (`kind`: XC__SHM_RED_*)
  * of `bytes` in all: from xc__shm_cma_reduce_min (below, the staged
- * pipeline's cache-resident chunks win) and XCOLL_SHM_CMA_MIN_KB; only
- * when the communicator's scratch can be had. */
+ * pipeline's cache-resident chunks win) and XCOLL_SHM_CMA_MIN_KB (the
+ * communicator's scratch, comm->cma_tmp, comes with comm->cma). */
 static inline int xc__shm_use_cma_reduce(xc_comm_t *comm, size_t bytes, int kind)
 {
     size_t min = xc__shm_cma_reduce_min(kind, comm->size, comm->oversub,
                                         (size_t)comm->cfg.shm_cma_min_kb * 1024);
-    return bytes >= min && xc__shm_use_cma(comm, bytes) && xc__shm_cma_scratch(comm);
+    return bytes >= min && xc__shm_use_cma(comm, bytes);
 }
 
 /* One piece of a single-copy reduction: op over ranks of the n (at most

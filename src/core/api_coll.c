@@ -11,6 +11,7 @@
 #include "../reduce/reduce.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,25 +66,42 @@ static xc_result_t build_submit(xc_comm_t *comm, const xc__algo_t *algo, const x
     return will_wait ? xc__op_run(comm, op) : xc__op_submit(comm, op, 0);
 }
 
+/* A collective this rank could not start for want of memory: the others
+ * are in it or about to be, and this rank's next call would pair with it.
+ * The communicator fails on every rank, naming this one (docs/engine.md
+ * "Errors"). */
+static xc_result_t nomem(xc_comm_t *comm, const xc__args_t *a, xc_result_t rc)
+{
+    if (rc != XC_ERR_NOMEM) return rc;
+    char why[XC__ERRMSG_LEN];
+    snprintf(why, sizeof why, "%s", xc__tls_error());
+    xc__comm_lock(comm);
+    xc__comm_poison(comm, XC_ERR_NOMEM, XC__POISON_LOCAL,
+                    "rank %d could not start %s (%zu elements): %s", comm->rank,
+                    xc_coll_name(a->coll), a->count, why);
+    pthread_mutex_unlock(&comm->mu);
+    return xc__err(XC_ERR_NOMEM, "%s", comm->errmsg);
+}
+
 /* Blocking (req == NULL: the operation lives in this frame, nothing is
  * allocated) or non-blocking entry. */
 static xc_result_t run(xc_comm_t *comm, const xc__args_t *a, xc_request_t **req)
 {
     const xc__algo_t *algo;
     xc_result_t rc = xc__algo_select(comm, a, &algo);
-    if (rc != XC_OK) return xc__comm_fail(comm, rc);
+    if (rc != XC_OK) return xc__comm_fail(comm, nomem(comm, a, rc));
     if (req) {
         xc__op_t *op;
         rc = xc__op_new(comm, a->coll, &op, req);
         if (rc == XC_OK) rc = build_submit(comm, algo, a, op, 0);
         if (rc != XC_OK) *req = NULL;
-        return xc__comm_fail(comm, rc);
+        return xc__comm_fail(comm, nomem(comm, a, rc));
     }
     if (algo->express && xc__op_express(comm, a, algo, &rc)) return xc__comm_fail(comm, rc);
     xc__op_t op;
     xc_request_t r;
     xc__op_init_stack(comm, a->coll, &op, &r);
-    return xc__comm_fail(comm, build_submit(comm, algo, a, &op, 1));
+    return xc__comm_fail(comm, nomem(comm, a, build_submit(comm, algo, a, &op, 1)));
 }
 
 static xc_result_t bad(xc_comm_t *comm, xc_result_t rc) { return xc__comm_fail(comm, rc); }

@@ -75,7 +75,7 @@ void xc__comm_free(xc_comm_t *c)
     if (!c) return;
     xc__flight_fini(c); /* first: a SIGUSR1 dump must not see it half freed */
     if (c->conns) {
-        xc__match_clear(c);
+        xc__match_free(c);
         for (int p = 0; p < c->size; p++) xc__conn_free(c->conns[p]);
     }
     xc__chan_free_all(c);

@@ -75,6 +75,10 @@ struct xc_request {
 
 #define XC__UBUF_KEEP 4 /* early messages' buffers a communicator keeps */
 
+/* Single-copy reductions read peers' inputs in pieces of this size into the
+ * communicator's scratch (cma_tmp), then reduce them with one k-way pass. */
+#define XC__SHM_CMA_PIECE (256 * 1024)
+
 struct xc_comm {
     /* immutable after creation */
     int rank, size;
@@ -104,7 +108,8 @@ struct xc_comm {
                               * (xc__shm_measured) while they are probed */
     int shm_ok;              /* all ranks agreed to use shared memory (the same
                               * on every rank, also those alone on a node) */
-    char *cma_tmp;           /* scratch of single-copy reductions (lazy) */
+    char *cma_tmp;           /* scratch of single-copy reductions: size - 1
+                              * pieces, there iff cma (shm_setup.c) */
     void *scratch_pool;      /* schedules' scratch, cached between calls (sched.c) */
     struct xc__profile *profile; /* cost model profile + selector state (model.h); NULL while created */
 
@@ -296,6 +301,9 @@ XC__HIDDEN void xc__send_control(xc_comm_t *comm, int peer, int kind, uint64_t s
 /* Forget posted receives and free unexpected messages; frames being read
  * into memory that goes away are discarded (when poisoning). */
 XC__HIDDEN void xc__match_clear(xc_comm_t *comm);
+/* xc__match_clear, and every frame still being read (a communicator being
+ * freed). */
+XC__HIDDEN void xc__match_free(xc_comm_t *comm);
 /* 1 when no other rank can send any more (every one has said goodbye, left
  * to shrink, or is gone): a receive from XC_ANY_SOURCE would wait forever.
  * Always 0 on one rank (a message to oneself can still come). */
@@ -339,6 +347,10 @@ XC__HIDDEN void xc__op_discard(xc__op_t *op);
 /* Enqueue and start an operation.  `will_wait`: the caller is about to wait
  * on it, so the progress thread need not be woken. */
 XC__HIDDEN xc_result_t xc__op_submit(xc_comm_t *comm, xc__op_t *op, int will_wait);
+/* Hand the pending work of `comm` to its progress thread if no caller is
+ * waiting on it: what a submission with will_wait 0 does, done later
+ * (xc_group_end, for the nonblocking calls of its group). */
+XC__HIDDEN void xc__comm_handoff(xc_comm_t *comm);
 /* Register point-to-point operation `op` as pending (its flight record,
  * wake class, the list of point-to-point operations) without posting its
  * send or receive: xc__op_submit's first step, and how the express path

@@ -90,6 +90,13 @@ static void hand_to_thread(xc_comm_t *comm)
     else if (comm->nwakes[XC__WAKE_ARM] > 0 || comm->chan_backlog) thread_arm(comm);
 }
 
+void xc__comm_handoff(xc_comm_t *comm)
+{
+    xc__comm_lock(comm);
+    if (comm->has_thread && comm->waiters == 0 && comm->npending > 0) hand_to_thread(comm);
+    pthread_mutex_unlock(&comm->mu);
+}
+
 /* The class of `op` (before it is posted).  Over a channel: a send needs
  * nobody -- its frame is in the ring once posted (a single-copy one's
  * data is read by the receiver, who answers with an ACK that only

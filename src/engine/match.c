@@ -130,6 +130,15 @@ static void *ubuf_get(xc_comm_t *comm, size_t len, size_t *cap)
 
 /* Keep buffer `p` of capacity `cap` for the next early message, in an
  * empty slot or in place of a smaller one, or free it. */
+/* Free the buffers kept. */
+static void ubuf_release(xc_comm_t *comm)
+{
+    for (int i = 0; i < XC__UBUF_KEEP; i++) {
+        free(comm->ubuf[i].p);
+        comm->ubuf[i].p = NULL;
+    }
+}
+
 static void ubuf_put(xc_comm_t *comm, void *p, size_t cap)
 {
     if (!p) return;
@@ -687,6 +696,28 @@ static void detach_reads(xc_comm_t *comm, xc__conn_t **conns, int n)
     }
 }
 
+/* The error frames still being read (detach_reads keeps them: an error
+ * frame is read to its end even on a poisoned communicator). */
+static void drop_error_reads(xc_comm_t *comm, xc__conn_t **conns, int n)
+{
+    for (int p = 0; p < n; p++) {
+        xc__conn_t *c = conns[p];
+        if (c && c->rux) {
+            unexp_free(comm, c->rux);
+            c->rux = NULL;
+            c->rdst = NULL;
+        }
+    }
+}
+
+void xc__match_free(xc_comm_t *comm)
+{
+    xc__match_clear(comm);
+    drop_error_reads(comm, comm->conns, comm->size);
+    if (comm->chans) drop_error_reads(comm, comm->chans, comm->size);
+    ubuf_release(comm); /* the one just freed may be kept */
+}
+
 void xc__match_clear(xc_comm_t *comm)
 {
     comm->rndv_wait = NULL; /* their operations are being failed */
@@ -699,8 +730,5 @@ void xc__match_clear(xc_comm_t *comm)
         for (xc__unexp_t *u = q->up2p_head, *n; u; u = n) n = u->next, unexp_free(comm, u);
         memset(q, 0, sizeof *q);
     }
-    for (int i = 0; i < XC__UBUF_KEEP; i++) { /* and the buffers kept for early ones */
-        free(comm->ubuf[i].p);
-        comm->ubuf[i].p = NULL;
-    }
+    ubuf_release(comm); /* and the buffers kept for early ones */
 }

@@ -52,6 +52,8 @@ typedef struct {
     size_t nrec;        /* receives recorded */
     xc_comm_t *rcomm;   /* their communicator (the first one's) */
     int mixed;          /* recorded on more than one communicator */
+    xc_comm_t *handoff; /* a nonblocking call's communicator, handed to its
+                         * progress thread at xc_group_end */
 } group_t;
 
 static _Thread_local group_t tls_group;
@@ -136,7 +138,13 @@ static void p2p_fill(xc__op_t *op, int is_send, void *buf, size_t count, xc_dtyp
 static xc_result_t p2p_submit_new(xc_comm_t *comm, xc__op_t *op, xc_request_t *r,
                                   xc_request_t **req)
 {
-    xc_result_t rc = xc__op_submit(comm, op, tls_group.depth > 0);
+    /* Nobody waits for it, xc_group_end neither: the progress thread must
+     * get it -- once for the group, at its end (a call on a second
+     * communicator in the group hands off at once). */
+    group_t *g = &tls_group;
+    int later = g->depth > 0 && (!g->handoff || g->handoff == comm);
+    if (later) g->handoff = comm;
+    xc_result_t rc = xc__op_submit(comm, op, later);
     *req = rc == XC_OK ? r : NULL;
     return rc;
 }
@@ -329,6 +337,7 @@ xc_result_t xc_group_start(void)
         g->rc = XC_OK;
         g->nrec = 0;
         g->mixed = 0;
+        g->handoff = NULL;
     }
     return XC_OK;
 }
@@ -382,5 +391,7 @@ xc_result_t xc_group_end(void)
     }
     g->n = 0;
     g->nrec = 0;
+    if (g->handoff) xc__comm_handoff(g->handoff);
+    g->handoff = NULL;
     return rc;
 }

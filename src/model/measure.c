@@ -383,8 +383,7 @@ static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
     }
     memset(buf, 0x3c, CMA_PROBE_BYTES);
     rc = time_pair(comm, 1, buf, &pt->one);
-    if (rc == XC_OK && xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN &&
-        xc__shm_cma_scratch(comm))
+    if (rc == XC_OK && xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN)
         rc = time_pair(comm, 2, buf, &pt->direct);
     if (rc == XC_OK && xc__shm_use_cma(comm, CMA_PROBE_BYTES / 2)) {
         /* All-gather's and all-to-all's single-copy ceiling (shm_cma_max),

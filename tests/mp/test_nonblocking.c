@@ -15,7 +15,8 @@
  *               calling into it (observed through xc_comm_stats), unless
  *               XCOLL_PROGRESS_THREAD=0 turned the progress thread off;
  *   p2p progress  a large receive completes while its caller sleeps (the
- *               sender blocks in xc_send meanwhile); a large send's data
+ *               sender blocks in xc_send meanwhile), also one posted inside
+ *               a group (xc_group_end does not wait for it); a large send's data
  *               reaches the receiver while its sender waits on another
  *               communicator; small receives posted by a rank that then waits
  *               on another communicator for the sender, who first sends
@@ -355,9 +356,21 @@ static void p2p_background(void)
         xc_request_free(r);
         h_check_copy(&pc, in, big, peer, 0, "1 MiB message received in the background");
         H.issued[XC_COLL_RECV]++;
+        /* The same inside a group: xc_group_end waits for none of it. */
+        memset(in, 0, big);
+        h_stats_ops(H.comm, before);
+        H_CHECK(H.comm, xc_group_start());
+        H_CHECK(H.comm, xc_irecv(in, big, XC_UINT8, peer, 36, H.comm, &r));
+        H_CHECK(H.comm, xc_group_end());
+        sleep_until_done(XC_COLL_RECV, before[XC_COLL_RECV], "a 1 MiB irecv in a group");
+        H_CHECK(H.comm, xc_request_wait(r));
+        xc_request_free(r);
+        h_check_copy(&pc, in, big, peer, 0, "1 MiB message received in the background (group)");
+        H.issued[XC_COLL_RECV]++;
     } else {
         H_CHECK(H.comm, xc_send(out, big, XC_UINT8, peer, 31, H.comm));
-        H.issued[XC_COLL_SEND]++;
+        H_CHECK(H.comm, xc_send(out, big, XC_UINT8, peer, 36, H.comm));
+        H.issued[XC_COLL_SEND] += 2;
     }
     /* A 1 MiB isend's data moves while its sender waits on the other
      * communicator for the receiver's word that it has it. */
