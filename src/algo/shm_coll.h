@@ -101,6 +101,12 @@ struct xc__shm_op {
  * rank stages the next one, which measured faster than the single copy at
  * 64 KiB-2 MiB (4.1 against 10.2 us at 64 KiB, 54-58 against 78-86 us at
  * 1 MiB) and no slower to 64 MiB (bench/RESULTS.md, sixteenth session).
+ * Nor does one on a crowded node, where the root reads too: the other
+ * ranks stage and leave, one sync a chunk instead of the chunked form's
+ * two and its copy-out, and no rank waits for another's share -- 3, 4 and
+ * 8 ranks on 2 cores, 32 KiB-512 KiB 1.1-2.7x faster by the mean, and
+ * 1-16 MiB 1.1-1.7x faster than the single copy (bench/RESULTS.md,
+ * forty-second session).
  * The runtime and the cost model use this one rule; `crowded` is the
  * agreed comm->oversub. */
 #define XC__SHM_CMA_REDUCE_MIN (1024 * 1024)
@@ -112,7 +118,7 @@ static inline int xc__shm_pair(int nranks, int crowded)
 }
 static inline int xc__shm_reduce_root_reads(int nranks, int crowded)
 {
-    return xc__shm_pair(nranks, crowded);
+    return xc__shm_pair(nranks, crowded) || (crowded && nranks > 1);
 }
 /* An all-reduce on 2 ranks of an uncrowded node runs one shot per
  * slot-sized chunk (each rank stages the chunk, both reduce both inputs):

@@ -59,6 +59,13 @@ static int next_gen(const char *store_addr, int rank, int size)
     return gen;
 }
 
+/* A store's non-zero result as a code: the built-in stores return an
+ * xc_result_t, callers' stores anything (then: a system failure). */
+static xc_result_t store_code(int r)
+{
+    return r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r : XC_ERR_SYSTEM;
+}
+
 static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, size_t cap,
                              uint64_t deadline_ns, const char *what)
 {
@@ -73,7 +80,7 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
          * and a lonely rank once read XC_ERR_SYSTEM that way. */
         uint64_t now = xc__now_ns(), slack = 2000000;
         int waited = ms >= 0 && now - t0 + slack >= (uint64_t)ms * 1000000ull;
-        xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r
+        xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? store_code(r)
                          : now >= deadline_ns || waited ? XC_ERR_TIMEOUT
                                                         : XC_ERR_SYSTEM;
         return xc__err(rc, "%s (store key \"%s\"): %s%s", what, key, xc__tls_error(),
@@ -118,8 +125,10 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
         while (c->uid == 0)
             if (getrandom(&c->uid, sizeof c->uid, 0) != sizeof c->uid)
                 c->uid = xc__now_ns() ^ ((uint64_t)getpid() << 32);
-        if (st->set(st->ctx, key, &c->uid, sizeof c->uid) != 0) {
-            rc = xc__err(XC_ERR_SYSTEM, "rank 0: cannot publish to the store: %s", xc__tls_error());
+        int r = st->set(st->ctx, key, &c->uid, sizeof c->uid);
+        if (r != 0) {
+            rc = xc__err(store_code(r), "rank 0: cannot publish to the store: %s",
+                         xc__tls_error());
             goto fail;
         }
     } else {
@@ -132,8 +141,9 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     xc__node_id(cfg, me.node);
     xc__cpumask_self(&me.cpus);
     snprintf(key, sizeof key, "%srank/%d", prefix, rank);
-    if (st->set(st->ctx, key, &me, sizeof me) != 0) {
-        rc = xc__err(XC_ERR_SYSTEM, "rank %d: cannot publish to the store: %s", rank,
+    int sr = st->set(st->ctx, key, &me, sizeof me);
+    if (sr != 0) {
+        rc = xc__err(store_code(sr), "rank %d: cannot publish to the store: %s", rank,
                      xc__tls_error());
         goto fail;
     }

@@ -151,7 +151,8 @@ void xc__comm_set_nodes(xc_comm_t *c, char (*ids)[XC__NODEID_LEN], const xc__cpu
  * wake-up costs ~30 us, several rounds of every rank taking its turn). */
 void xc__comm_set_wait(xc_comm_t *c)
 {
-    c->oversub = c->node_cpus > 0 && c->local_size > c->node_cpus;
+    c->oversub = c->cfg.node_crowded >= 0 ? c->cfg.node_crowded
+                                          : c->node_cpus > 0 && c->local_size > c->node_cpus;
     long spin = c->cfg.spin_us >= 0 ? c->cfg.spin_us : c->oversub ? 0 : 20;
     long yield = c->cfg.yield_us >= 0 ? c->cfg.yield_us : c->oversub ? 2000 : 200;
     c->spin_max_ns = (uint64_t)spin * 1000ull;

@@ -119,6 +119,9 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     XC_CHECK(xc__env_int("XCOLL_HUGEPAGES", 0, 1, &huge));
     if (!huge) c->shm_promote = 0;
     v = -1;
+    XC_CHECK(xc__env_int("XCOLL_NODE_CROWDED", -1, 1, &v));
+    c->node_crowded = (int)v;
+    v = -1;
     XC_CHECK(xc__env_int("XCOLL_SHM_COOP", -1, 1, &v));
     c->shm_coop = (int)v;
     v = 1;

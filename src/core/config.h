@@ -30,6 +30,8 @@ typedef struct xc__config {
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
     int shm_promote;      /* single-copy sources collapse into huge pages at
                              their this-many-th use (core/promote.c); 0 never */
+    int node_crowded;     /* the node counts as crowded (comm->oversub): 1,
+                             0, or -1 when its ranks outnumber their CPUs */
     int shm_coop;         /* single-copy broadcast's root copies too: 1 always,
                              0 never, -1 when the node is not crowded */
     int shm_membarrier;   /* 1: fence-free publications where every rank can

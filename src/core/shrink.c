@@ -208,6 +208,23 @@ static void refresh(shrink_t *s)
     }
 }
 
+/* A peer whose frame of this shrink lists this rank as failed, or -1.
+ * Every peer is looked at, also one this rank has marked failed meanwhile:
+ * peers that settled without this rank send their FINAL and then, leaving
+ * the old communicator, a goodbye -- which marks them failed here
+ * (refresh) before the verdict before it is looked at. */
+static int excluded_by(const shrink_t *s)
+{
+    const xc_comm_t *comm = s->comm;
+    for (int p = 0; comm->shrink_in && p < comm->size; p++) {
+        const struct xc__shrink_in *in = &comm->shrink_in[p];
+        if (p != comm->rank && in->buf && in->seq >> 32 == s->no &&
+            xc__failed_has(in->buf + XC__FRAME_SHRINK_FIXED, comm->rank))
+            return p;
+    }
+    return -1;
+}
+
 /* A readable list of the ranks in `bm` ("2, 3" or "none"). */
 static void bm_str(const uint8_t *bm, int n, char *buf, size_t cap)
 {
@@ -258,6 +275,14 @@ static xc_result_t agree(shrink_t *s)
         for (;;) {
             xc__comm_poll(comm, 10);
             refresh(s);
+            int judge = excluded_by(s);
+            if (judge >= 0)
+                return give_up(s, XC_ERR_PEER_LOST,
+                               "xc_comm_shrink: rank %d of the old communicator declared "
+                               "this rank (%d) failed (it found it silent, late or its "
+                               "connection broken): this rank is not a member of the "
+                               "shrunk communicator",
+                               judge, me);
             uint64_t now = xc__now_ns();
             int waiting = 0;
             for (int p = 0; p < n; p++) {
@@ -266,13 +291,6 @@ static xc_result_t agree(shrink_t *s)
                 uint32_t rd = in ? (uint32_t)in->seq : 0;
                 if (in && in->seq >> 32 == s->no && rd >= round) {
                     const uint8_t *bm = in->buf + XC__FRAME_SHRINK_FIXED;
-                    if (xc__failed_has(bm, me))
-                        return give_up(s, XC_ERR_PEER_LOST,
-                                       "xc_comm_shrink: rank %d of the old communicator declared "
-                                       "this rank (%d) failed (it found it silent or its "
-                                       "connection broken): this rank is not a member of the "
-                                       "shrunk communicator",
-                                       p, me);
                     if (rd == FINAL && xc__failed_has(bm, p)) {
                         mark(s, p, "withdrew from the shrink (it gave up)", 0);
                         continue;
@@ -373,7 +391,6 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
         goto out;
     }
     xc__cpumask_self(&s.me.cpus);
-    XC_CHECK_GOTO(xc__listen(&comm->my_addr, &lfd, &s.me.addr), rc, out);
 
     xc__comm_lock(comm);
     /* A healthy communicator is poisoned here only: peers may still be
@@ -391,7 +408,17 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
     s.silence_ns = silence_ms < 0 ? UINT64_MAX : (uint64_t)silence_ms * 1000000ull;
     memcpy(s.known, comm->failed, nb);
     __atomic_add_fetch(&comm->waiters, 1, __ATOMIC_RELAXED); /* the progress thread keeps to its heartbeats */
-    rc = agree(&s);
+    /* The new communicator's socket; without it this rank withdraws, so
+     * that nobody waits for it. */
+    rc = xc__listen(&comm->my_addr, &lfd, &s.me.addr);
+    if (rc != XC_OK) {
+        char msg[XC__ERRMSG_LEN];
+        snprintf(msg, sizeof msg, "%s", xc__tls_error());
+        rc = give_up(&s, rc, "xc_comm_shrink: this rank (%d) cannot take part: %s", comm->rank,
+                     msg);
+    } else {
+        rc = agree(&s);
+    }
     if (rc == XC_OK) {
         send_final(&s, s.known); /* peers still agreeing may settle on it */
         for (int p = 0; p < n; p++) {

@@ -21,6 +21,7 @@
 
 typedef struct split_info {
     int32_t color, key;
+    int32_t err; /* this rank cannot take part: its error code (0: it can) */
     struct sockaddr_storage addr;
     xc__cpumask_t cpus;
 } split_info_t;
@@ -81,9 +82,12 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     if (color < 0 && color != XC_COLOR_NONE)
         return xc__comm_fail(parent, xc__err(XC_ERR_INVALID,
                              "xc_comm_split: color must be >= 0 or XC_COLOR_NONE (got %d)", color));
+    /* From here every rank joins the all-gather, also one that cannot take
+     * part (a bad configuration, no memory, no socket): it says so there,
+     * and every rank fails the split naming it -- none is left waiting in
+     * the all-gather, nor pairs its next call with the others' split. */
     xc__config_t cfg = parent->cfg;
-    XC_CHECK(xc__comm_fail(parent, xc__config_override(ucfg, &cfg)));
-
+    xc_result_t local = xc__config_override(ucfg, &cfg);
     int n = parent->size;
     xc_result_t rc = XC_OK;
     int lfd = -1;
@@ -93,14 +97,35 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     char(*ids)[XC__NODEID_LEN] = calloc((size_t)n, sizeof *ids);
     xc__cpumask_t *cpus = calloc((size_t)n, sizeof *cpus);
     uint64_t split_no = (uint64_t)parent->split_count++;
-    if (!all || !mem || !addrs || !ids || !cpus) {
-        rc = xc__err(XC_ERR_NOMEM, "out of memory");
+    if (!all) { /* not even the all-gather: the parent fails on every rank */
+        xc__comm_lock(parent);
+        xc__comm_poison(parent, XC_ERR_NOMEM, XC__POISON_LOCAL,
+                        "rank %d ran out of memory in xc_comm_split", parent->rank);
+        pthread_mutex_unlock(&parent->mu);
+        rc = xc__err(XC_ERR_NOMEM, "xc_comm_split: out of memory");
         goto out;
     }
+    if (local == XC_OK && (!mem || !addrs || !ids || !cpus))
+        local = xc__err(XC_ERR_NOMEM, "xc_comm_split: out of memory");
     split_info_t me = {.color = color, .key = key};
     xc__cpumask_self(&me.cpus);
-    if (color != XC_COLOR_NONE) XC_CHECK_GOTO(xc__listen(&parent->my_addr, &lfd, &me.addr), rc, out);
+    if (local == XC_OK && color != XC_COLOR_NONE)
+        local = xc__listen(&parent->my_addr, &lfd, &me.addr);
+    char why[XC__ERRMSG_LEN] = "";
+    if (local != XC_OK) snprintf(why, sizeof why, "%s", xc__tls_error());
+    me.err = local;
     XC_CHECK_GOTO(xc_allgather(&me, all, sizeof me, XC_UINT8, parent), rc, out);
+    for (int r = 0; r < n; r++) {
+        if (!all[r].err) continue;
+        xc_result_t e = xc__wire_code_ok(all[r].err) ? (xc_result_t)all[r].err : XC_ERR_INTERNAL;
+        if (r == parent->rank) rc = xc__err(local, "%s", why);
+        else
+            rc = xc__err(e,
+                         "xc_comm_split: rank %d could not take part (%s): no communicator "
+                         "was made",
+                         r, xc_err_name(e));
+        goto out;
+    }
     if (color == XC_COLOR_NONE) goto out;
 
     int size = 0, rank = -1;

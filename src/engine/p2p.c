@@ -4,9 +4,12 @@
  * A send or receive is an operation of its own, independent of the
  * collective queue, completed as soon as its frame is written or received.
  * Inside xc_group_start/xc_group_end the blocking forms only post their
- * operation; xc_group_end waits for all of them.  Since input is always
- * drained, even two blocking sends towards each other would complete; the
- * group is what makes the intent explicit and the waits concurrent.
+ * operation; xc_group_end waits for all of them, so two ranks may send to
+ * each other before receiving.  Outside a group that works only while the
+ * messages are small enough to wait in the channel or socket: a
+ * single-copy send completes when its receiver has read it, so two large
+ * blocking sends towards each other wait for each other (xcoll.h promises
+ * no deadlock inside a group only).
  *
  * Small ones between ranks that share memory take the express path
  * (p2p_express.c): a send writes its frame at the call (a nonblocking one

@@ -232,11 +232,13 @@ static double take_chunk(const xc__m_t *m, double cb, int later)
     return m->p->shm_take > 0 ? cb * take_rate(m, cb) : chunk_read(m, cb, 1);
 }
 
-/* The root of a 2-rank reduce reduces the other rank's chunk with its own
- * input (the read and the reduction one pass: the slower). */
+/* The root of a reduce that reads (xc__shm_reduce_root_reads) reduces the
+ * other ranks' chunks with its own input (the reads and the reduction one
+ * pass: the slower). */
 static double take_reduce(const xc__m_t *m, double cb, int later)
 {
-    double rd = take_chunk(m, cb, later), red = xc__m_reduce_mix(m, cb, 2, m->ws, 2);
+    int n = m->t->nranks;
+    double rd = (n - 1) * take_chunk(m, cb, later), red = xc__m_reduce_mix(m, cb, n, m->ws, n);
     return (rd > red ? rd : red) + xc__m_fin(m, cb);
 }
 

@@ -55,10 +55,12 @@ static void seg_name(char *buf, size_t cap, int64_t creator, const xc_comm_t *co
 
 xc_result_t xc__shm_attach(xc_comm_t *comm)
 {
-    /* Global conditions only: every rank must take the same branch. */
-    if (comm->size < 2 || comm->nnodes == comm->size || !comm->cfg.shm) return XC_OK;
+    /* Global conditions only: every rank must take the same branch.
+     * (XCOLL_SHM is this rank's: it goes into the agreement below, so
+     * that one rank's XCOLL_SHM=0 puts every rank on TCP.) */
+    if (comm->size < 2 || comm->nnodes == comm->size) return XC_OK;
     int single = comm->nnodes == 1;
-    int mine = comm->local_size >= 2 && comm->local_size <= XC__SHM_MAX_RANKS;
+    int mine = comm->cfg.shm && comm->local_size >= 2 && comm->local_size <= XC__SHM_MAX_RANKS;
     int leader = comm->local_rank == 0;
     /* Slots carry the shared-memory collectives: one node only. */
     size_t slot = single ? (size_t)comm->cfg.shm_slot_kb * 1024 : 4096;
@@ -107,10 +109,13 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
      * (shm.c; XCOLL_SHM_MEMBARRIER=0 on any rank keeps the fences). */
     /* [5], [6]: the same for XCOLL_SHM_CMA_MAX_KB (the all-gather's and
      * all-to-all's ceiling: which way they take depends on it too). */
-    int32_t ok[7] = {!mine || s != NULL, !mine, comm->cfg.shm_cma_min_kb,
+    /* [7], [8]: XCOLL_NODE_CROWDED (every path's choice on a node depends
+     * on it): a difference falls back to what every rank computes alike. */
+    int32_t ok[9] = {comm->cfg.shm && (!mine || s != NULL), !mine, comm->cfg.shm_cma_min_kb,
                      -comm->cfg.shm_cma_min_kb,
                      !s || (comm->cfg.shm_membarrier && xc__membarrier_register(XC__MB_GLOBAL)),
-                     comm->cfg.shm_cma_max_kb, -comm->cfg.shm_cma_max_kb};
+                     comm->cfg.shm_cma_max_kb, -comm->cfg.shm_cma_max_kb,
+                     comm->cfg.node_crowded, -comm->cfg.node_crowded};
     if (s) {
         int right = (comm->local_rank + 1) % comm->local_size;
         uint64_t v = 0;
@@ -126,7 +131,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
         ok[1] = ok[1] && comm->cma_tmp;
     }
     /* Everybody must agree to use it (and single copy). */
-    XC_CHECK_GOTO(xc_allreduce(ok, ok, 7, XC_INT32, XC_MIN, comm), rc, fail);
+    XC_CHECK_GOTO(xc_allreduce(ok, ok, 9, XC_INT32, XC_MIN, comm), rc, fail);
     if (ok[2] != -ok[3])
         XC_WARN("XCOLL_SHM_CMA_MIN_KB differs across ranks (%d..%d): all use %d", (int)ok[2],
                 (int)-ok[3], (int)ok[2]);
@@ -135,11 +140,18 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
         XC_WARN("XCOLL_SHM_CMA_MAX_KB differs across ranks (%d..%d): all use %d", (int)ok[5],
                 (int)-ok[6], (int)ok[5]);
     comm->cfg.shm_cma_max_kb = ok[5];
+    if (ok[7] != -ok[8]) {
+        XC_WARN("XCOLL_NODE_CROWDED differs across ranks (%d..%d): all use auto", (int)ok[7],
+                (int)-ok[8]);
+        comm->cfg.node_crowded = -1;
+        xc__comm_set_wait(comm);
+    }
     /* Every rank has mapped it (or given up): unlink now, by anyone. */
     if (name[0]) xc__shm_unlink(name);
     if (!ok[0]) {
         xc__shm_close(s);
-        XC_WARN("shared memory unavailable on some rank: using TCP");
+        if (comm->cfg.shm)
+            XC_WARN("shared memory unavailable (or XCOLL_SHM=0) on some rank: using TCP");
         return XC_OK;
     }
     if (!ok[1]) {

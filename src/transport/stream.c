@@ -88,7 +88,10 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
 {
     /* A poison raised while a frame is dispatched flushes error frames,
      * and that flush reads whole frames from poisoned connections: never
-     * from this one, which is in the middle of one. */
+     * from this one, which is in the middle of one -- nor does a goodbye
+     * dispatched meanwhile drain it (xc__chan_drain): a read re-entered
+     * returns, the outer one goes on. */
+    if (c->reading) return;
     c->reading = 1;
     if (read_frames(comm, c, get) && timed(c)) c->last_rx_ns = xc__now_ns();
     c->reading = 0;

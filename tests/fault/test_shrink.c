@@ -22,6 +22,12 @@
  *            the shrunk communicator, shrink again to 3
  *   invalid  NULL communicator or NULL out pointer: XC_ERR_INVALID, and the
  *            communicator is untouched
+ *   late     3 healthy ranks: ranks 0 and 1 shrink (XCOLL_TIMEOUT_MS=2000),
+ *            settle without rank 2, compute and destroy the old
+ *            communicator; then rank 2 calls xc_comm_shrink: XC_ERR_PEER_LOST
+ *            ("declared this rank (2) failed"), no communicator -- not a
+ *            communicator of one (before 2026-12-06 it got XC_OK, size 1:
+ *            the goodbyes hid the peers' verdict)
  *   revoke   4 healthy ranks: rank 0 blocks in a recv from rank 1 that is
  *            never sent, ranks 1 and 3 in an all-reduce ranks 0 and 2
  *            never join; rank 2 calls xc_comm_revoke from a second thread
@@ -176,6 +182,34 @@ static int none_rank(int rank, int size)
     int32_t x = 1, y = 0;
     XT_REQUIRE_OK(xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm));
     return shrink_check_end(comm, rank, victims, XC_ERR_ABORTED);
+}
+
+/* late: rank 2 comes to the shrink after the others have left without it. */
+static int late_rank(int rank, int size)
+{
+    (void)size;
+    xc_comm_t *comm = xt_comm_world(-1);
+    if (!comm) return 1;
+    XT_REQUIRE_OK(xc_barrier(comm));
+    if (rank != 2) {
+        int dead[XT_MAX_RANKS] = {0};
+        dead[2] = 1;
+        return shrink_check_end(comm, rank, dead, XC_ERR_ABORTED);
+    }
+    double end = xt_now() + 30;
+    while ((!atomic_load(&RES(0)) || !atomic_load(&RES(1))) && xt_now() < end) usleep(5000);
+    usleep(300 * 1000); /* their old communicators are destroyed by now */
+    xc_comm_t *nc = NULL;
+    xc_result_t rc = xc_comm_shrink(comm, &nc);
+    xt_log("late shrink: %s, %s: \"%s\"", xc_err_name(rc), nc ? "a communicator" : "none",
+           xc_comm_last_error(comm));
+    XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
+    XT_CHECK_INT(nc == NULL, ==, 1);
+    XT_CHECK_HAS(xc_comm_last_error(comm), "declared this rank (2) failed");
+    RES(2) = -1;
+    xc_comm_destroy(nc);
+    xc_comm_destroy(comm);
+    return xt_result();
 }
 
 /* revoke: blocked calls of every kind woken by another rank's revoke. */
@@ -346,6 +380,7 @@ static int rank_main(int rank, int size, void *arg)
     if (!strcmp(scenario, "during")) return during_rank(rank, size);
     if (!strcmp(scenario, "invalid")) return invalid_rank(rank, size);
     if (!strcmp(scenario, "revoke")) return revoke_rank(rank, size);
+    if (!strcmp(scenario, "late")) return late_rank(rank, size);
     return failure_rank(rank, size);
 }
 
@@ -407,11 +442,11 @@ static int run_job(unsigned delay_us, int timeout_ms)
 int main(int argc, char **argv)
 {
     static const char *const known[] = {"kill2", "kill0", "stop", "two", "none",
-                                        "during", "twice", "invalid", "revoke"};
+                                        "during", "twice", "invalid", "revoke", "late"};
     for (size_t k = 0; argc == 2 && k < sizeof known / sizeof known[0]; k++)
         if (!strcmp(argv[1], known[k])) scenario = known[k];
     if (!scenario) {
-        fprintf(stderr, "usage: %s kill2|kill0|stop|two|none|during|twice|invalid|revoke\n",
+        fprintf(stderr, "usage: %s kill2|kill0|stop|two|none|during|twice|invalid|revoke|late\n",
                 argv[0]);
         return 2;
     }
@@ -426,13 +461,14 @@ int main(int argc, char **argv)
     if (!strcmp(scenario, "two")) nranks = 5, victims[1] = victims[3] = 1;
     if (!strcmp(scenario, "twice")) nranks = 5, victims[4] = victims[1] = 1;
     if (!strcmp(scenario, "invalid")) nranks = 2;
+    if (!strcmp(scenario, "late")) nranks = 3;
     if (!strcmp(scenario, "during")) {
         /* The kill lands in the agreement, the connection of the new
          * communicator, its start or its first collective. */
         static const unsigned delays[] = {0, 300, 1000, 2000, 4000};
         for (size_t k = 0; k < sizeof delays / sizeof delays[0]; k++) run_job(delays[k], 10000);
     } else {
-        run_job(0, DEADLINE_MS);
+        run_job(0, !strcmp(scenario, "late") ? 2000 : DEADLINE_MS);
     }
     xt_log("%s", xt_failures ? "FAILED" : "passed");
     return xt_result();

@@ -13,7 +13,12 @@
  *   none        rank 0 passes XC_COLOR_NONE, the others one color;
  *   nested      the parity child split again by its own rank parity;
  *   concurrent  two children used at once from two threads, one each;
- *   churn       repeated split + destroy.
+ *   churn       repeated split + destroy;
+ *   one bad     the last rank passes an invalid configuration, the others
+ *               none: every rank fails the split (XC_ERR_INVALID, naming
+ *               that rank on the others), no child, the parent still works
+ *               (before 2026-12-06 that rank returned alone and the others
+ *               waited in the split's all-gather).
  * Topology: on every communicator, node index and local rank/size must be
  * consistent across ranks (each node's local ranks are 0..local_size-1, the
  * node count is the number of distinct nodes), and a child's node grouping
@@ -25,6 +30,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Topology of one rank, as allgathered. */
 typedef struct topo {
@@ -259,6 +265,23 @@ int main(int argc, char **argv)
         for (int r = 0; r < n; r++) color[r] = (r + i) % 3, key[r] = -r;
         xc_comm_t *c = split_and_check(color, key, "churn split");
         H_CHECK(c, xc_comm_destroy(c));
+    }
+
+    /* One rank's invalid configuration fails the split on every rank. */
+    if (n > 1) {
+        xc_config_t bad = XC_CONFIG_INIT;
+        bad.size = 1; /* not sizeof(xc_config_t) */
+        xc_comm_t *c = NULL;
+        int last = H.rank == n - 1;
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID,
+                    xc_comm_split(H.comm, 0, 0, &c, last ? &bad : NULL));
+        H_TRUE("no child from a failed split", c == NULL);
+        const char *msg = xc_comm_last_error(H.comm);
+        char want[64];
+        snprintf(want, sizeof want, "rank %d could not take part", n - 1);
+        H_TRUE("the failed split's message names the rank",
+               last ? strstr(msg, "config") != NULL : strstr(msg, want) != NULL);
+        H_CHECK(H.comm, xc_comm_status(H.comm));
     }
 
     /* The parent still works after all of that. */

@@ -603,11 +603,14 @@ static void test_shm_rules(void)
             size_t h = xc__shm_bcast_share(b, L, 1);
             EXPECT_TRUE(h % 4096 == 0 && h * (size_t)L <= b);
         }
-    /* a reduce on 2 uncrowded ranks never goes single copy: the root reads */
-    EXPECT_TRUE(xc__shm_reduce_root_reads(2, 0) && !xc__shm_reduce_root_reads(2, 1) &&
-                !xc__shm_reduce_root_reads(3, 0));
+    /* a reduce on 2 uncrowded ranks or on a crowded node never goes single
+     * copy: the root reads */
+    EXPECT_TRUE(xc__shm_reduce_root_reads(2, 0) && xc__shm_reduce_root_reads(2, 1) &&
+                !xc__shm_reduce_root_reads(3, 0) && xc__shm_reduce_root_reads(3, 1) &&
+                xc__shm_reduce_root_reads(8, 1) && !xc__shm_reduce_root_reads(1, 1));
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 65536) == SIZE_MAX);
-    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1, 65536) == SIZE_MAX);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 4, 1, 65536) == SIZE_MAX);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 3, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
     /* ... a reduce-scatter there from XCOLL_SHM_CMA_MIN_KB, crowded from 1 MiB */
     EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0, 65536) == 65536);
@@ -633,14 +636,20 @@ static void test_shm_rules(void)
     double coop = xc__model_predict(&p, &t, XC__ALGO_SHM_BCAST, &bc);
     /* each side copies half: about half the time, never more */
     EXPECT_TRUE(coop > 0 && coop < plain && coop > 0.45 * plain);
-    /* a 512 KiB reduce: the root-reads pipeline on 2 uncrowded ranks, the
-     * chunked reduce when crowded */
+    /* a 512 KiB reduce: the root-reads pipeline on 2 uncrowded ranks and on
+     * a crowded node (the root takes every other rank's chunks: on 4 ranks
+     * more than on 2), the chunked reduce on 4 uncrowded ranks */
     xc__model_call_t rd = {XC_COLL_REDUCE, (mib / 2) / 4, XC_FLOAT32, XC_SUM, 0};
     t = shm_topo(2);
     double free_ = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
     t.crowded = 1;
     double crowded = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
-    EXPECT_TRUE(free_ > 0 && crowded > 0 && free_ != crowded);
+    EXPECT_TRUE(free_ > 0 && crowded > 0);
+    t = shm_topo(4);
+    double four = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
+    t.crowded = 1;
+    double four_crowded = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &rd);
+    EXPECT_TRUE(four > 0 && four_crowded > crowded && four_crowded != four);
     /* the pipeline is priced per slot-sized chunk: 4 MiB about 8x 512 KiB */
     t = shm_topo(2);
     xc__model_call_t rd8 = rd;
