@@ -205,6 +205,9 @@ fail:
     free(addrs);
     free(ids);
     free(cpus);
+    /* A failed creation closes the store at once: the others waiting on
+     * it learn it now (released, it would serve them until their deadline). */
+    if (c) srv = c->store_srv, c->store_srv = NULL;
     xc__store_server_stop(srv);
     xc__comm_free(c);
     return rc;

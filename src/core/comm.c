@@ -93,7 +93,7 @@ void xc__comm_free(xc_comm_t *c)
     free(c->cma_tmp);
     xc__sched_pool_free(&c->scratch_pool);
     free(c->profile); /* cost model profile and selector state: one block */
-    xc__store_server_stop(c->store_srv);
+    xc__store_server_release(c->store_srv); /* a peer may be in its next init */
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

@@ -52,6 +52,9 @@ XC__HIDDEN xc_result_t xc__store_server_start(const char *host, int port,
                                               int *port_out);
 /* Stop the thread, close every connection, free memory.  NULL is a no-op. */
 XC__HIDDEN void xc__store_server_stop(xc__store_server_t *srv);
+/* Let go of a server (its communicator is destroyed): it serves on while
+ * clients are connected and frees itself when none is left. */
+XC__HIDDEN void xc__store_server_release(xc__store_server_t *srv);
 
 /* Open a file store rooted at directory `dir` (created if missing). */
 XC__HIDDEN xc_result_t xc__file_store_open(const char *dir, xc_store_t *out);

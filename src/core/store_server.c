@@ -8,6 +8,13 @@
  *  - Only the server thread touches the key table and the connections once
  *    started; xc__store_server_stop wakes it through the pipe, joins it, and
  *    only then frees everything, so there is no lock anywhere.
+ *    xc__store_server_release (the hosting communicator is destroyed) hands
+ *    the server to its thread instead: it serves on while any client is
+ *    connected -- a rank already waiting in its next xc_comm_init on this
+ *    address, to whom this process's next communicator then publishes as a
+ *    client (it cannot bind the port meanwhile) -- and frees itself when
+ *    none is left.  (Destroy is not collective: stopping at once cut off a
+ *    peer that had moved on to the next communicator, which then failed.)
  *  - Every socket is non-blocking and close-on-exec; every send uses
  *    MSG_NOSIGNAL.  Each connection has an input and an output buffer, so
  *    partial reads and writes at any byte boundary are fine.
@@ -656,9 +663,12 @@ static void drain_ready(xc__store_server_t *s)
     }
 }
 
+static void server_free(xc__store_server_t *s);
+
 static void *server_main(void *arg)
 {
     xc__store_server_t *s = arg;
+    int orphan = 0; /* released: this thread owns the server */
     for (;;) {
         size_t need = s->nconns + 2;
         if (need > s->cappfds) {
@@ -702,7 +712,14 @@ static void *server_main(void *arg)
             nanosleep(&ts, NULL);
             continue;
         }
-        if (pf[0].revents) break; /* stop requested */
+        if (pf[0].revents) {
+            /* 1: stop (the owner joins); 2: released (serve on, alone). */
+            char b[8];
+            ssize_t got, stop = 0;
+            while ((got = read(s->wake[0], b, sizeof b)) > 0)
+                for (ssize_t i = 0; i < got; i++) stop |= b[i] == 1, orphan |= b[i] == 2;
+            if (stop) break;
+        }
         size_t n = s->nconns; /* accept_all may append; their revents are 0 */
         for (size_t i = 0; i < n; ++i) {
             struct conn *c = s->conns[i];
@@ -742,6 +759,10 @@ static void *server_main(void *arg)
             else s->conns[j++] = c;
         }
         s->nconns = j;
+        if (orphan && s->nconns == 0) {
+            server_free(s);
+            return NULL;
+        }
     }
     return NULL;
 }
@@ -894,16 +915,34 @@ fail:
     return rc;
 }
 
+/* Wake the server's thread with `b` (see server_main). */
+static void wake(int fd, char b)
+{
+    ssize_t w;
+    do {
+        w = write(fd, &b, 1);
+    } while (w < 0 && errno == EINTR);
+    /* A full pipe (EAGAIN) cannot happen: at most one stop and one release. */
+}
+
 void xc__store_server_stop(xc__store_server_t *s)
 {
     if (!s) return;
-    char b = 1;
-    ssize_t w;
-    do {
-        w = write(s->wake[1], &b, 1);
-    } while (w < 0 && errno == EINTR);
-    /* A full pipe (EAGAIN) already holds a wake-up: fine. */
+    wake(s->wake[1], 1);
     pthread_join(s->thread, NULL);
+    server_free(s);
+}
+
+void xc__store_server_release(xc__store_server_t *s)
+{
+    if (!s) return;
+    int fd = s->wake[1];
+    pthread_detach(s->thread);
+    wake(fd, 2); /* s belongs to the thread from here on */
+}
+
+static void server_free(xc__store_server_t *s)
+{
     for (size_t i = 0; i < s->nconns; ++i) conn_free(s->conns[i]);
     free(s->conns);
     free(s->pfds);

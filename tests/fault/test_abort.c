@@ -26,6 +26,12 @@
  *            deadline.  Before it, two any-source receives that rank 1
  *            posts on tag 5 are matched by two messages to itself (never
  *            taken for orphans while rank 0 is there).
+ *   reinit   2 ranks create, use and destroy a communicator five times in a
+ *            row on one address; rank 0, which hosts the store, destroys
+ *            200 ms after rank 1, which is by then waiting in its next
+ *            xc_comm_init on rank 0's store.  Every creation succeeds
+ *            (before 2026-12-06 rank 0's destroy stopped the store under
+ *            rank 1: PEER_LOST there, and rank 0's next init timed out).
  *
  * Observed with the first engine (Nov 2026): the peers of an aborting rank
  * get XC_ERR_ABORTED ("rank 0 reported: rank 0 called xc_comm_abort")
@@ -232,9 +238,25 @@ static int anylate_rank(int rank, int size)
     return xt_result();
 }
 
+static int reinit_rank(int rank, int size)
+{
+    (void)size;
+    for (int i = 0; i < 5; i++) {
+        xc_comm_t *comm = xt_comm_world(8000);
+        if (!comm) return 1;
+        int32_t v = rank + i, sum = 0;
+        XT_CHECK_RC(xc_allreduce(&v, &sum, 1, XC_INT32, XC_SUM, comm), XC_OK);
+        XT_CHECK_INT(sum, ==, 1 + 2 * i);
+        if (rank == 0) usleep(200 * 1000); /* rank 1 is in its next init by now */
+        XT_CHECK_RC(xc_comm_destroy(comm), XC_OK);
+    }
+    return xt_result();
+}
+
 static int rank_main(int rank, int size, void *arg)
 {
     (void)arg;
+    if (strcmp(scenario, "reinit") == 0) return reinit_rank(rank, size);
     if (strcmp(scenario, "destroy") == 0) return destroy_rank(rank, size);
     if (strcmp(scenario, "anylate") == 0) return anylate_rank(rank, size);
     return abort_rank(rank, size);
@@ -242,11 +264,11 @@ static int rank_main(int rank, int size, void *arg)
 
 int main(int argc, char **argv)
 {
-    static const char *const known[] = {"recv", "coll", "destroy", "anylate"};
-    for (size_t k = 0; argc == 2 && k < 4; k++)
+    static const char *const known[] = {"recv", "coll", "destroy", "anylate", "reinit"};
+    for (size_t k = 0; argc == 2 && k < 5; k++)
         if (strcmp(argv[1], known[k]) == 0) scenario = known[k];
     if (!scenario) {
-        fprintf(stderr, "usage: %s recv|coll|destroy|anylate\n", argv[0]);
+        fprintf(stderr, "usage: %s recv|coll|destroy|anylate|reinit\n", argv[0]);
         return 2;
     }
     xt_init(argv[0], scenario);
@@ -256,7 +278,8 @@ int main(int argc, char **argv)
     xt_job_wait(&job, 45);
     xt_expect_all_ok(&job);
     for (int r = 1; r < size && strcmp(scenario, "destroy") != 0 &&
-                    strcmp(scenario, "anylate") != 0; r++)
+                    strcmp(scenario, "anylate") != 0 && strcmp(scenario, "reinit") != 0;
+         r++)
         xt_log("rank %d observed %s after rank 0's abort", r,
                atomic_load(&xt_shm->flag[r]) == 1 ? "XC_ERR_ABORTED"
                : atomic_load(&xt_shm->flag[r]) == 2 ? "XC_ERR_PEER_LOST"
