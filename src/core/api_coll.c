@@ -73,6 +73,9 @@ static xc_result_t build_submit(xc_comm_t *comm, const xc__algo_t *algo, const x
 static xc_result_t nomem(xc_comm_t *comm, const xc__args_t *a, xc_result_t rc)
 {
     if (rc != XC_ERR_NOMEM) return rc;
+    xc_result_t st = xc__comm_status(comm);
+    if (st != XC_OK) /* failed before: later calls keep its code */
+        return xc__err(st, "communicator is unusable after an earlier error: %s", comm->errmsg);
     char why[XC__ERRMSG_LEN];
     snprintf(why, sizeof why, "%s", xc__tls_error());
     xc__comm_lock(comm);

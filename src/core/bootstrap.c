@@ -80,7 +80,7 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
          * and a lonely rank once read XC_ERR_SYSTEM that way. */
         uint64_t now = xc__now_ns(), slack = 2000000;
         int waited = ms >= 0 && now - t0 + slack >= (uint64_t)ms * 1000000ull;
-        xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? store_code(r)
+        xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r
                          : now >= deadline_ns || waited ? XC_ERR_TIMEOUT
                                                         : XC_ERR_SYSTEM;
         return xc__err(rc, "%s (store key \"%s\"): %s%s", what, key, xc__tls_error(),
@@ -194,10 +194,14 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     return XC_OK;
 fail_started:
     {
-        /* The thread runs: destroy tears it down; keep the message. */
+        /* The thread runs: destroy tears it down; keep the message.  The
+         * store closes at once (as below), not released by destroy. */
         char msg[XC__ERRMSG_LEN];
         snprintf(msg, sizeof msg, "%s", xc__tls_error());
+        xc__store_server_t *own = c->store_srv;
+        c->store_srv = NULL;
         xc_comm_destroy(c);
+        xc__store_server_stop(own);
         return xc__err(rc, "%s", msg);
     }
 fail:

@@ -109,7 +109,8 @@ struct xc_comm {
     int shm_ok;              /* all ranks agreed to use shared memory (the same
                               * on every rank, also those alone on a node) */
     char *cma_tmp;           /* scratch of single-copy reductions: size - 1
-                              * pieces, there iff cma (shm_setup.c) */
+                              * pieces, there iff cma on a one-node
+                              * communicator (shm_setup.c) */
     void *scratch_pool;      /* schedules' scratch, cached between calls (sched.c) */
     struct xc__profile *profile; /* cost model profile + selector state (model.h); NULL while created */
 

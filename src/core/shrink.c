@@ -209,17 +209,22 @@ static void refresh(shrink_t *s)
 }
 
 /* A peer whose frame of this shrink lists this rank as failed, or -1.
- * Every peer is looked at, also one this rank has marked failed meanwhile:
- * peers that settled without this rank send their FINAL and then, leaving
- * the old communicator, a goodbye -- which marks them failed here
- * (refresh) before the verdict before it is looked at. */
+ * Also a peer this rank has marked failed meanwhile, if its frame is a
+ * settled FINAL (not a withdrawal, which lists its sender): peers that
+ * settled without this rank send their FINAL and then, leaving the old
+ * communicator, a goodbye -- which marks them failed here (refresh) before
+ * the verdict before it is looked at.  (A round frame of a peer that has
+ * failed since is not a verdict: the others may settle with this rank.) */
 static int excluded_by(const shrink_t *s)
 {
     const xc_comm_t *comm = s->comm;
     for (int p = 0; comm->shrink_in && p < comm->size; p++) {
         const struct xc__shrink_in *in = &comm->shrink_in[p];
-        if (p != comm->rank && in->buf && in->seq >> 32 == s->no &&
-            xc__failed_has(in->buf + XC__FRAME_SHRINK_FIXED, comm->rank))
+        if (p == comm->rank || !in->buf || in->seq >> 32 != s->no) continue;
+        const uint8_t *bm = in->buf + XC__FRAME_SHRINK_FIXED;
+        if (!xc__failed_has(bm, comm->rank)) continue;
+        if (!xc__failed_has(s->known, p) ||
+            ((uint32_t)in->seq == FINAL && !xc__failed_has(bm, p)))
             return p;
     }
     return -1;

@@ -115,15 +115,19 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     if (local != XC_OK) snprintf(why, sizeof why, "%s", xc__tls_error());
     me.err = local;
     XC_CHECK_GOTO(xc_allgather(&me, all, sizeof me, XC_UINT8, parent), rc, out);
-    for (int r = 0; r < n; r++) {
-        if (!all[r].err) continue;
-        xc_result_t e = xc__wire_code_ok(all[r].err) ? (xc_result_t)all[r].err : XC_ERR_INTERNAL;
-        if (r == parent->rank) rc = xc__err(local, "%s", why);
-        else
-            rc = xc__err(e,
-                         "xc_comm_split: rank %d could not take part (%s): no communicator "
-                         "was made",
-                         r, xc_err_name(e));
+    /* This rank's own failure first, else the first rank's that failed. */
+    int bad = local != XC_OK ? parent->rank : -1;
+    for (int r = 0; r < n && bad < 0; r++)
+        if (all[r].err) bad = r;
+    if (bad == parent->rank) {
+        rc = xc__err(local, "%s", why);
+        goto out;
+    }
+    if (bad >= 0) {
+        xc_result_t e =
+            xc__wire_code_ok(all[bad].err) ? (xc_result_t)all[bad].err : XC_ERR_INTERNAL;
+        rc = xc__err(e, "xc_comm_split: rank %d could not take part (%s): no communicator was made",
+                     bad, xc_err_name(e));
         goto out;
     }
     if (color == XC_COLOR_NONE) goto out;

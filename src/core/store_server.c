@@ -8,13 +8,16 @@
  *  - Only the server thread touches the key table and the connections once
  *    started; xc__store_server_stop wakes it through the pipe, joins it, and
  *    only then frees everything, so there is no lock anywhere.
- *    xc__store_server_release (the hosting communicator is destroyed) hands
- *    the server to its thread instead: it serves on while any client is
- *    connected -- a rank already waiting in its next xc_comm_init on this
- *    address, to whom this process's next communicator then publishes as a
- *    client (it cannot bind the port meanwhile) -- and frees itself when
- *    none is left.  (Destroy is not collective: stopping at once cut off a
- *    peer that had moved on to the next communicator, which then failed.)
+ *    xc__store_server_release (the hosting communicator is destroyed) puts
+ *    the server on this process's list of released ones instead: it serves
+ *    on while any client is connected -- a rank already waiting in its next
+ *    xc_comm_init on this address -- and the next xc__store_server_start on
+ *    its port takes it back (keys are namespaced per creation, xc/<n>/);
+ *    with no client left it closes its socket and ends, and that start (or
+ *    the next on the port) joins and frees it.  The list's lock is taken
+ *    only by release, start, and a released thread deciding to end.
+ *    (Destroy is not collective: stopping at once cut off a peer that had
+ *    moved on to the next communicator, which then failed.)
  *  - Every socket is non-blocking and close-on-exec; every send uses
  *    MSG_NOSIGNAL.  Each connection has an input and an output buffer, so
  *    partial reads and writes at any byte boundary are fine.
@@ -115,7 +118,15 @@ struct xc__store_server {
     struct conn *ready; /* connections whose input must be (re)processed */
     uint64_t accept_paused_until_ns;
     xc__auth_conf_t auth; /* has_token == 0: no handshake */
+    int port;             /* bound */
+    /* On the released list (g_released, under g_rel_mu): */
+    int released;         /* 1 while on it */
+    int ended;            /* its thread has ended (closed its socket) */
+    struct xc__store_server *rel_next;
 };
+
+static pthread_mutex_t g_rel_mu = PTHREAD_MUTEX_INITIALIZER;
+static xc__store_server_t *g_released;
 
 /* ------------------------------------------------------------------ */
 /* Addresses                                                           */
@@ -668,7 +679,7 @@ static void server_free(xc__store_server_t *s);
 static void *server_main(void *arg)
 {
     xc__store_server_t *s = arg;
-    int orphan = 0; /* released: this thread owns the server */
+    int orphan = 0; /* released (told through the pipe; s->released decides) */
     for (;;) {
         size_t need = s->nconns + 2;
         if (need > s->cappfds) {
@@ -760,8 +771,17 @@ static void *server_main(void *arg)
         }
         s->nconns = j;
         if (orphan && s->nconns == 0) {
-            server_free(s);
-            return NULL;
+            /* Released and idle: end, unless a start took it back. */
+            pthread_mutex_lock(&g_rel_mu);
+            int end = s->released;
+            if (end) s->ended = 1;
+            pthread_mutex_unlock(&g_rel_mu);
+            if (end) {
+                close(s->lfd); /* the port is free for the next start */
+                s->lfd = -1;
+                return NULL;
+            }
+            orphan = 0;
         }
     }
     return NULL;
@@ -852,6 +872,8 @@ static xc_result_t open_listener(const char *host, int port, int *fd_out)
                    host, port, strerror(err ? err : EADDRNOTAVAIL));
 }
 
+static xc__store_server_t *take_back(int port, const xc__auth_conf_t *auth);
+
 xc_result_t xc__store_server_start(const char *host, int port,
                                    const xc__auth_conf_t *auth,
                                    xc__store_server_t **out, int *port_out)
@@ -862,7 +884,15 @@ xc_result_t xc__store_server_start(const char *host, int port,
     if (port < 0 || port > 65535)
         return xc__err(XC_ERR_INVALID, "store server: port %d out of range",
                        port);
-    xc__store_server_t *s = calloc(1, sizeof *s);
+    xc__store_server_t *s = port ? take_back(port, auth) : NULL;
+    if (s) {
+        XC_INFO("store server on port %d taken back (released by a destroyed communicator)",
+                port);
+        if (port_out) *port_out = s->port;
+        *out = s;
+        return XC_OK;
+    }
+    s = calloc(1, sizeof *s);
     if (!s) return xc__err(XC_ERR_NOMEM, "store server: out of memory");
     s->lfd = s->wake[0] = s->wake[1] = -1;
     if (auth) s->auth = *auth;
@@ -903,6 +933,7 @@ xc_result_t xc__store_server_start(const char *host, int port,
     fmt_sockaddr((struct sockaddr *)&ss, sl, where, sizeof where);
     XC_INFO("store server listening on %s (%s)", where,
             s->auth.has_token ? "clients must prove the job token" : "unauthenticated");
+    s->port = bound;
     if (port_out) *port_out = bound;
     *out = s;
     return XC_OK;
@@ -922,7 +953,7 @@ static void wake(int fd, char b)
     do {
         w = write(fd, &b, 1);
     } while (w < 0 && errno == EINTR);
-    /* A full pipe (EAGAIN) cannot happen: at most one stop and one release. */
+    /* A full pipe (EAGAIN) holds a wake-up already: fine. */
 }
 
 void xc__store_server_stop(xc__store_server_t *s)
@@ -936,9 +967,35 @@ void xc__store_server_stop(xc__store_server_t *s)
 void xc__store_server_release(xc__store_server_t *s)
 {
     if (!s) return;
-    int fd = s->wake[1];
-    pthread_detach(s->thread);
-    wake(fd, 2); /* s belongs to the thread from here on */
+    pthread_mutex_lock(&g_rel_mu);
+    s->released = 1;
+    s->rel_next = g_released;
+    g_released = s;
+    pthread_mutex_unlock(&g_rel_mu);
+    wake(s->wake[1], 2);
+}
+
+/* A released server on `port`: taken off the list and returned if it still
+ * serves (and holds the same token), else joined and freed (NULL). */
+static xc__store_server_t *take_back(int port, const xc__auth_conf_t *auth)
+{
+    xc__store_server_t *found = NULL;
+    pthread_mutex_lock(&g_rel_mu);
+    for (xc__store_server_t **pp = &g_released; *pp; pp = &(*pp)->rel_next) {
+        if ((*pp)->port != port) continue;
+        found = *pp;
+        *pp = found->rel_next;
+        found->released = 0;
+        break;
+    }
+    pthread_mutex_unlock(&g_rel_mu);
+    if (!found) return NULL;
+    int same = !found->ended && found->auth.has_token == (auth && auth->has_token) &&
+               (!found->auth.has_token ||
+                !memcmp(found->auth.token, auth->token, sizeof auth->token));
+    if (same) return found;
+    xc__store_server_stop(found); /* ended (its socket closed), or another token */
+    return NULL;
 }
 
 static void server_free(xc__store_server_t *s)
@@ -947,7 +1004,7 @@ static void server_free(xc__store_server_t *s)
     free(s->conns);
     free(s->pfds);
     table_free(s);
-    close(s->lfd);
+    if (s->lfd >= 0) close(s->lfd);
     close(s->wake[0]);
     close(s->wake[1]);
     explicit_bzero(&s->auth, sizeof s->auth);

@@ -128,8 +128,6 @@ static void *ubuf_get(xc_comm_t *comm, size_t len, size_t *cap)
     return p;
 }
 
-/* Keep buffer `p` of capacity `cap` for the next early message, in an
- * empty slot or in place of a smaller one, or free it. */
 /* Free the buffers kept. */
 static void ubuf_release(xc_comm_t *comm)
 {
@@ -139,6 +137,8 @@ static void ubuf_release(xc_comm_t *comm)
     }
 }
 
+/* Keep buffer `p` of capacity `cap` for the next early message, in an
+ * empty slot or in place of a smaller one, or free it. */
 static void ubuf_put(xc_comm_t *comm, void *p, size_t cap)
 {
     if (!p) return;

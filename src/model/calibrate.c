@@ -76,7 +76,7 @@ static xc_result_t run(xc_comm_t *comm, xc__profile_t *p)
     }
     /* The synchronisation on 2 ranks as well: sync(L) = alpha + (L-1) x
      * per_rank through both points. */
-    if (node0 > 2 && comm->cfg.shm) {
+    if (node0 > 2 && comm->shm_ok) { /* agreed (XCOLL_SHM is each rank's own) */
         xc_comm_t *c = NULL;
         XC_CHECK(node_child(comm, 2, 1, &c));
         xc_result_t rc = XC_OK;

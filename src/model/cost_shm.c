@@ -202,9 +202,10 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
 /* The rate at which this rank's code takes a chunk of `cb` bytes another
  * rank just staged, the first of an operation: shm_take for a 32 KiB
  * chunk, shm_take_big for one of shm_take_big_bytes (a slot), linear in
- * between.  Measured with reduces on 2 uncrowded ranks, whose one-chunk
- * time is the stager's copy plus this take: the rate holds the copy's
- * cost beyond memcpy's cache rate too. */
+ * between.  Measured with reduces whose root reads (2 uncrowded ranks, or a
+ * crowded node: xc__shm_reduce_root_reads), whose one-chunk time is the
+ * stager's copy plus this take: the rate holds the copy's cost beyond
+ * memcpy's cache rate too. */
 static double take_rate(const xc__m_t *m, double cb)
 {
     const xc__profile_t *p = m->p;

@@ -1341,9 +1341,9 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
         /* A rooted operation in the flagged lines: an 8-byte reduce. */
         pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2, &t_rooted};
         /* A staged chunk taken out of a slot: a 32 KiB reduce (on 2
-         * uncrowded ranks the root takes the other rank's chunk,
-         * xc__shm_reduce_root_reads, agreed: comm->oversub; past them the
-         * chunked reduce's shares). */
+         * uncrowded ranks and on a crowded node the root takes the other
+         * ranks' chunks, xc__shm_reduce_root_reads, agreed: comm->oversub;
+         * elsewhere the chunked reduce's shares). */
         if (TAKE_COUNT * 4 <= comm->shm->slot_bytes) {
             pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, TAKE_COUNT, &t_take};
             /* ... one of a whole slot, and two in a pipeline (the stager's

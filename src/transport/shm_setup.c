@@ -123,15 +123,20 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
                      ri = {(void *)(uintptr_t)s->ctl[right].probe, sizeof v};
         ok[1] = process_vm_readv((pid_t)s->ctl[right].pid, &li, 1, &ri, 1, 0) == sizeof v &&
                 v == comm->uid;
-        /* The single-copy reductions' scratch, (size - 1) pieces (address
-         * space until used): every rank has it or none reads single copy
-         * -- which way a reduction goes must not hang on one rank's malloc. */
-        if (ok[1] && !comm->cma_tmp)
+        /* The single-copy reductions' scratch (the shared-memory
+         * collectives': one node only), (size - 1) pieces, address space
+         * until used: every rank has it or none reads single copy -- which
+         * way a reduction goes must not hang on one rank's malloc. */
+        if (ok[1] && single && !comm->cma_tmp)
             comm->cma_tmp = malloc((size_t)(comm->size - 1) * XC__SHM_CMA_PIECE);
-        ok[1] = ok[1] && comm->cma_tmp;
+        ok[1] = ok[1] && (!single || comm->cma_tmp);
     }
     /* Everybody must agree to use it (and single copy). */
     XC_CHECK_GOTO(xc_allreduce(ok, ok, 9, XC_INT32, XC_MIN, comm), rc, fail);
+    if (!ok[0] || !ok[1]) { /* no single copy: no scratch for it */
+        free(comm->cma_tmp);
+        comm->cma_tmp = NULL;
+    }
     if (ok[2] != -ok[3])
         XC_WARN("XCOLL_SHM_CMA_MIN_KB differs across ranks (%d..%d): all use %d", (int)ok[2],
                 (int)-ok[3], (int)ok[2]);
@@ -154,12 +159,9 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
             XC_WARN("shared memory unavailable (or XCOLL_SHM=0) on some rank: using TCP");
         return XC_OK;
     }
-    if (!ok[1]) {
+    if (!ok[1])
         XC_INFO("single-copy reads (process_vm_readv, or the memory for their scratch) "
                 "unavailable on some rank: staging only");
-        free(comm->cma_tmp);
-        comm->cma_tmp = NULL;
-    }
     comm->shm_ok = 1;
     if (!s) return XC_OK; /* alone on this node */
     s->asym = ok[4]; /* before anybody publishes or sleeps on it */

@@ -26,12 +26,15 @@
  *            deadline.  Before it, two any-source receives that rank 1
  *            posts on tag 5 are matched by two messages to itself (never
  *            taken for orphans while rank 0 is there).
- *   reinit   2 ranks create, use and destroy a communicator five times in a
- *            row on one address; rank 0, which hosts the store, destroys
- *            200 ms after rank 1, which is by then waiting in its next
- *            xc_comm_init on rank 0's store.  Every creation succeeds
- *            (before 2026-12-06 rank 0's destroy stopped the store under
- *            rank 1: PEER_LOST there, and rank 0's next init timed out).
+ *   reinit   2 ranks create, use and destroy a communicator six times in a
+ *            row on one address.  In even rounds rank 0, which hosts the
+ *            store, destroys 200 ms after rank 1, which is by then waiting
+ *            in its next xc_comm_init on rank 0's store; in odd rounds rank
+ *            1 destroys 200 ms late, so rank 0 is in its next init before
+ *            anyone else uses the store it released.  Every creation
+ *            succeeds (before 2026-12-06 rank 0's destroy stopped the store
+ *            under rank 1: PEER_LOST there, and rank 0's next init timed
+ *            out).
  *
  * Observed with the first engine (Nov 2026): the peers of an aborting rank
  * get XC_ERR_ABORTED ("rank 0 reported: rank 0 called xc_comm_abort")
@@ -241,13 +244,13 @@ static int anylate_rank(int rank, int size)
 static int reinit_rank(int rank, int size)
 {
     (void)size;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         xc_comm_t *comm = xt_comm_world(8000);
         if (!comm) return 1;
         int32_t v = rank + i, sum = 0;
         XT_CHECK_RC(xc_allreduce(&v, &sum, 1, XC_INT32, XC_SUM, comm), XC_OK);
         XT_CHECK_INT(sum, ==, 1 + 2 * i);
-        if (rank == 0) usleep(200 * 1000); /* rank 1 is in its next init by now */
+        if (rank == i % 2) usleep(200 * 1000); /* the other is in its next init */
         XT_CHECK_RC(xc_comm_destroy(comm), XC_OK);
     }
     return xt_result();
