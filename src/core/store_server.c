@@ -13,8 +13,8 @@
  *    on while any client is connected -- a rank already waiting in its next
  *    xc_comm_init on this address -- and the next xc__store_server_start on
  *    its port takes it back (keys are namespaced per creation, xc/<n>/);
- *    with no client left it closes its socket and ends, and that start (or
- *    the next on the port) joins and frees it.  The list's lock is taken
+ *    with no client left it closes its socket and its thread ends
+ *    (detached), and that start (or the next on the port) frees it.  The list's lock is taken
  *    only by release, start, and a released thread deciding to end.
  *    (Destroy is not collective: stopping at once cut off a peer that had
  *    moved on to the next communicator, which then failed.)
@@ -774,13 +774,14 @@ static void *server_main(void *arg)
             /* Released and idle: end, unless a start took it back. */
             pthread_mutex_lock(&g_rel_mu);
             int end = s->released;
-            if (end) s->ended = 1;
-            pthread_mutex_unlock(&g_rel_mu);
             if (end) {
                 close(s->lfd); /* the port is free for the next start */
                 s->lfd = -1;
-                return NULL;
+                s->ended = 1; /* s is not touched after the unlock */
+                pthread_detach(pthread_self());
             }
+            pthread_mutex_unlock(&g_rel_mu);
+            if (end) return NULL;
             orphan = 0;
         }
     }
@@ -994,7 +995,8 @@ static xc__store_server_t *take_back(int port, const xc__auth_conf_t *auth)
                (!found->auth.has_token ||
                 !memcmp(found->auth.token, auth->token, sizeof auth->token));
     if (same) return found;
-    xc__store_server_stop(found); /* ended (its socket closed), or another token */
+    if (found->ended) server_free(found); /* its thread is gone (detached) */
+    else xc__store_server_stop(found);    /* another token */
     return NULL;
 }
 
