@@ -78,11 +78,9 @@ static xc_result_t nomem(xc_comm_t *comm, const xc__args_t *a, xc_result_t rc)
         return xc__err(st, "communicator is unusable after an earlier error: %s", comm->errmsg);
     char why[XC__ERRMSG_LEN];
     snprintf(why, sizeof why, "%s", xc__tls_error());
-    xc__comm_lock(comm);
-    xc__comm_poison(comm, XC_ERR_NOMEM, XC__POISON_LOCAL,
-                    "rank %d could not start %s (%zu elements): %s", comm->rank,
-                    xc_coll_name(a->coll), a->count, why);
-    pthread_mutex_unlock(&comm->mu);
+    xc__comm_poison_now(comm, XC_ERR_NOMEM, XC__POISON_LOCAL,
+                        "rank %d could not start %s (%zu elements): %s", comm->rank,
+                        xc_coll_name(a->coll), a->count, why);
     return xc__err(XC_ERR_NOMEM, "%s", comm->errmsg);
 }
 

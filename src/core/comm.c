@@ -226,19 +226,15 @@ xc_result_t xc_comm_stats(const xc_comm_t *c, xc_stats_t *out)
 xc_result_t xc_comm_abort(xc_comm_t *c)
 {
     if (!c) return XC_OK;
-    xc__comm_lock(c);
-    xc__comm_poison(c, XC_ERR_ABORTED, 0, "rank %d called xc_comm_abort", c->rank);
-    pthread_mutex_unlock(&c->mu);
+    xc__comm_poison_now(c, XC_ERR_ABORTED, 0, "rank %d called xc_comm_abort", c->rank);
     return XC_OK;
 }
 
 xc_result_t xc_comm_revoke(xc_comm_t *c)
 {
     if (!c) return xc__err(XC_ERR_INVALID, "xc_comm_revoke: communicator is NULL");
-    xc__comm_lock(c);
-    xc__comm_poison(c, XC_ERR_REVOKED, XC__POISON_LOCAL,
-                    "rank %d revoked the communicator (xc_comm_revoke)", c->rank);
-    pthread_mutex_unlock(&c->mu);
+    xc__comm_poison_now(c, XC_ERR_REVOKED, XC__POISON_LOCAL,
+                        "rank %d revoked the communicator (xc_comm_revoke)", c->rank);
     return XC_OK;
 }
 

@@ -290,6 +290,9 @@ XC__HIDDEN xc_result_t xc__comm_start(xc_comm_t *comm);
 enum { XC__POISON_LOCAL = 0, XC__POISON_QUIET = 1, XC__POISON_RELAY = 2 };
 XC__HIDDEN void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer,
                                 const char *fmt, ...) XC__PRINTF(4, 5);
+/* The same from a caller's thread (takes the communicator's lock). */
+XC__HIDDEN void xc__comm_poison_now(xc_comm_t *comm, xc_result_t rc, int from_peer,
+                                    const char *fmt, ...) XC__PRINTF(4, 5);
 /* Transport callback: connection to `peer` is broken/closed. */
 XC__HIDDEN void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why);
 /* Transport callbacks: a frame header arrived; choose its destination.

@@ -98,10 +98,8 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     xc__cpumask_t *cpus = calloc((size_t)n, sizeof *cpus);
     uint64_t split_no = (uint64_t)parent->split_count++;
     if (!all) { /* not even the all-gather: the parent fails on every rank */
-        xc__comm_lock(parent);
-        xc__comm_poison(parent, XC_ERR_NOMEM, XC__POISON_LOCAL,
-                        "rank %d ran out of memory in xc_comm_split", parent->rank);
-        pthread_mutex_unlock(&parent->mu);
+        xc__comm_poison_now(parent, XC_ERR_NOMEM, XC__POISON_LOCAL,
+                            "rank %d ran out of memory in xc_comm_split", parent->rank);
         rc = xc__err(XC_ERR_NOMEM, "xc_comm_split: out of memory");
         goto out;
     }

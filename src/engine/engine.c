@@ -557,6 +557,18 @@ static void detach_sends(xc__conn_t **conns, int n)
     }
 }
 
+void xc__comm_poison_now(xc_comm_t *comm, xc_result_t rc, int from_peer, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[XC__ERRMSG_LEN];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    xc__comm_lock(comm);
+    xc__comm_poison(comm, rc, from_peer, "%s", msg);
+    pthread_mutex_unlock(&comm->mu);
+}
+
 void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer, const char *fmt, ...)
 {
     if (xc__comm_status(comm) != XC_OK || rc == XC_OK) return;
