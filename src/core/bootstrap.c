@@ -80,9 +80,9 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
          * and a lonely rank once read XC_ERR_SYSTEM that way. */
         uint64_t now = xc__now_ns(), slack = 2000000;
         int waited = ms >= 0 && now - t0 + slack >= (uint64_t)ms * 1000000ull;
-        xc_result_t rc = r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r
-                         : now >= deadline_ns || waited ? XC_ERR_TIMEOUT
-                                                        : XC_ERR_SYSTEM;
+        xc_result_t rc = store_code(r);
+        if (rc == XC_ERR_SYSTEM && r != XC_ERR_SYSTEM && (now >= deadline_ns || waited))
+            rc = XC_ERR_TIMEOUT;
         return xc__err(rc, "%s (store key \"%s\"): %s%s", what, key, xc__tls_error(),
                        xc__auth_hint());
     }

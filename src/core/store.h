@@ -53,7 +53,9 @@ XC__HIDDEN xc_result_t xc__store_server_start(const char *host, int port,
 /* Stop the thread, close every connection, free memory.  NULL is a no-op. */
 XC__HIDDEN void xc__store_server_stop(xc__store_server_t *srv);
 /* Let go of a server (its communicator is destroyed): it serves on while
- * clients are connected and frees itself when none is left. */
+ * clients are connected and frees itself when none is left.  The next
+ * xc__store_server_start on its port takes it back if the listen host and
+ * token are the same (else stops it and binds anew). */
 XC__HIDDEN void xc__store_server_release(xc__store_server_t *srv);
 
 /* Open a file store rooted at directory `dir` (created if missing). */

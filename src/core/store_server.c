@@ -119,6 +119,7 @@ struct xc__store_server {
     uint64_t accept_paused_until_ns;
     xc__auth_conf_t auth; /* has_token == 0: no handshake */
     int port;             /* bound */
+    char host[NI_MAXHOST]; /* as asked to listen on ("" = any) */
     /* On the released list (g_released, under g_rel_mu): */
     int released;         /* 1 while on it */
     int ended;            /* its thread has ended (closed its socket) */
@@ -873,7 +874,7 @@ static xc_result_t open_listener(const char *host, int port, int *fd_out)
                    host, port, strerror(err ? err : EADDRNOTAVAIL));
 }
 
-static xc__store_server_t *take_back(int port, const xc__auth_conf_t *auth);
+static xc__store_server_t *take_back(const char *host, int port, const xc__auth_conf_t *auth);
 
 xc_result_t xc__store_server_start(const char *host, int port,
                                    const xc__auth_conf_t *auth,
@@ -885,7 +886,7 @@ xc_result_t xc__store_server_start(const char *host, int port,
     if (port < 0 || port > 65535)
         return xc__err(XC_ERR_INVALID, "store server: port %d out of range",
                        port);
-    xc__store_server_t *s = port ? take_back(port, auth) : NULL;
+    xc__store_server_t *s = port ? take_back(host, port, auth) : NULL;
     if (s) {
         XC_INFO("store server on port %d taken back (released by a destroyed communicator)",
                 port);
@@ -897,6 +898,7 @@ xc_result_t xc__store_server_start(const char *host, int port,
     if (!s) return xc__err(XC_ERR_NOMEM, "store server: out of memory");
     s->lfd = s->wake[0] = s->wake[1] = -1;
     if (auth) s->auth = *auth;
+    snprintf(s->host, sizeof s->host, "%s", host ? host : "");
     xc_result_t rc = XC_OK;
     s->nbuckets = 64;
     s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
@@ -977,8 +979,9 @@ void xc__store_server_release(xc__store_server_t *s)
 }
 
 /* A released server on `port`: taken off the list and returned if it still
- * serves (and holds the same token), else joined and freed (NULL). */
-static xc__store_server_t *take_back(int port, const xc__auth_conf_t *auth)
+ * serves on the same listen host with the same token, else joined and freed
+ * (NULL: the caller binds anew). */
+static xc__store_server_t *take_back(const char *host, int port, const xc__auth_conf_t *auth)
 {
     xc__store_server_t *found = NULL;
     pthread_mutex_lock(&g_rel_mu);
@@ -991,12 +994,13 @@ static xc__store_server_t *take_back(int port, const xc__auth_conf_t *auth)
     }
     pthread_mutex_unlock(&g_rel_mu);
     if (!found) return NULL;
-    int same = !found->ended && found->auth.has_token == (auth && auth->has_token) &&
+    int same = !found->ended && !strcmp(found->host, host ? host : "") &&
+               found->auth.has_token == (auth && auth->has_token) &&
                (!found->auth.has_token ||
                 !memcmp(found->auth.token, auth->token, sizeof auth->token));
     if (same) return found;
     if (found->ended) server_free(found); /* its thread is gone (detached) */
-    else xc__store_server_stop(found);    /* another token */
+    else xc__store_server_stop(found);    /* another token or host */
     return NULL;
 }
 

@@ -723,6 +723,39 @@ static void *early_thread(void *p)
     return NULL;
 }
 
+/* A released server is taken back by a start on the same host, port and
+ * token (its entries kept: clients of the destroyed communicator may still
+ * read them); a start on another host stops it and binds anew. */
+static int test_release_take_back(void)
+{
+    xc__store_server_t *srv, *again;
+    int port = 0, port2 = 0;
+    EXPECT_OK(xc__store_server_start("127.0.0.1", 0, NULL, &srv, &port));
+    xc_store_t st;
+    EXPECT_OK(xc__tcp_store_open("127.0.0.1", port, 2000, NULL, &st, NULL));
+    EXPECT_OK(st.set(st.ctx, "kept", "v", 1));
+    xc__store_server_release(srv); /* a client is connected: it serves on */
+    EXPECT_OK(xc__store_server_start("127.0.0.1", port, NULL, &again, &port2));
+    EXPECT_TRUE(again == srv);
+    EXPECT_EQ(port2, port);
+    char buf[16];
+    EXPECT_OK(get_str(&st, "kept", buf, sizeof buf, 1000));
+    EXPECT_TRUE(strcmp(buf, "v") == 0);
+    xc__store_server_release(again);
+    /* another listen host on that port: the released one is stopped */
+    int rc = xc__store_server_start("127.0.0.2", port, NULL, &srv, &port2);
+    xc__tcp_store_close(&st);
+    EXPECT_OK(rc);
+    EXPECT_EQ(port2, port);
+    xc_store_t st2;
+    EXPECT_OK(xc__tcp_store_open("127.0.0.2", port, 2000, NULL, &st2, NULL));
+    size_t len = 0;
+    EXPECT_RC(st2.get(st2.ctx, "kept", buf, sizeof buf, &len, 200), XC_ERR_TIMEOUT);
+    xc__tcp_store_close(&st2);
+    xc__store_server_stop(srv);
+    return 0;
+}
+
 static int test_tcp_client_first(void)
 {
     /* find a free port, then release it */
@@ -1014,6 +1047,7 @@ int main(void)
     test_tcp_wrong_service();
     printf("tcp wrong service: done (%lld ms)\n", ms_since(t0));
     test_tcp_client_first();
+    test_release_take_back();
     printf("tcp client first / server stop: done (%lld ms)\n", ms_since(t0));
     test_file_store();
     printf("file store: done (%lld ms)\n", ms_since(t0));
