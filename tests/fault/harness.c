@@ -172,6 +172,24 @@ void xt_init(const char *test, const char *scenario)
     setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
+const char *xt_scenario(int argc, char **argv, const char *const *known, size_t n)
+{
+    for (size_t k = 0; argc == 2 && k < n; k++)
+        if (strcmp(argv[1], known[k]) == 0) return known[k];
+    fprintf(stderr, "usage: %s ", argv[0]);
+    for (size_t k = 0; k < n; k++) fprintf(stderr, "%s%s", k ? "|" : "", known[k]);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+int xt_job_finish(xt_job_t *job, int wait_s)
+{
+    xt_job_wait(job, wait_s);
+    xt_expect_all_ok(job);
+    xt_log("%s", xt_failures ? "FAILED" : "passed");
+    return xt_result();
+}
+
 int xt_sync(int id, int n, double timeout_s)
 {
     atomic_fetch_add_explicit(&xt_shm->sync[id], 1, memory_order_acq_rel);

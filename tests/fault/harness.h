@@ -151,6 +151,15 @@ typedef struct xt_job {
  * with the program name (argv[0] basename) and scenario. */
 void xt_init(const char *test, const char *scenario);
 
+/* The scenario argv[1] names, one of `known` (n of them), or exit(2) with a
+ * usage line listing them.  XT_SCENARIO(argc, argv, known) counts them. */
+const char *xt_scenario(int argc, char **argv, const char *const *known, size_t n);
+#define XT_SCENARIO(argc, argv, known)                                         \
+    xt_scenario(argc, argv, known, sizeof known / sizeof known[0])
+/* The end of a test's main(): wait up to wait_s for the job, expect every
+ * rank to exit 0, log "passed" or "FAILED"; xt_result(). */
+int xt_job_finish(xt_job_t *job, int wait_s);
+
 /* A free TCP port on 127.0.0.1 (bound then released), or -1. */
 int xt_free_port(void);
 /* Is socket inode `ino` (a /proc/net/tcp{,6} row's) one of process `pid`'s

@@ -268,12 +268,7 @@ static int rank_main(int rank, int size, void *arg)
 int main(int argc, char **argv)
 {
     static const char *const known[] = {"recv", "coll", "destroy", "anylate", "reinit"};
-    for (size_t k = 0; argc == 2 && k < 5; k++)
-        if (strcmp(argv[1], known[k]) == 0) scenario = known[k];
-    if (!scenario) {
-        fprintf(stderr, "usage: %s recv|coll|destroy|anylate|reinit\n", argv[0]);
-        return 2;
-    }
+    scenario = XT_SCENARIO(argc, argv, known);
     xt_init(argv[0], scenario);
     int size = strcmp(scenario, "coll") == 0 ? 3 : 2;
     xt_job_t job;

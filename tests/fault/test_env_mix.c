@@ -69,17 +69,9 @@ static int rank_main(int rank, int size, void *arg)
 int main(int argc, char **argv)
 {
     static const char *const known[] = {"shm", "crowded"};
-    for (size_t k = 0; argc == 2 && k < 2; k++)
-        if (strcmp(argv[1], known[k]) == 0) scenario = known[k];
-    if (!scenario) {
-        fprintf(stderr, "usage: %s shm|crowded\n", argv[0]);
-        return 2;
-    }
+    scenario = XT_SCENARIO(argc, argv, known);
     xt_init(argv[0], scenario);
     xt_job_t job;
     if (xt_job_start(&job, 3, rank_main, NULL, 20000, 60) != 0) return 1;
-    xt_job_wait(&job, 70);
-    xt_expect_all_ok(&job);
-    xt_log("%s", xt_failures ? "FAILED" : "passed");
-    return xt_result();
+    return xt_job_finish(&job, 70);
 }

@@ -204,8 +204,5 @@ int main(int argc, char **argv)
     xt_init(argv[0], NULL);
     xt_job_t job;
     if (xt_job_start(&job, 2, rank_main, NULL, -1, 30) != 0) return 1;
-    xt_job_wait(&job, 40);
-    xt_expect_all_ok(&job);
-    xt_log("%s", xt_failures ? "FAILED" : "passed");
-    return xt_result();
+    return xt_job_finish(&job, 40);
 }

@@ -196,12 +196,7 @@ static int rank_main(int rank, int size, void *arg)
 int main(int argc, char **argv)
 {
     static const char *const known[] = {"stop", "stop0", "p2p", "slow", "config"};
-    for (size_t k = 0; argc == 2 && k < sizeof known / sizeof known[0]; k++)
-        if (strcmp(argv[1], known[k]) == 0) scenario = known[k];
-    if (!scenario) {
-        fprintf(stderr, "usage: %s stop|stop0|p2p|slow|config\n", argv[0]);
-        return 2;
-    }
+    scenario = XT_SCENARIO(argc, argv, known);
     xt_init(argv[0], scenario);
     if (strcmp(scenario, "stop0") == 0) victim = 0;
     char v[32];

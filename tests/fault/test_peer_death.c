@@ -249,13 +249,7 @@ int main(int argc, char **argv)
 {
     static const char *const known[] = {"raise", "sigkill", "exit", "init",
                                         "nostore", "raise0", "p2p", "leave"};
-    for (size_t k = 0; argc == 2 && k < sizeof known / sizeof known[0]; k++)
-        if (strcmp(argv[1], known[k]) == 0) scenario = known[k];
-    if (!scenario) {
-        fprintf(stderr, "usage: %s raise|sigkill|exit|init|nostore|raise0|"
-                "p2p|leave\n", argv[0]);
-        return 2;
-    }
+    scenario = XT_SCENARIO(argc, argv, known);
     xt_init(argv[0], scenario);
     if (strcmp(scenario, "raise0") == 0) victim = 0;
     xt_job_t job;

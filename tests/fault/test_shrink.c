@@ -443,13 +443,7 @@ int main(int argc, char **argv)
 {
     static const char *const known[] = {"kill2", "kill0", "stop", "two", "none",
                                         "during", "twice", "invalid", "revoke", "late"};
-    for (size_t k = 0; argc == 2 && k < sizeof known / sizeof known[0]; k++)
-        if (!strcmp(argv[1], known[k])) scenario = known[k];
-    if (!scenario) {
-        fprintf(stderr, "usage: %s kill2|kill0|stop|two|none|during|twice|invalid|revoke|late\n",
-                argv[0]);
-        return 2;
-    }
+    scenario = XT_SCENARIO(argc, argv, known);
     xt_init(argv[0], scenario);
     if (!strcmp(scenario, "kill2") || !strcmp(scenario, "during")) victims[2] = 1;
     if (!strcmp(scenario, "kill0")) victims[0] = 1;

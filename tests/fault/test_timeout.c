@@ -105,19 +105,11 @@ static int rank_main(int rank, int size, void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "coll") == 0) scenario = "coll";
-    if (argc == 2 && strcmp(argv[1], "recv") == 0) scenario = "recv";
-    if (argc == 2 && strcmp(argv[1], "any") == 0) scenario = "any";
-    if (!scenario) {
-        fprintf(stderr, "usage: %s coll|recv|any\n", argv[0]);
-        return 2;
-    }
+    static const char *const known[] = {"coll", "recv", "any"};
+    scenario = XT_SCENARIO(argc, argv, known);
     xt_init(argv[0], scenario);
     xt_job_t job;
     if (xt_job_start(&job, 2, rank_main, NULL, DEADLINE_MS, 30) != 0)
         return 1;
-    xt_job_wait(&job, 35);
-    xt_expect_all_ok(&job);
-    xt_log("%s", xt_failures ? "FAILED" : "passed");
-    return xt_result();
+    return xt_job_finish(&job, 35);
 }
