@@ -16,36 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int g_failures;
-
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-        g_failures++;                                                          \
-        return 1;                                                              \
-    } while (0)
-
-#define EXPECT_TRUE(c)                                                         \
-    do {                                                                       \
-        if (!(c)) FAIL("expected %s", #c);                                     \
-    } while (0)
-
-#define EXPECT_RC(call, want)                                                  \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        if (rc_ != (int)(want))                                                \
-            FAIL("%s returned %d (%s), want %s; detail: %s", #call, rc_,       \
-                 xc_err_name((xc_result_t)rc_), #want, xc_last_error());       \
-    } while (0)
-
-#define EXPECT_CONTAINS(hay, needle)                                           \
-    do {                                                                       \
-        const char *h_ = (hay), *n_ = (needle);                                \
-        if (!strstr(h_, n_)) FAIL("'%s' does not contain '%s'", h_, n_);       \
-    } while (0)
+#define EXPECT_RETURN /* a failed check ends its test function */
+#include "expect.h"
 
 #define HEX_A "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF"
 #define HEX_B "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
@@ -280,6 +252,6 @@ int main(void)
     test_messages();
     test_store();
     rmdir(dir);
-    printf("%s\n", g_failures ? "FAILED" : "passed");
-    return g_failures ? 1 : 0;
+    printf("%s\n", failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
 }

@@ -14,15 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int g_fail;
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-        g_fail++;                                                              \
-    } while (0)
+#include "expect.h"
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static double urand(void)
@@ -166,8 +158,8 @@ int main(void)
     test_bounds();
     test_nonfinite();
     test_names();
-    if (g_fail) {
-        fprintf(stderr, "test_codec: %d failures\n", g_fail);
+    if (failures) {
+        fprintf(stderr, "test_codec: %d failures\n", failures);
         return 1;
     }
     printf("test_codec: ok\n");

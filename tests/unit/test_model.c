@@ -30,21 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int g_failures;
-
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-        __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED);                  \
-    } while (0)
-
-#define EXPECT_TRUE(c)                                                         \
-    do {                                                                       \
-        if (!(c)) FAIL("expected %s", #c);                                     \
-    } while (0)
+#include "expect.h"
 
 #define EXPECT_ALGO(got, want)                                                 \
     do {                                                                       \
@@ -60,20 +46,6 @@ static int g_failures;
         double g_ = (got), w_ = (want);                                        \
         if (!(fabs(g_ - w_) <= 1e-9 * fabs(w_) + 1e-18))                       \
             FAIL("%s = %.9g, want %s = %.9g", #got, g_, #want, w_);            \
-    } while (0)
-
-#define EXPECT_RC(call, want)                                                  \
-    do {                                                                       \
-        xc_result_t rc_ = (call);                                              \
-        if (rc_ != (want))                                                     \
-            FAIL("%s returned %s, want %s (%s)", #call, xc_err_name(rc_), xc_err_name(want), \
-                 xc_last_error());                                             \
-    } while (0)
-
-#define EXPECT_CONTAINS(hay, needle)                                           \
-    do {                                                                       \
-        const char *h_ = (hay);                                                \
-        if (!strstr(h_, (needle))) FAIL("\"%s\" does not contain \"%s\"", h_, (needle)); \
     } while (0)
 
 /* ------------------------------------------------------------ fixtures */
@@ -1307,8 +1279,8 @@ int main(void)
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
-    if (g_failures) {
-        fprintf(stderr, "test_model: %d failure(s)\n", g_failures);
+    if (failures) {
+        fprintf(stderr, "test_model: %d failure(s)\n", failures);
         return 1;
     }
     printf("test_model: ok\n");

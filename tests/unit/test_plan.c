@@ -22,15 +22,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "expect.h"
 
-static int g_fail;
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-        g_fail++;                                                              \
-    } while (0)
 #define NEAR(got, want)                                                        \
     do {                                                                       \
         double g_ = (got), w_ = (want);                                        \
@@ -338,8 +331,8 @@ int main(void)
     test_cache(&p);
     test_overlap(&p);
     test_inputs(&p);
-    if (g_fail) {
-        fprintf(stderr, "test_plan: %d failure(s)\n", g_fail);
+    if (failures) {
+        fprintf(stderr, "test_plan: %d failure(s)\n", failures);
         return 1;
     }
     printf("test_plan: ok\n");

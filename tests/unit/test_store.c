@@ -24,57 +24,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static int g_failures;
-
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-        __atomic_add_fetch(&g_failures, 1, __ATOMIC_RELAXED);                  \
-        return 1;                                                              \
-    } while (0)
-
-#define EXPECT_TRUE(c)                                                         \
-    do {                                                                       \
-        if (!(c)) FAIL("expected %s", #c);                                     \
-    } while (0)
-
-#define EXPECT_EQ(a, b)                                                        \
-    do {                                                                       \
-        long long a_ = (long long)(a), b_ = (long long)(b);                    \
-        if (a_ != b_) FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_);          \
-    } while (0)
-
-#define EXPECT_OK(call)                                                        \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        if (rc_ != 0)                                                          \
-            FAIL("%s returned %d (%s): %s", #call, rc_,                        \
-                 xc_err_name((xc_result_t)rc_), xc_last_error());              \
-    } while (0)
-
-#define EXPECT_RC(call, want)                                                  \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        if (rc_ != (int)(want))                                                \
-            FAIL("%s returned %d (%s), want %s; detail: %s", #call, rc_,       \
-                 xc_err_name((xc_result_t)rc_), #want, xc_last_error());       \
-    } while (0)
-
-#define EXPECT_CONTAINS(hay, needle)                                           \
-    do {                                                                       \
-        const char *h_ = (hay), *n_ = (needle);                                \
-        if (!strstr(h_, n_))                                                   \
-            FAIL("'%s' does not contain '%s'", h_, n_);                        \
-    } while (0)
-
-#define EXPECT_STREQ(a, b)                                                     \
-    do {                                                                       \
-        const char *a_ = (a), *b_ = (b);                                       \
-        if (strcmp(a_, b_) != 0) FAIL("%s == %s: '%s' != '%s'", #a, #b, a_, b_); \
-    } while (0)
+#define EXPECT_RETURN /* a failed check ends its test function */
+#include "expect.h"
 
 /* Elapsed milliseconds since t0 (ns). */
 static long long ms_since(uint64_t t0)
@@ -1052,7 +1003,7 @@ int main(void)
     test_file_store();
     printf("file store: done (%lld ms)\n", ms_since(t0));
 
-    int f = __atomic_load_n(&g_failures, __ATOMIC_RELAXED);
+    int f = failures;
     if (f) {
         fprintf(stderr, "test_store: %d check(s) failed\n", f);
         return 1;
