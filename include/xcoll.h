@@ -440,8 +440,10 @@ XC_API xc_result_t xc_ialltoall(const void *sendbuf, void *recvbuf,
 
 /* Variable all-to-all: sendcounts[j] elements from sendbuf+sdispls[j] go to
  * rank j, which receives them at recvbuf+rdispls[i] expecting recvcounts[i]
- * of them (a disagreement is XC_ERR_MISMATCH).  Displacements in elements.
- * Arrays are copied at issue.  In place is not allowed. */
+ * of them (a disagreement is XC_ERR_MISMATCH; this rank's own block,
+ * sendcounts[rank] != recvcounts[rank], is XC_ERR_INVALID before anything is
+ * sent).  Displacements in elements.  Arrays are copied at issue.  In place
+ * is not allowed. */
 XC_API xc_result_t xc_alltoallv(const void *sendbuf, const size_t *sendcounts,
                                 const size_t *sdispls, void *recvbuf,
                                 const size_t *recvcounts, const size_t *rdispls,

@@ -20,9 +20,6 @@
  */
 #include "shm_common.h"
 
-static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
-static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
-static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 static void out_one_shot(xc__shm_op_t *o, uint64_t k) { xc__shm_reduce_all(o, k, o->a.rbuf, NULL); }
 
 static void stage_addrs(xc__shm_op_t *o, uint64_t k, char *slot)
@@ -53,11 +50,12 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     }
 }
 
-static const xc__shm_coll_t one_shot = {nchunks, reads_all, xc__shm_stage_input, NULL,
+static const xc__shm_coll_t one_shot = {xc__shm_op_nchunks, xc__shm_reads_all, xc__shm_stage_input, NULL,
                                         out_one_shot, 0};
-static const xc__shm_coll_t chunked = {nchunks, reads_all, xc__shm_stage_input,
+static const xc__shm_coll_t chunked = {xc__shm_op_nchunks, xc__shm_reads_all, xc__shm_stage_input,
                                        xc__shm_reduce_share, xc__shm_copy_result, 0};
-static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, mid_direct, out_direct, 1};
+static const xc__shm_coll_t direct = {xc__shm_one, xc__shm_reads_all,
+                                      stage_addrs, mid_direct, out_direct, 1};
 
 /* On 2 uncrowded ranks: single copy where the communicator's profile
  * prices it below one shot per chunk (xc__model_shm_pair_direct). */

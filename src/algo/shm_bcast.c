@@ -25,8 +25,6 @@
  */
 #include "shm_common.h"
 
-static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
-static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_root(const xc__shm_op_t *o, int j) { return j == o->a.root && o->me != o->a.root; }
 
 static void stage(xc__shm_op_t *o, uint64_t k, char *slot)
@@ -73,8 +71,8 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
 /* The root waits for every rank's address (and description) */
 static int reads_direct(const xc__shm_op_t *o, int j) { return o->me == o->a.root || j == o->a.root; }
 
-static const xc__shm_coll_t staged = {nchunks, reads_root, stage, NULL, out, 0};
-static const xc__shm_coll_t direct = {one, reads_direct, stage_addr, NULL, out_direct, 1};
+static const xc__shm_coll_t staged = {xc__shm_op_nchunks, reads_root, stage, NULL, out, 0};
+static const xc__shm_coll_t direct = {xc__shm_one, reads_direct, stage_addr, NULL, out_direct, 1};
 
 static int single_copy(const xc_comm_t *comm, size_t bytes)
 {

@@ -11,6 +11,15 @@
 
 static inline uint64_t xc__shm_g(const xc__shm_op_t *o, uint64_t k) { return o->base + k + 1; }
 
+/* The kind table's common entries: chunks of the count, a single round, and
+ * "reads every rank's stage". */
+static inline uint64_t xc__shm_op_nchunks(const xc__shm_op_t *o)
+{
+    return xc__shm_nchunks(o->a.count, o->ce);
+}
+static inline uint64_t xc__shm_one(const xc__shm_op_t *o) { (void)o; return 1; }
+static inline int xc__shm_reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
+
 /* dst = srcs[0] op ... op srcs[n-1] over `count` elements, any n >= 1,
  * left to right (so every rank computing it gets the same bits, and the
  * same as deterministic mode's exchange: xc__reduce_many). */

@@ -25,10 +25,7 @@
  */
 #include "shm_common.h"
 
-static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
-static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
 static int reads_small(const xc__shm_op_t *o, int j) { (void)j; return o->me == o->a.root; }
-static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 
 /* Only the root reads staged inputs: it stages nothing. */
 static void stage_small(xc__shm_op_t *o, uint64_t k, char *slot)
@@ -72,10 +69,12 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     }
 }
 
-static const xc__shm_coll_t small = {nchunks, reads_small, stage_small, NULL, out_small, 0};
-static const xc__shm_coll_t large = {nchunks, reads_all, xc__shm_stage_input,
+static const xc__shm_coll_t small = {xc__shm_op_nchunks, reads_small,
+                                     stage_small, NULL, out_small, 0};
+static const xc__shm_coll_t large = {xc__shm_op_nchunks, xc__shm_reads_all, xc__shm_stage_input,
                                      xc__shm_reduce_share, out_large, 0};
-static const xc__shm_coll_t direct = {one, reads_all, stage_addrs, NULL, out_direct, 1};
+static const xc__shm_coll_t direct = {xc__shm_one, xc__shm_reads_all,
+                                      stage_addrs, NULL, out_direct, 1};
 
 /* The ring entry of flagged lines below, in one step (xc__shm_express). */
 int xc__express_shm_reduce(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,

@@ -20,9 +20,6 @@
  */
 #include "shm_common.h"
 
-static uint64_t nchunks(const xc__shm_op_t *o) { return xc__shm_nchunks(o->a.count, o->ce); }
-static uint64_t one(const xc__shm_op_t *o) { (void)o; return 1; }
-static int reads_all(const xc__shm_op_t *o, int j) { (void)o, (void)j; return 1; }
 
 static void out(xc__shm_op_t *o, uint64_t k)
 {
@@ -42,8 +39,10 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     xc__shm_cma_reduce(o, o->a.rbuf, (size_t)o->me * o->a.count, o->a.count);
 }
 
-static const xc__shm_coll_t staged = {nchunks, reads_all, xc__shm_stage_blocks, NULL, out, 0};
-static const xc__shm_coll_t direct = {one, reads_all, xc__shm_stage_addr, NULL, out_direct, 1};
+static const xc__shm_coll_t staged = {xc__shm_op_nchunks, xc__shm_reads_all,
+                                      xc__shm_stage_blocks, NULL, out, 0};
+static const xc__shm_coll_t direct = {xc__shm_one, xc__shm_reads_all,
+                                      xc__shm_stage_addr, NULL, out_direct, 1};
 
 xc_result_t xc__build_shm_reduce_scatter(xc_comm_t *comm, xc__op_t *op, const xc__args_t *a)
 {

@@ -313,6 +313,10 @@ static xc_result_t alltoallv(const void *sbuf, const size_t *sc, const size_t *s
     ARGCHECK(v_extent(rc, rd, n, &re, fn, "recvcounts/rdispls"));
     ARGCHECK(check_buf(sbuf, se, fn, "sendbuf"));
     ARGCHECK(check_buf(rbuf, re, fn, "recvbuf"));
+    if (sc[comm->rank] != rc[comm->rank])
+        return bad(comm, xc__err(XC_ERR_INVALID, "%s: sendcounts[%d] = %zu but recvcounts[%d] = "
+                                 "%zu: this rank's block to itself must have one size",
+                                 fn, comm->rank, sc[comm->rank], comm->rank, rc[comm->rank]));
     if (overlap(sbuf, se * es, rbuf, re * es))
         return bad(comm, xc__err(XC_ERR_INVALID, "%s: sendbuf and recvbuf overlap (in place is not supported)", fn));
     /* The arrays are the caller's: keep copies for the schedule. */

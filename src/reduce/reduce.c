@@ -187,13 +187,26 @@ void xc__reduce_finalize(void *buf, size_t count, xc_dtype_t dtype,
 void xc__reduce_many(void *dst, const void *const *srcs, int k, size_t count, xc_dtype_t dtype,
                      xc_op_t op)
 {
-    int first = k < XC__REDUCE_MAX_K ? k : XC__REDUCE_MAX_K;
-    xc__reduce_n(dst, srcs, first, count, dtype, op);
-    for (int i = first; i < k; i += XC__REDUCE_MAX_K - 1) {
-        const void *more[XC__REDUCE_MAX_K];
-        int m = k - i < XC__REDUCE_MAX_K - 1 ? k - i : XC__REDUCE_MAX_K - 1;
-        more[0] = dst;
-        memcpy(more + 1, srcs + i, (size_t)m * sizeof *srcs);
-        xc__reduce_n(dst, more, m + 1, count, dtype, op);
+    if (k <= XC__REDUCE_MAX_K) {
+        xc__reduce_n(dst, srcs, k, count, dtype, op);
+        return;
+    }
+    /* Groups of 64, left to right, a block at a time through a scratch
+     * block: dst may be any source, also one of a later group, which must
+     * not see the earlier groups' partial result in its place. */
+    _Alignas(64) char acc[8192];
+    size_t es = xc__dtype_size(dtype), blk = sizeof acc / es;
+    for (size_t off = 0; off < count; off += blk) {
+        size_t n = count - off < blk ? count - off : blk;
+        const void *g[XC__REDUCE_MAX_K];
+        for (int j = 0; j < XC__REDUCE_MAX_K; j++) g[j] = (const char *)srcs[j] + off * es;
+        xc__reduce_n(acc, g, XC__REDUCE_MAX_K, n, dtype, op);
+        for (int i = XC__REDUCE_MAX_K; i < k; i += XC__REDUCE_MAX_K - 1) {
+            int m = k - i < XC__REDUCE_MAX_K - 1 ? k - i : XC__REDUCE_MAX_K - 1;
+            g[0] = acc;
+            for (int t = 0; t < m; t++) g[t + 1] = (const char *)srcs[i + t] + off * es;
+            xc__reduce_n(acc, g, m + 1, n, dtype, op);
+        }
+        memcpy((char *)dst + off * es, acc, n * es);
     }
 }

@@ -50,7 +50,8 @@ XC__HIDDEN void xc__reduce_n(void *dst, const void *const *srcs, int k,
                              size_t count, xc_dtype_t dtype, xc_op_t op);
 
 /* The same for any k >= 1: groups of XC__REDUCE_MAX_K, left to right
- * (dst = reduce_n(first 64), then dst = reduce_n(dst, next 63), ...). */
+ * (acc = reduce_n(first 64), then acc = reduce_n(acc, next 63), ...; dst
+ * may equal any srcs[j], also past the first group). */
 XC__HIDDEN void xc__reduce_many(void *dst, const void *const *srcs, int k, size_t count,
                                 xc_dtype_t dtype, xc_op_t op);
 

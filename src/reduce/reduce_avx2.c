@@ -19,8 +19,9 @@
  *    from three 32x32->64 products, and 64-bit min/max from vpcmpgtq (with
  *    the sign bit flipped for unsigned order);
  *  - floats: as reduce_avx512.c: same IEEE operation per element and order,
- *    NaNs made canonical before the store, min = min(a,b) | min(b,a),
- *    max = max(a,b) & max(b,a) with NaN lanes forced to a NaN;
+ *    NaNs made canonical before the store, min/max on integer keys (the
+ *    magnitude flipped where the sign is set), never vminps/vmaxps, whose
+ *    results depend on MXCSR.DAZ;
  *  - fp16 uses vcvtph2ps/vcvtps2ph (nearest even from the immediate), bf16
  *    integer shifts with half.c's rounding.
  */
@@ -114,29 +115,50 @@ XC__INT_KIND(u64, uint64_t)
 /* Operations                                                          */
 /* ------------------------------------------------------------------ */
 
-XC__INL __m256 min_ps_(__m256 a, __m256 b)
+/* Float min/max on integer keys, as reduce_avx512.c (MXCSR-independent). */
+XC__INL __m256i key_ps_(__m256i u)
 {
-    return _mm256_or_ps(_mm256_min_ps(a, b), _mm256_min_ps(b, a));
+    return _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
 }
-XC__INL __m256 max_ps_(__m256 a, __m256 b)
+XC__INL __m256i nan_ps_(__m256i u)
 {
-    __m256 r = _mm256_and_ps(_mm256_max_ps(a, b), _mm256_max_ps(b, a));
-    __m256 nan = _mm256_and_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q),
-                               _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
-    return _mm256_or_ps(r, nan);
+    return _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                              _mm256_set1_epi32(0x7f800000));
 }
-XC__INL __m256d min_pd_(__m256d a, __m256d b)
+XC__INL __m256 pick_ps_(__m256 a, __m256 b, int take_min)
 {
-    return _mm256_or_pd(_mm256_min_pd(a, b), _mm256_min_pd(b, a));
+    __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
+    __m256i ka = key_ps_(ua), kb = key_ps_(ub);
+    __m256i take_a = take_min ? _mm256_cmpgt_epi32(kb, ka) : _mm256_cmpgt_epi32(ka, kb);
+    __m256i r = _mm256_blendv_epi8(ub, ua, take_a);
+    __m256i nan = _mm256_or_si256(nan_ps_(ua), nan_ps_(ub));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc00000), nan);
+    return _mm256_castsi256_ps(r);
 }
-XC__INL __m256d max_pd_(__m256d a, __m256d b)
+XC__INL __m256 min_ps_(__m256 a, __m256 b) { return pick_ps_(a, b, 1); }
+XC__INL __m256 max_ps_(__m256 a, __m256 b) { return pick_ps_(a, b, 0); }
+XC__INL __m256i key_pd_(__m256i u)
 {
-    __m256d r = _mm256_and_pd(_mm256_max_pd(a, b), _mm256_max_pd(b, a));
-    __m256d nan = _mm256_and_pd(
-        _mm256_cmp_pd(a, b, _CMP_UNORD_Q),
-        _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff8000000000000)));
-    return _mm256_or_pd(r, nan);
+    __m256i neg = _mm256_cmpgt_epi64(_mm256_setzero_si256(), u);
+    return _mm256_xor_si256(u, _mm256_srli_epi64(neg, 1));
 }
+XC__INL __m256i nan_pd_(__m256i u)
+{
+    return _mm256_cmpgt_epi64(_mm256_and_si256(u, _mm256_set1_epi64x(0x7fffffffffffffff)),
+                              _mm256_set1_epi64x(0x7ff0000000000000));
+}
+XC__INL __m256d pick_pd_(__m256d a, __m256d b, int take_min)
+{
+    __m256i ua = _mm256_castpd_si256(a), ub = _mm256_castpd_si256(b);
+    __m256i ka = key_pd_(ua), kb = key_pd_(ub);
+    __m256i take_a = take_min ? _mm256_cmpgt_epi64(kb, ka) : _mm256_cmpgt_epi64(ka, kb);
+    __m256i r = _mm256_blendv_epi8(ub, ua, take_a);
+    __m256i nan = _mm256_or_si256(nan_pd_(ua), nan_pd_(ub));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi64x(0x7ff8000000000000), nan);
+    return _mm256_castsi256_pd(r);
+}
+XC__INL __m256d min_pd_(__m256d a, __m256d b) { return pick_pd_(a, b, 1); }
+XC__INL __m256d max_pd_(__m256d a, __m256d b) { return pick_pd_(a, b, 0); }
 
 /* Low byte of each 16-bit product is the 8-bit product (mod 256). */
 XC__INL __m256i mullo_epi8_(__m256i a, __m256i b)

@@ -29,11 +29,14 @@
  *    element; every NaN is replaced by the canonical one before the store,
  *    as the scalar code does, so operand order inside an instruction cannot
  *    leak a payload;
- *  - float min = vminps(a,b) | vminps(b,a): equal to the smaller operand when
- *    they differ, -0 for (+0, -0) in either order, and a NaN (then made
- *    canonical) if either is NaN.  max = vmaxps(a,b) & vmaxps(b,a), with NaN
- *    lanes set explicitly, since the AND of a NaN with a number need not be
- *    a NaN.  (vrangeps is not used: it orders +0 and -0 as equal.);
+ *  - float min/max compare integer keys, not floats: the bits with the
+ *    magnitude flipped where the sign is set order every non-NaN value as
+ *    the numbers do, with -0 < +0; the operand with the smaller (larger) key
+ *    is taken whole, and any NaN operand gives the canonical NaN.  vminps /
+ *    vmaxps are not used: under MXCSR.DAZ (torch.set_flush_denormal, a
+ *    -ffast-math program) they compare subnormals as zeros and return a
+ *    flushed zero, so ranks or threads in different modes would disagree
+ *    (vrangeps also orders +0 and -0 as equal);
  *  - fp16 widen/narrow use vcvtph2ps/vcvtps2ph with round-to-nearest-even
  *    from the instruction (not MXCSR); they match half.c for every input,
  *    NaNs included (quiet bit set, top payload bits kept), and do not flush
@@ -210,28 +213,48 @@ XC__INL __m512 mul_ps(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
 XC__INL __m512d add_pd(__m512d a, __m512d b) { return _mm512_add_pd(a, b); }
 XC__INL __m512d mul_pd(__m512d a, __m512d b) { return _mm512_mul_pd(a, b); }
 
-/* See the file comment for why min/max take both operand orders. */
-XC__INL __m512 min_ps(__m512 a, __m512 b)
+/* Float min/max on integer keys (see the file comment): exact, one of the
+ * operands, -0 < +0, any NaN operand the canonical NaN, whatever MXCSR
+ * holds. */
+XC__INL __m512i key_ps(__m512i u)
 {
-    return _mm512_or_ps(_mm512_min_ps(a, b), _mm512_min_ps(b, a));
+    return _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
 }
-XC__INL __m512 max_ps(__m512 a, __m512 b)
+XC__INL __mmask16 nan_ps(__m512i u)
 {
-    __m512 r = _mm512_and_ps(_mm512_max_ps(a, b), _mm512_max_ps(b, a));
-    __mmask16 nan = _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
-    return _mm512_mask_mov_ps(r, nan, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+    return _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                   _mm512_set1_epi32(0x7f800000));
 }
-XC__INL __m512d min_pd(__m512d a, __m512d b)
+XC__INL __m512 pick_ps(__m512 a, __m512 b, int take_min)
 {
-    return _mm512_or_pd(_mm512_min_pd(a, b), _mm512_min_pd(b, a));
+    __m512i ua = _mm512_castps_si512(a), ub = _mm512_castps_si512(b);
+    __mmask16 a_less = _mm512_cmplt_epi32_mask(key_ps(ua), key_ps(ub));
+    __m512i r = _mm512_mask_blend_epi32(take_min ? a_less : (__mmask16)~a_less, ub, ua);
+    r = _mm512_mask_mov_epi32(r, nan_ps(ua) | nan_ps(ub), _mm512_set1_epi32(0x7fc00000));
+    return _mm512_castsi512_ps(r);
 }
-XC__INL __m512d max_pd(__m512d a, __m512d b)
+XC__INL __m512 min_ps(__m512 a, __m512 b) { return pick_ps(a, b, 1); }
+XC__INL __m512 max_ps(__m512 a, __m512 b) { return pick_ps(a, b, 0); }
+XC__INL __m512i key_pd(__m512i u)
 {
-    __m512d r = _mm512_and_pd(_mm512_max_pd(a, b), _mm512_max_pd(b, a));
-    __mmask8 nan = _mm512_cmp_pd_mask(a, b, _CMP_UNORD_Q);
-    return _mm512_mask_mov_pd(
-        r, nan, _mm512_castsi512_pd(_mm512_set1_epi64(0x7ff8000000000000)));
+    return _mm512_xor_si512(u, _mm512_srli_epi64(_mm512_srai_epi64(u, 63), 1));
 }
+XC__INL __mmask8 nan_pd(__m512i u)
+{
+    return _mm512_cmpgt_epi64_mask(
+        _mm512_and_si512(u, _mm512_set1_epi64(0x7fffffffffffffff)),
+        _mm512_set1_epi64(0x7ff0000000000000));
+}
+XC__INL __m512d pick_pd(__m512d a, __m512d b, int take_min)
+{
+    __m512i ua = _mm512_castpd_si512(a), ub = _mm512_castpd_si512(b);
+    __mmask8 a_less = _mm512_cmplt_epi64_mask(key_pd(ua), key_pd(ub));
+    __m512i r = _mm512_mask_blend_epi64(take_min ? a_less : (__mmask8)~a_less, ub, ua);
+    r = _mm512_mask_mov_epi64(r, nan_pd(ua) | nan_pd(ub), _mm512_set1_epi64(0x7ff8000000000000));
+    return _mm512_castsi512_pd(r);
+}
+XC__INL __m512d min_pd(__m512d a, __m512d b) { return pick_pd(a, b, 1); }
+XC__INL __m512d max_pd(__m512d a, __m512d b) { return pick_pd(a, b, 0); }
 
 XC__LIFT2(add_v2, add_ps)
 XC__LIFT2(mul_v2, mul_ps)

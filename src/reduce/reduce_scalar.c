@@ -99,9 +99,9 @@ XC__SINT_OPS(i32, int32_t)
 XC__SINT_OPS(i64, int64_t)
 
 /*
- * Floats.  min/max compute every arm, then select, so gcc can if-convert;
- * `U` is the same-width unsigned type used to merge the signs of equal
- * operands (only +-0 differ when x == y).  canon_sfx copies acc to dst with
+ * Floats.  min/max compare the bits' order keys (`U`, the same-width
+ * unsigned type) and select, so gcc can if-convert; the result is always one
+ * operand whole, in any MXCSR mode.  canon_sfx copies acc to dst with
  * every NaN (|bits| & ABS above INF, the infinity pattern) replaced by the
  * canonical quiet NaN QNAN.
  */
@@ -118,20 +118,24 @@ XC__SINT_OPS(i64, int64_t)
         memcpy(&u, &f, sizeof u);                                              \
         return u;                                                              \
     }                                                                          \
-    static inline T min_##sfx##_1(T x, T y)                                    \
+    /* The order key: bits with the magnitude flipped where the sign is  \
+     * set, and the sign flipped, compare as unsigned like the numbers,   \
+     * -0 < +0; comparing floats would depend on MXCSR.DAZ. */            \
+    static inline U key_##sfx(U u)                                             \
     {                                                                          \
-        T lt = x < y ? x : y;                                                  \
-        T eq = bits_to_##sfx(sfx##_to_bits(x) | sfx##_to_bits(y));             \
-        T r = x == y ? eq : lt;                                                \
-        return (x != x || y != y) ? bits_to_##sfx(QNAN) : r;                   \
+        U neg = (U)0 - (u >> (sizeof(U) * 8 - 1));                            \
+        return u ^ (neg | ~(~(U)0 >> 1));                                      \
     }                                                                          \
-    static inline T max_##sfx##_1(T x, T y)                                    \
+    static inline T pick_##sfx(T x, T y, int take_min)                         \
     {                                                                          \
-        T gt = x > y ? x : y;                                                  \
-        T eq = bits_to_##sfx(sfx##_to_bits(x) & sfx##_to_bits(y));             \
-        T r = x == y ? eq : gt;                                                \
-        return (x != x || y != y) ? bits_to_##sfx(QNAN) : r;                   \
+        U a = sfx##_to_bits(x), b = sfx##_to_bits(y);                          \
+        int a_less = key_##sfx(a) < key_##sfx(b);                              \
+        U r = (take_min ? a_less : !a_less) ? a : b;                           \
+        int nan = ((a & ABS) > INF) | ((b & ABS) > INF);                       \
+        return bits_to_##sfx(nan ? (U)QNAN : r);                               \
     }                                                                          \
+    static inline T min_##sfx##_1(T x, T y) { return pick_##sfx(x, y, 1); }   \
+    static inline T max_##sfx##_1(T x, T y) { return pick_##sfx(x, y, 0); }   \
     static void canon_##sfx(T *restrict dst, const T *restrict acc, size_t n)  \
     {                                                                          \
         for (size_t i = 0; i < n; i++) {                                       \

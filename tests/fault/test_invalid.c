@@ -85,6 +85,14 @@ static void bad_calls(xc_comm_t *comm, int rank, int size)
         "sendcounts|counts", comm);
     BAD(xc_alltoallv(f, counts, displs, g, counts, NULL, XC_FLOAT32, comm),
         "rdispls|displs", comm);
+    {
+        /* this rank's own block: 4 elements sent to itself, 1 expected */
+        size_t sc[4] = {N, N, N, N}, rc[4] = {N, N, N, N};
+        sc[rank] = 4;
+        rc[rank] = 1;
+        BAD(xc_alltoallv(f, sc, displs, g, rc, displs, XC_FLOAT32, comm),
+            "sendcounts|recvcounts", comm);
+    }
 
     /* dtype / op out of range; bitwise ops on floating types. */
     BAD(xc_allreduce(f, g, N, XC_DTYPE_COUNT, XC_SUM, comm), "dtype", comm);

@@ -746,6 +746,112 @@ static void test_float_minmax(void)
     free(t2);
 }
 
+/* Float min/max in every MXCSR mode: with DAZ (torch.set_flush_denormal,
+ * -ffast-math) hardware min/max compare subnormals as zeros and return a
+ * flushed zero; the kernels must still pick the exact operand, at every
+ * level alike.  Pairs (a, b, min, max), repeated past the vector widths. */
+static void test_minmax_daz(void)
+{
+#if defined(__x86_64__)
+    static const uint32_t p32[][4] = {
+        {0x5, 0x3, 0x3, 0x5},
+        {0x80000005u, 0x3, 0x80000005u, 0x3},
+        {0x5, 0x0, 0x0, 0x5},
+        {0x80000001u, 0x80000000u, 0x80000001u, 0x80000000u},
+        {0x007fffffu, 0x00800000u, 0x007fffffu, 0x00800000u},
+    };
+    static const uint64_t p64[][4] = {
+        {0x5, 0x3, 0x3, 0x5},
+        {0x8000000000000005ull, 0x1, 0x8000000000000005ull, 0x1},
+        {0x0, 0x8000000000000000ull, 0x8000000000000000ull, 0x0},
+    };
+    static const uint16_t pbf[][4] = {
+        {0x0005, 0x0003, 0x0003, 0x0005},
+        {0x8002, 0x0001, 0x8002, 0x0001},
+    };
+    enum { N = 53 };
+    uint32_t a32[N], b32[N], r32[N];
+    uint64_t a64[N], b64[N], r64[N];
+    uint16_t abf[N], bbf[N], rbf[N];
+    unsigned csr = __builtin_ia32_stmxcsr();
+    __builtin_ia32_ldmxcsr(csr | 0x8040); /* FTZ | DAZ */
+    for (int o = XC_MIN; o <= XC_MAX; o++) {
+        xc_op_t op = (xc_op_t)o;
+        int w = op == XC_MIN ? 2 : 3;
+        for (int i = 0; i < N; i++) {
+            const uint32_t *q = p32[i % 5];
+            a32[i] = q[i & 1], b32[i] = q[!(i & 1)];
+            const uint64_t *d = p64[i % 3];
+            a64[i] = d[i & 1], b64[i] = d[!(i & 1)];
+            const uint16_t *h = pbf[i % 2];
+            abf[i] = h[i & 1], bbf[i] = h[!(i & 1)];
+        }
+        xc__reduce2(r32, a32, b32, N, XC_FLOAT32, op);
+        xc__reduce2(r64, a64, b64, N, XC_FLOAT64, op);
+        xc__reduce2(rbf, abf, bbf, N, XC_BFLOAT16, op);
+        for (int i = 0; i < N; i++) {
+            CHECK_U64(r32[i], p32[i % 5][w], "fp32 %s under DAZ [%d]", xc_op_name(op), i);
+            CHECK_U64(r64[i], p64[i % 3][w], "fp64 %s under DAZ [%d]", xc_op_name(op), i);
+            CHECK_U64(rbf[i], pbf[i % 2][w], "bf16 %s under DAZ [%d]", xc_op_name(op), i);
+        }
+    }
+    __builtin_ia32_ldmxcsr(csr);
+#endif
+}
+
+/* More inputs than one kernel call takes (xc__reduce_many: groups of 64),
+ * out of place and in place -- dst one of the first group's sources or of
+ * a later group's -- against a serial left-to-right sum. */
+static void test_reduce_many(void)
+{
+    enum { K = 130, C = 3001 };
+    static const int ks[] = {65, 70, K};
+    float *in = xmalloc((size_t)K * C * sizeof *in), *ref = xmalloc(C * sizeof *ref);
+    float *out = xmalloc(C * sizeof *out), *save = xmalloc(C * sizeof *save);
+    int32_t *iin = xmalloc((size_t)K * C * sizeof *iin), *iout = xmalloc(C * sizeof *iout);
+    int32_t *isave = xmalloc(C * sizeof *isave);
+    const void *srcs[K], *isrcs[K];
+    for (size_t i = 0; i < (size_t)K * C; i++) {
+        in[i] = (float)(int)(rnd() % 2001 - 1000) / 64.0f;
+        iin[i] = (int32_t)(rnd() % 100000);
+    }
+    for (int j = 0; j < K; j++) srcs[j] = in + (size_t)j * C, isrcs[j] = iin + (size_t)j * C;
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        int k = ks[t];
+        for (size_t i = 0; i < C; i++) {
+            float acc = in[i];
+            for (int j = 1; j < k; j++) acc += in[(size_t)j * C + i];
+            ref[i] = acc;
+        }
+        for (int where = -1; where < k; where += where < 1 ? 1 : 64) { /* -1: out of place */
+            float *dst = where < 0 ? out : in + (size_t)where * C;
+            if (where >= 0) memcpy(save, dst, C * sizeof *dst);
+            xc__reduce_many(dst, srcs, k, C, XC_FLOAT32, XC_SUM);
+            for (size_t i = 0; i < C; i++)
+                if (fbits(dst[i]) != fbits(ref[i])) {
+                    FAIL("reduce_many k=%d, dst = %s%d: [%zu] = %a, expected %a", k,
+                         where < 0 ? "separate" : "source ", where, i, dst[i], ref[i]);
+                    break;
+                }
+            if (where >= 0) memcpy(dst, save, C * sizeof *dst);
+            int32_t *idst = where < 0 ? iout : iin + (size_t)where * C;
+            if (where >= 0) memcpy(isave, idst, C * sizeof *idst);
+            uint32_t want = 0;
+            for (int j = 0; j < k; j++) want += (uint32_t)iin[(size_t)j * C + C - 1];
+            xc__reduce_many(idst, isrcs, k, C, XC_INT32, XC_SUM);
+            CHECK_I64(idst[C - 1], (int32_t)want);
+            if (where >= 0) memcpy(idst, isave, C * sizeof *idst);
+        }
+    }
+    free(in);
+    free(ref);
+    free(out);
+    free(save);
+    free(iin);
+    free(iout);
+    free(isave);
+}
+
 /* AVG: reduce as SUM, then finalise. */
 static void test_avg(void)
 {
@@ -1256,6 +1362,8 @@ int main(void)
         test_block_converters();
         test_int_edges();
         test_float_minmax();
+        test_minmax_daz();
+        test_reduce_many();
         test_half_sums();
         test_avg();
         test_kernels();
