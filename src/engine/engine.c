@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* The communicator this thread is waiting on (a completion it causes need
@@ -543,7 +544,15 @@ static void detach_sends(xc__conn_t **conns, int n)
                 } else {
                     free(cp);
                     free(buf);
-                    c->state = XC__CONN_CLOSED; /* cannot finish the frame */
+                    /* Cannot finish the frame: end the stream, so that the
+                     * peer, mid-frame, sees end-of-file now (it then reports
+                     * this rank lost) rather than waiting for the rest. */
+                    c->state = XC__CONN_CLOSED;
+                    if (c->tp->kind == XC_TRANSPORT_TCP) {
+                        if (c->nstreams <= 1) shutdown(c->fd, SHUT_RDWR);
+                        for (int s = 0; c->nstreams > 1 && s < c->nstreams; s++)
+                            shutdown(c->sfd[s], SHUT_RDWR);
+                    }
                 }
             }
             if (keep) {
@@ -607,11 +616,15 @@ int xc__shm_adopt_poison(xc_comm_t *comm, xc__shm_t *s)
     return 1;
 }
 
-void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
+/* The peer is declared failed and the communicator poisoned.  `tell`: its
+ * connection still works (the peer fell silent), so it is sent the error
+ * frame like every other peer before the connection is closed -- a peer
+ * that was alive after all (resumed, a healed partition) learns why. */
+static void peer_lost(xc_comm_t *comm, int peer, const char *why, int tell)
 {
     xc__conn_t *c = comm->conns[peer];
     int bye = c && c->state == XC__CONN_BYE;
-    if (c) c->state = XC__CONN_CLOSED;
+    if (c && !tell) c->state = XC__CONN_CLOSED;
     xc__failed_set(comm, peer); /* for xc_comm_shrink */
     char during[220] = "while idle";
     if (comm->coll_head) {
@@ -624,6 +637,12 @@ void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
     xc__comm_poison(comm, XC_ERR_PEER_LOST, 0, "rank %d (%s) %s %s%s", peer,
                     c ? c->addr : "?", why, during,
                     bye && !strstr(why, "destroyed") ? " (it had destroyed its communicator)" : "");
+    if (c) c->state = XC__CONN_CLOSED;
+}
+
+void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why)
+{
+    peer_lost(comm, peer, why, 0);
 }
 
 /* Which rank an unfinished operation waits for, for timeout messages. */
@@ -685,15 +704,23 @@ int xc__liveness_on(const xc_comm_t *comm)
 }
 
 /* The progress thread's heartbeat: an empty frame to every open peer that
- * has been sent nothing for a heartbeat interval (a peer with frames
- * queued is either receiving them or not reading: neither needs a beat). */
+ * has been sent nothing for a heartbeat interval.  A peer with frames
+ * queued gets no beat but a write of the queue: with no operation pending
+ * nobody else writes it (an idle thread polls no socket), and a beat that
+ * met a full socket buffer would sit there while the peer, reading again,
+ * heard nothing and declared this live rank lost. */
 static void heartbeat(xc_comm_t *comm, uint64_t now)
 {
     uint64_t hb = (uint64_t)comm->cfg.heartbeat_ms * 1000000ull;
     comm->beat_ns = now;
     for (int p = 0; p < comm->size; p++) {
         xc__conn_t *c = comm->conns[p];
-        if (!c || c->state != XC__CONN_OPEN || c->sq_head || now - c->last_tx_ns < hb) continue;
+        if (!c || c->state != XC__CONN_OPEN) continue;
+        if (c->sq_head) {
+            c->tp->write(comm, c);
+            continue;
+        }
+        if (now - c->last_tx_ns < hb) continue;
         /* A peer that has closed its end is not beaten: the write would
          * fail here, on the progress thread, and report a broken pipe in
          * place of the cause the peer left unread in the socket (its error
@@ -723,7 +750,7 @@ static int check_liveness(xc_comm_t *comm, uint64_t now)
                      "sent nothing, not even a heartbeat, for %.1f s (stopped, frozen or cut off "
                      "by the network; XCOLL_LIVENESS_MS=%d)",
                      (double)(seen - c->last_rx_ns) * 1e-9, comm->cfg.liveness_ms);
-            xc__comm_peer_lost(comm, p, why);
+            peer_lost(comm, p, why, 1);
             return 1;
         }
     }

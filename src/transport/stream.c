@@ -90,8 +90,9 @@ void xc__stream_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
      * and that flush reads whole frames from poisoned connections: never
      * from this one, which is in the middle of one -- nor does a goodbye
      * dispatched meanwhile drain it (xc__chan_drain): a read re-entered
-     * returns, the outer one goes on. */
-    if (c->reading) return;
+     * returns, the outer one goes on.  Nor from a connection whose input a
+     * goodbye's flush dropped (xc__conn_flush): mid-frame for all we know. */
+    if (c->reading || c->rx_dropped) return;
     c->reading = 1;
     if (read_frames(comm, c, get) && timed(c)) c->last_rx_ns = xc__now_ns();
     c->reading = 0;

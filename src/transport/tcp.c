@@ -79,6 +79,19 @@ static void rx_lowat(const xc_comm_t *comm, xc__conn_t *c, int s, int fd, size_t
     if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0) c->rlowat[s] = v;
 }
 
+static ssize_t tcp_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n);
+
+/* A write failed (EPIPE, ECONNRESET): the peer may have left its cause, an
+ * error frame, unread in this socket before it closed; read what is there
+ * first, so that its cause, not "Broken pipe", is what this rank reports. */
+static ssize_t write_failed(xc_comm_t *comm, xc__conn_t *c, int err)
+{
+    if (c->nstreams <= 1) xc__stream_read(comm, c, tcp_get);
+    if (xc__comm_status(comm) == XC_OK) xc__comm_peer_lost(comm, c->peer, strerror(err));
+    c->state = XC__CONN_CLOSED;
+    return -1;
+}
+
 /* stream.c's `put`: one sendmsg (header and payload together). */
 static ssize_t tcp_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n)
 {
@@ -88,8 +101,7 @@ static ssize_t tcp_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n)
         if (w >= 0) return w;
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return 0; /* wait for POLLOUT */
-        xc__comm_peer_lost(comm, c->peer, strerror(errno));
-        return -1;
+        return write_failed(comm, c, errno);
     }
 }
 
@@ -201,8 +213,7 @@ static ssize_t ms_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov_unused, 
                 c->wblock = s;
                 break;
             }
-            xc__comm_peer_lost(comm, c->peer, strerror(errno));
-            return -1;
+            return write_failed(comm, c, errno);
         }
         done += (size_t)w;
         if ((size_t)w < want) { /* that stream is full */
@@ -289,8 +300,8 @@ static void tcp_on_ready(xc_comm_t *comm, xc__conn_t *c, short revents)
 static short tcp_poll_events(const xc__conn_t *c)
 {
     if (c->state == XC__CONN_CLOSED) return 0;
-    if (c->nstreams > 1) return POLLIN; /* the epoll set */
-    return (short)(POLLIN | (c->sq_head ? POLLOUT : 0));
+    if (c->nstreams > 1) return c->rx_dropped ? 0 : POLLIN; /* the epoll set */
+    return (short)((c->rx_dropped ? 0 : POLLIN) | (c->sq_head ? POLLOUT : 0));
 }
 
 const xc__transport_t xc__tcp_transport = {
@@ -383,7 +394,9 @@ void xc__conn_flush(xc_comm_t *comm, xc__conn_t *c, uint64_t deadline_ns)
         for (int s = 0; s < ns; s++) {
             if (!(p[s].revents & POLLIN)) continue;
             char buf[4096];
-            if (recv(p[s].fd, buf, sizeof buf, MSG_DONTWAIT) == 0) return;
+            ssize_t r = recv(p[s].fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r == 0) return;
+            if (r > 0) c->rx_dropped = 1; /* see xc__stream_read */
         }
     }
 }

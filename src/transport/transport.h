@@ -58,6 +58,8 @@ struct xc__conn {
     int state;
     int left;           /* the peer sent SHRINK: it sends nothing more here */
     int reading;        /* inside xc__stream_read (a flush must not re-enter) */
+    int rx_dropped;     /* a goodbye's flush dropped raw input: the stream is
+                         * no longer at a frame boundary, never parse it */
     char addr[XC__ADDRSTR_LEN]; /* peer's advertised address, for messages */
     uint64_t last_rx_ns;  /* when bytes last arrived (0: not yet looked at) */
     uint64_t last_tx_ns;  /* when a frame was last queued to it */

@@ -15,6 +15,17 @@
  *            collectives, and once blocks its only user thread in a read()
  *            of a pipe for as long: every collective succeeds
  *   config   XCOLL_LIVENESS_MS below 3 heartbeats: XC_ERR_INVALID naming it
+ *   resume   2 ranks over sockets; rank 1 stops itself, rank 0 declares it
+ *            lost (as in stop); then the driver continues rank 1 (SIGCONT):
+ *            its next call but one fails naming rank 0's verdict (rank 0 sent it
+ *            the error frame; before, only end-of-file: "closed the
+ *            connection")
+ *   beatfull 2 ranks over sockets; rank 1's first heartbeat meets a full
+ *            socket buffer (this program interposes sendmsg: EAGAIN once)
+ *            while rank 1 computes for 3x the liveness timeout and rank 0
+ *            waits in an all-reduce: it succeeds (the queued beat is
+ *            written at the next tick; before, an idle progress thread
+ *            never wrote it and rank 0 declared rank 1 lost)
  *
  * Settings: XCOLL_HEARTBEAT_MS=250, XCOLL_LIVENESS_MS=1500, operation
  * deadline 60 s.  Survivors must return XC_ERR_PEER_LOST naming the stopped
@@ -23,7 +34,12 @@
  */
 #include "harness.h"
 
+#include "../../src/transport/frame.h"
+
+#include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +56,91 @@
 static const char *scenario;
 static int victim = 2;
 
+/* While armed, the first heartbeat frame this process sends fails with
+ * EAGAIN, as on a full socket buffer (the library's sendmsg resolves
+ * here first). */
+static _Atomic int beat_armed;
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    static ssize_t (*real)(int, const struct msghdr *, int);
+    if (!real) real = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+    if (atomic_load(&beat_armed) && m->msg_iovlen >= 1 &&
+        m->msg_iov[0].iov_len >= sizeof(xc__hdr_t) &&
+        ((const xc__hdr_t *)m->msg_iov[0].iov_base)->kind == XC__F_BEAT &&
+        atomic_exchange(&beat_armed, 0)) {
+        xt_log("heartbeat: EAGAIN (a full socket buffer)");
+        errno = EAGAIN;
+        return -1;
+    }
+    return real(fd, m, flags);
+}
+
+static void stop_self(int it);
+static int survivor_checks(xc_comm_t *comm, xc_result_t rc, const char *what, int size);
+
+/* Rank 1 stops, is declared lost by rank 0, is continued and must learn
+ * why from rank 0's error frame. */
+static int resume_rank(int rank, int size)
+{
+    char id[32];
+    snprintf(id, sizeof id, "liveness-node-%d", rank); /* sockets only */
+    setenv("XCOLL_NODE_ID", id, 1);
+    xc_comm_t *comm = xt_comm_world(-1);
+    if (!comm) return 1;
+    int32_t x = rank, y = 0;
+    XT_REQUIRE_OK(xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm));
+    if (rank != victim) {
+        xc_result_t rc = xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm);
+        return survivor_checks(comm, rc, "allreduce", size);
+    }
+    stop_self(1); /* the driver continues it once rank 0 is done */
+    /* Rank 0's part of this all-reduce may have been sent before its
+     * verdict: then the call completes here; the next one must fail. */
+    xc_result_t rc = xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm);
+    xt_log("continued; allreduce returned %s", xc_err_name(rc));
+    if (rc == XC_OK) rc = xc_barrier(comm);
+    const char *msg = xc_comm_last_error(comm);
+    xt_log("then: %s: \"%s\"", xc_err_name(rc), msg);
+    XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
+    XT_CHECK_INT(xt_has(msg, "heartbeat"), ==, 1); /* rank 0's cause, relayed */
+    XT_CHECK_READABLE(msg);
+    xc_comm_destroy(comm);
+    return xt_result();
+}
+
+/* Rank 1 computes (alive, beating) while its first beat is held back. */
+static int beatfull_rank(int rank, int size)
+{
+    char id[32];
+    snprintf(id, sizeof id, "liveness-node-%d", rank); /* sockets only */
+    setenv("XCOLL_NODE_ID", id, 1);
+    xc_comm_t *comm = xt_comm_world(-1);
+    if (!comm) return 1;
+    int32_t x = rank, y = 0;
+    XT_REQUIRE_OK(xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm));
+    if (rank == 1) {
+        atomic_store(&beat_armed, 1);
+        xt_log("computing for %d ms", 3 * LIVENESS_MS);
+        usleep(3 * LIVENESS_MS * 1000);
+        XT_CHECK_INT(atomic_load(&beat_armed), ==, 0); /* a beat was held back */
+    }
+    double t = xt_now();
+    xc_result_t rc = xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm);
+    xt_log("allreduce after the silence: %s after %.2f s \"%s\"", xc_err_name(rc), xt_now() - t,
+           rc ? xc_comm_last_error(comm) : "");
+    XT_CHECK_RC(rc, XC_OK);
+    XT_CHECK_INT(y, ==, size * (size - 1) / 2);
+    XT_CHECK_RC(xc_comm_destroy(comm), XC_OK);
+    return xt_result();
+}
+
 /* The stopped rank: stamp, stop; the driver kills it later. */
 static void stop_self(int it)
 {
     xt_log("raising SIGSTOP at iteration %d", it);
     atomic_store(&xt_shm->stamp_ns[victim], xt_now_ns());
     raise(SIGSTOP);
-    xt_log("continued: the driver should have killed this rank");
+    xt_log("continued (the driver kills a stopped rank, except in resume)");
 }
 
 /* A survivor's checks once its call failed; then it waits for the other
@@ -190,21 +284,28 @@ static int rank_main(int rank, int size, void *arg)
     if (strcmp(scenario, "p2p") == 0) return p2p_rank(rank, size);
     if (strcmp(scenario, "slow") == 0) return slow_rank(rank, size);
     if (strcmp(scenario, "config") == 0) return config_rank(rank, size);
+    if (strcmp(scenario, "beatfull") == 0) return beatfull_rank(rank, size);
+    if (strcmp(scenario, "resume") == 0) return resume_rank(rank, size);
     return loop_rank(rank, size);
 }
 
 int main(int argc, char **argv)
 {
-    static const char *const known[] = {"stop", "stop0", "p2p", "slow", "config"};
+    static const char *const known[] = {"stop",   "stop0",    "p2p",   "slow",
+                                        "config", "beatfull", "resume"};
     scenario = XT_SCENARIO(argc, argv, known);
     xt_init(argv[0], scenario);
     if (strcmp(scenario, "stop0") == 0) victim = 0;
+    if (strcmp(scenario, "resume") == 0) victim = 1;
     char v[32];
     snprintf(v, sizeof v, "%d", HEARTBEAT_MS);
     setenv("XCOLL_HEARTBEAT_MS", v, 1);
     snprintf(v, sizeof v, "%d", LIVENESS_MS);
     setenv("XCOLL_LIVENESS_MS", v, 1);
-    int size = strcmp(scenario, "config") == 0 ? 1 : NRANKS;
+    int size = !strcmp(scenario, "config")                                 ? 1
+               : !strcmp(scenario, "beatfull") || !strcmp(scenario, "resume") ? 2
+                                                                               : NRANKS;
+    int resume = !strcmp(scenario, "resume");
     xt_job_t job;
     if (xt_job_start(&job, size, rank_main, NULL, DEADLINE_MS, 50) != 0) return 1;
     int stops = !strcmp(scenario, "stop") || !strcmp(scenario, "stop0") ||
@@ -215,6 +316,10 @@ int main(int argc, char **argv)
          * (or has failed), at the latest after 40 s. */
         xt_wait_survivors(&job, victim, 40);
         kill(job.pid[victim], SIGKILL);
+    }
+    if (resume) {
+        xt_wait_survivors(&job, victim, 40);
+        kill(job.pid[victim], SIGCONT);
     }
     xt_job_wait(&job, 45);
     for (int r = 0; r < size; r++) {
