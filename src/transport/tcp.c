@@ -81,12 +81,29 @@ static void rx_lowat(const xc_comm_t *comm, xc__conn_t *c, int s, int fd, size_t
 
 static ssize_t tcp_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n);
 
+/* Read and dispatch what arrived.  A read can end without an empty read
+ * (the poison of a malformed or mismatched frame returns at once), and
+ * then a receive low-water mark set for a large payload would outlive it:
+ * once poisoned, only small frames (error, goodbye, shrink) are still
+ * awaited, so the marks go back to 1. */
+static void tcp_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
+{
+    xc__stream_read(comm, c, get);
+    if (xc__comm_status(comm) == XC_OK) return;
+    for (int s = 0; s < (c->nstreams > 1 ? c->nstreams : 1); s++) {
+        int one = 1, fd = c->nstreams > 1 ? c->sfd[s] : c->fd;
+        if (c->rlowat[s] > 1 && fd >= 0 &&
+            setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one) == 0)
+            c->rlowat[s] = 1;
+    }
+}
+
 /* A write failed (EPIPE, ECONNRESET): the peer may have left its cause, an
  * error frame, unread in this socket before it closed; read what is there
  * first, so that its cause, not "Broken pipe", is what this rank reports. */
 static ssize_t write_failed(xc_comm_t *comm, xc__conn_t *c, int err)
 {
-    if (c->nstreams <= 1) xc__stream_read(comm, c, tcp_get);
+    if (c->nstreams <= 1) tcp_read(comm, c, tcp_get);
     if (xc__comm_status(comm) == XC_OK) xc__comm_peer_lost(comm, c->peer, strerror(err));
     c->state = XC__CONN_CLOSED;
     return -1;
@@ -105,11 +122,13 @@ static ssize_t tcp_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n)
     }
 }
 
-/* End of file on stream `s` (or on the only socket): between frames after
- * a goodbye it is the peer's graceful close, anywhere else a lost peer. */
+/* End of file (or a reset: `err`) on stream `s` (or on the only socket):
+ * between frames after a goodbye it is the peer's close -- a reset too,
+ * when one of this rank's frames reached the peer's closing socket --,
+ * anywhere else a lost peer. */
 static ssize_t got_eof(xc_comm_t *comm, xc__conn_t *c, int s, int err)
 {
-    if (!err && s == 0 && c->state == XC__CONN_BYE && xc__stream_idle(c)) {
+    if (s == 0 && c->state == XC__CONN_BYE && xc__stream_idle(c)) {
         c->state = XC__CONN_CLOSED;
         return -1;
     }
@@ -285,14 +304,14 @@ static void tcp_write(xc_comm_t *comm, xc__conn_t *c)
 static void tcp_on_ready(xc_comm_t *comm, xc__conn_t *c, short revents)
 {
     if (c->nstreams <= 1) {
-        if (revents & (POLLIN | POLLERR | POLLHUP)) xc__stream_read(comm, c, tcp_get);
+        if (revents & (POLLIN | POLLERR | POLLHUP)) tcp_read(comm, c, tcp_get);
         if ((revents & (POLLOUT | POLLERR)) && c->state != XC__CONN_CLOSED) tcp_write(comm, c);
         return;
     }
     /* The epoll set is readable: some stream has what an end waits for
      * (or an error).  Trying both ends costs a recv/sendmsg at most. */
     ms_check(comm, c);
-    if (c->state != XC__CONN_CLOSED) xc__stream_read(comm, c, ms_get);
+    if (c->state != XC__CONN_CLOSED) tcp_read(comm, c, ms_get);
     if (c->state != XC__CONN_CLOSED && c->sq_head) tcp_write(comm, c);
     if (c->state != XC__CONN_CLOSED) ms_arm(c);
 }
@@ -381,10 +400,10 @@ void xc__conn_flush(xc_comm_t *comm, xc__conn_t *c, uint64_t deadline_ns)
             if (c->reading) continue;
             for (int s = 0; s < ns; s++)
                 if (p[s].revents & (POLLIN | POLLERR | POLLHUP)) {
-                    if (single) xc__stream_read(comm, c, tcp_get);
+                    if (single) tcp_read(comm, c, tcp_get);
                     else {
                         ms_check(comm, c);
-                        if (c->state != XC__CONN_CLOSED) xc__stream_read(comm, c, ms_get);
+                        if (c->state != XC__CONN_CLOSED) tcp_read(comm, c, ms_get);
                         if (c->state != XC__CONN_CLOSED) ms_arm(c);
                     }
                     break;
