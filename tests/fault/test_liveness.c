@@ -78,17 +78,31 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 static void stop_self(int it);
 static int survivor_checks(xc_comm_t *comm, xc_result_t rc, const char *what, int size);
 
+/* A communicator whose ranks are on "different nodes" (sockets only),
+ * checked by one all-reduce; NULL on failure (logged). */
+static xc_comm_t *tcp_comm(int rank)
+{
+    char id[32];
+    snprintf(id, sizeof id, "liveness-node-%d", rank);
+    setenv("XCOLL_NODE_ID", id, 1);
+    xc_comm_t *comm = xt_comm_world(-1);
+    int32_t x = rank, y = 0;
+    xc_result_t rc = comm ? xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm) : XC_ERR_SYSTEM;
+    if (comm && rc != XC_OK) {
+        xt_fail(__FILE__, __LINE__, "first allreduce: %s", xc_err_name(rc));
+        xc_comm_destroy(comm);
+        return NULL;
+    }
+    return comm;
+}
+
 /* Rank 1 stops, is declared lost by rank 0, is continued and must learn
  * why from rank 0's error frame. */
 static int resume_rank(int rank, int size)
 {
-    char id[32];
-    snprintf(id, sizeof id, "liveness-node-%d", rank); /* sockets only */
-    setenv("XCOLL_NODE_ID", id, 1);
-    xc_comm_t *comm = xt_comm_world(-1);
+    xc_comm_t *comm = tcp_comm(rank);
     if (!comm) return 1;
     int32_t x = rank, y = 0;
-    XT_REQUIRE_OK(xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm));
     if (rank != victim) {
         xc_result_t rc = xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm);
         return survivor_checks(comm, rc, "allreduce", size);
@@ -111,13 +125,9 @@ static int resume_rank(int rank, int size)
 /* Rank 1 computes (alive, beating) while its first beat is held back. */
 static int beatfull_rank(int rank, int size)
 {
-    char id[32];
-    snprintf(id, sizeof id, "liveness-node-%d", rank); /* sockets only */
-    setenv("XCOLL_NODE_ID", id, 1);
-    xc_comm_t *comm = xt_comm_world(-1);
+    xc_comm_t *comm = tcp_comm(rank);
     if (!comm) return 1;
     int32_t x = rank, y = 0;
-    XT_REQUIRE_OK(xc_allreduce(&x, &y, 1, XC_INT32, XC_SUM, comm));
     if (rank == 1) {
         atomic_store(&beat_armed, 1);
         xt_log("computing for %d ms", 3 * LIVENESS_MS);
