@@ -884,8 +884,10 @@ XC_API xc_result_t xc_bucketer_mark_ready_range(xc_bucketer_t *b, int index, siz
  * the average -- or sum -- over the ranks) and start the next step.
  * Blocking; collective in effect (it completes the step's all-reduces, and
  * after step 1 broadcasts rank 0's arrival order).  Gradients never marked
- * are still reduced, so that the ranks' collectives stay matched, but their
- * results are unspecified and finish returns XC_ERR_INVALID naming them. */
+ * are still reduced, so that the ranks' collectives stay matched, with this
+ * rank contributing zero for them (so the other ranks' results are the
+ * average with a zero from this rank, as for an unused parameter); finish
+ * returns XC_ERR_INVALID naming them on this rank. */
 XC_API xc_result_t xc_bucketer_finish(xc_bucketer_t *b);
 
 /* Complete, before finish, the bucket holding gradient `index` (every

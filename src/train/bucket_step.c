@@ -401,10 +401,17 @@ xc_result_t xc_bucketer_finish(xc_bucketer_t *b)
         for (int g = 0; g < b->ngrads; g++) ready[g] = b->t_mark[g] - b->t_first;
         memcpy(b->last_order, b->arrival, (size_t)b->ngrads * sizeof *b->last_order);
     }
-    for (int g = 0; missing && g < b->ngrads; g++) /* (the pieces not marked) */
+    /* (the pieces not marked) -- they contribute zero: their slots hold
+     * the last step's result (copies) or whatever the caller left (views),
+     * which would go into the other ranks' sums of gradients they did mark */
+    for (int g = 0; missing && g < b->ngrads; g++)
         for (int i = 0; b->grads[g].marked != b->step && i < b->lay.npieces_of[g]; i++)
-            if (b->lay.npieces_of[g] == 1 || b->bst[b->lay.bucket_of[g] + i].marked != b->step)
+            if (b->lay.npieces_of[g] == 1 || b->bst[b->lay.bucket_of[g] + i].marked != b->step) {
+                size_t at, n, es = xc__dtype_size(b->grads[g].dtype);
+                piece_span(b, g, i, &at, &n);
+                if (n) memset((unsigned char *)slot(b, g) + at * es, 0, n * es);
                 b->bst[b->lay.bucket_of[g] + i].pending--;
+            }
     launch_ready(b);
     if (b->thread) xc__bk_thread_drain(b, b->next_launch);
     xc_result_t rc = b->step_rc, r;

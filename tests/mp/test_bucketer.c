@@ -814,6 +814,23 @@ static void test_misuse_steps(int views)
     arrival(2, 0, perm0);
     check_layout(b, perm0, "rebuild postponed to step 2");
     check_against_per_tensor(b, user, 2, XC_AVG, "after misuse");
+
+    /* Step 3: only the last rank leaves 'l1.bias' (3) unmarked.  It
+     * contributes zero for it -- not the last step's result (copies) nor
+     * what it filled in (views) -- so the others' 'l1.bias' is the
+     * average of their values with a zero; only the last rank fails. */
+    int last = H.rank == H.size - 1;
+    for (int g = 0; g < NG; g++) fill(grad_storage(b, user, g), 3, g, 1);
+    for (int g = 0; g < NG; g++)
+        if (g != 3 || !last) H_CHECK(H.comm, xc_bucketer_mark_ready(b, g));
+    if (last) H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_finish(b));
+    else H_CHECK(H.comm, xc_bucketer_finish(b));
+    got = grad_storage(b, user, 3);
+    e = 0;
+    for (int r = 0; r < H.size - 1; r++) e += gen(3, r, 3, 0, 1);
+    if (!last || views) /* (copies: the result is handed back only where marked) */
+        H_TRUE("a gradient one rank left unmarked: that rank's part is zero",
+               load(got, 0, XC_FLOAT32) == (double)(float)(e / H.size));
     H_CHECK(H.comm, xc_bucketer_destroy(b));
     free_user(user);
 }
