@@ -317,7 +317,10 @@ XC_API xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm);
  * deadline to complete, then fail with XC_ERR_ABORTED; their requests stay
  * valid until xc_request_free.  Not collective, but a rank that destroys a
  * communicator its peers still use makes them fail with XC_ERR_PEER_LOST.
- * NULL is a harmless no-op.
+ * NULL is a harmless no-op.  In a forked child (a data-loader worker) the
+ * communicator is the parent's: destroy there only closes the child's
+ * copies of its descriptors and leaves the parent's communicator working;
+ * any other call on it in the child is XC_ERR_INVALID.
  */
 XC_API xc_result_t xc_comm_destroy(xc_comm_t *comm);
 

@@ -37,10 +37,17 @@ const char *xc_transport_name(xc_transport_kind_t t)
     return (unsigned)t < XC_TRANSPORT_COUNT ? names[t] : "invalid";
 }
 
+unsigned xc__fork_gen;
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void on_fork_child(void) { __atomic_add_fetch(&xc__fork_gen, 1, __ATOMIC_RELAXED); }
+static void fork_watch(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
 xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_t **out)
 {
     xc_comm_t *c = calloc(1, sizeof *c);
     if (!c) return xc__err(XC_ERR_NOMEM, "out of memory allocating a communicator");
+    pthread_once(&g_fork_once, fork_watch);
+    c->fork_gen = __atomic_load_n(&xc__fork_gen, __ATOMIC_RELAXED);
     c->rank = rank;
     c->size = size;
     c->cfg = *cfg;
@@ -249,9 +256,29 @@ static void send_bye(xc_comm_t *c)
         if (c->conns[p]) xc__conn_flush(c, c->conns[p], deadline);
 }
 
+/* xc_comm_destroy in a forked child (a data-loader worker whose interpreter
+ * ends, say): the parent's progress thread, segments and peers are not this
+ * process's -- locking (the mutex may have been held at the fork), writing
+ * a segment (not mapped here) or saying goodbye (on the parent's sockets)
+ * would hang, crash or break the parent's communicator.  Close this
+ * process's copies of the descriptors (the parent keeps its own) and leave
+ * the memory, a copy of the parent's. */
+static xc_result_t destroy_forked(xc_comm_t *c)
+{
+    for (int p = 0; c->conns && p < c->size; p++) {
+        xc__conn_t *k = c->conns[p];
+        if (!k || k->tp->kind != XC_TRANSPORT_TCP) continue;
+        if (k->fd >= 0) close(k->fd);
+        for (int s = 0; k->nstreams > 1 && s < k->nstreams; s++) close(k->sfd[s]);
+    }
+    if (c->efd >= 0) close(c->efd);
+    return XC_OK;
+}
+
 xc_result_t xc_comm_destroy(xc_comm_t *c)
 {
     if (!c) return XC_OK;
+    if (xc__comm_forked(c)) return destroy_forked(c);
     xc__comm_lock(c);
     /* Let pending operations finish (each within its own deadline).  As a
      * waiter, destroy keeps the progress thread off: the deadline ends in

@@ -82,6 +82,7 @@ struct xc_request {
 struct xc_comm {
     /* immutable after creation */
     int rank, size;
+    unsigned fork_gen;       /* xc__fork_gen at creation (see xc__comm_forked) */
     int local_rank, local_size;
     int node, nnodes;
     int *node_of;            /* node index of every rank */
@@ -293,6 +294,16 @@ XC__HIDDEN void xc__comm_poison(xc_comm_t *comm, xc_result_t rc, int from_peer,
 /* The same from a caller's thread (takes the communicator's lock). */
 XC__HIDDEN void xc__comm_poison_now(xc_comm_t *comm, xc_result_t rc, int from_peer,
                                     const char *fmt, ...) XC__PRINTF(4, 5);
+/* Forks seen by this process (incremented in the child by a pthread_atfork
+ * handler).  A communicator whose fork_gen differs is a forked child's
+ * copy: its threads, shared-memory segments (MADV_DONTFORK) and peers are
+ * the parent's -- the child may only let go of its descriptors. */
+XC__HIDDEN extern unsigned xc__fork_gen;
+static inline int xc__comm_forked(const xc_comm_t *c)
+{
+    return __atomic_load_n(&xc__fork_gen, __ATOMIC_RELAXED) != c->fork_gen;
+}
+
 /* Transport callback: connection to `peer` is broken/closed. */
 XC__HIDDEN void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why);
 /* Transport callbacks: a frame header arrived; choose its destination.
