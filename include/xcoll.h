@@ -433,7 +433,8 @@ XC_API xc_result_t xc_ibcast(void *buf, size_t count, xc_dtype_t dtype,
 
 /* Block j of sendbuf (count elements) goes to rank j, and lands as block i
  * of rank j's recvbuf.  In place: sendbuf == recvbuf, on every rank or on
- * none (the shared-memory path's staging or single copy depends on it). */
+ * none (the shared-memory path's staging or single copy depends on it):
+ * in place on some ranks only is XC_ERR_MISMATCH on every rank. */
 XC_API xc_result_t xc_alltoall(const void *sendbuf, void *recvbuf,
                                size_t count, xc_dtype_t dtype,
                                xc_comm_t *comm);

@@ -589,7 +589,8 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
                      * flagged lines: the ranks' builds disagree. */
                     xc__comm_poison(comm, XC_ERR_MISMATCH, 0,
                                     "rank %d staged chunk %" PRIu64 " outside the flagged lines "
-                                    "(the ranks run different xcoll builds)", j, g);
+                                    "(the ranks chose different paths: different xcoll builds, "
+                                    "or arguments that differ)", j, g);
                     return 0;
                 }
             }

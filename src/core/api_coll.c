@@ -271,8 +271,11 @@ static xc_result_t alltoall(const void *sbuf, void *rbuf, size_t count, xc_dtype
     size_t b = count * xc__dtype_size(dtype) * (size_t)comm->size;
     if (sbuf != rbuf && overlap(sbuf, b, rbuf, b))
         return bad(comm, xc__err(XC_ERR_INVALID, "%s: sendbuf and recvbuf overlap without being equal (in place)", fn));
+    /* An all-to-all reduces nothing: its op says "in place" (XC_PROD), so
+     * that ranks that disagree on it -- the shared-memory paths differ --
+     * fail with XC_ERR_MISMATCH like any other differing argument. */
     xc__args_t a = {.coll = XC_COLL_ALLTOALL, .sbuf = sbuf, .rbuf = rbuf, .count = count,
-                    .dtype = dtype, .op = XC_SUM, .root = -1};
+                    .dtype = dtype, .op = sbuf == rbuf ? XC_PROD : XC_SUM, .root = -1};
     return run(comm, &a, req);
 }
 

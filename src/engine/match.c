@@ -37,6 +37,8 @@ void xc__desc_str(const xc__desc_t *d, uint64_t seq, char *buf, size_t cap)
         int rooted = d->coll == XC_COLL_REDUCE || d->coll == XC_COLL_BCAST;
         char root[24] = "";
         if (rooted) snprintf(root, sizeof root, ", root %d", (int)d->root);
+        if (d->coll == XC_COLL_ALLTOALL && d->op == XC_PROD) /* (api_coll.c) */
+            snprintf(root, sizeof root, ", in place");
         snprintf(buf, cap, "%s #%" PRIu64 " (%s%s%s, %" PRIu64 " elements%s, %s)",
                  xc_coll_name(d->coll), seq, xc_dtype_name(d->dtype), reduces ? " " : "",
                  reduces ? xc_op_name(d->op) : "", d->count, root, algo ? algo : "?");

@@ -24,6 +24,9 @@
  *          same lines, a different description hash
  *   coll   4 ranks; rank 2 calls allgather while the others allreduce
  *   p2p    2 ranks; rank 1 receives 50 elements of a 100-element send
+ *   a2a_inplace  2 ranks all-to-all, rank 1 in place (sendbuf == recvbuf),
+ *          rank 0 not: on shared memory the two take different paths
+ *          (before 2026-12-06 one rank returned XC_OK with stale data)
  *   child  as count, on a child of xc_comm_split: the parent is not
  *          poisoned and its next allreduce is right
  *
@@ -122,6 +125,13 @@ static int run_coll(xc_comm_t *comm, int rank, int size)
     return xc_allreduce(fbuf, gbuf, COUNT, XC_FLOAT32, XC_SUM, comm);
 }
 
+/* All-to-all in place on rank 1 only (sendbuf == recvbuf). */
+static int run_a2a_inplace(xc_comm_t *comm, int rank, int size)
+{
+    (void)size;
+    return xc_alltoall(fbuf, rank == 1 ? fbuf : gbuf, 500, XC_FLOAT32, comm);
+}
+
 static int run_p2p(xc_comm_t *comm, int rank, int size)
 {
     (void)size;
@@ -150,6 +160,7 @@ static const scenario_t scenarios[] = {
     {"child", 4, run_count, "1000", "4000", "1001", "4004"},
     {"lines", 2, run_lines, "11 elements", "44 B", "23 elements", "92 B"},
     {"lines_dtype", 2, run_lines_dtype, NULL, "float", NULL, "int32"},
+    {"a2a_inplace", 2, run_a2a_inplace, "in place", "in place", "alltoall", "alltoall"},
 };
 
 static const scenario_t *cur;
@@ -264,7 +275,8 @@ static int rank_main(int rank, int size, void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s count|dtype|op|root|bcast_cma|coll|p2p|child|lines|lines_dtype\n",
+        fprintf(stderr, "usage: %s count|dtype|op|root|bcast_cma|coll|p2p|child|lines|lines_dtype|"
+                "a2a_inplace\n",
                 argv[0]);
         return 2;
     }
