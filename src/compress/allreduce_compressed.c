@@ -39,14 +39,16 @@ static size_t slice_first(const chunk_t *k, int j)
     return k->b0 + (size_t)j * k->nb / (size_t)k->n;
 }
 
-static void chunk_init(chunk_t *k, xc_compress_t f, size_t count, int n, size_t c)
+static void chunk_init(chunk_t *k, xc_compress_t f, xc_dtype_t dtype, xc_op_t op, size_t count,
+                       int n, size_t c)
 {
     size_t nb_all = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
     size_t cb = xc__compress_chunk(nb_all);
     k->b0 = c * cb;
     k->nb = nb_all - k->b0 < cb ? nb_all - k->b0 : cb;
     k->n = n;
-    k->p = xc__cseg_make(f, XC__CSEG_ALLREDUCE, count, (k->nb + (size_t)n - 1) / (size_t)n);
+    k->p = xc__cseg_make(f, XC__CSEG_ALLREDUCE, dtype, op, count,
+                         (k->nb + (size_t)n - 1) / (size_t)n);
     k->bad = -1;
 }
 
@@ -67,14 +69,14 @@ xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t c
     }
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
     size_t cb = xc__compress_chunk(nb), nch = nb ? (nb + cb - 1) / cb : 1;
-    if (nch > 1) XC_CHECK(xc__compress_agree(fn, count, fmt, dtype, comm));
+    if (nch > 1) XC_CHECK(xc__compress_agree(fn, count, fmt, dtype, op, comm));
     /* Every buffer up front: once the pipeline runs, only the
      * communicator can fail (and then every request fails at once). */
     chunk_t *ch = calloc(nch, sizeof *ch);
     float *x = malloc((count ? count : 1) * sizeof *x);
     size_t total = 0;
     for (size_t c = 0; ch && c < nch; c++) {
-        chunk_init(&ch[c], fmt, count, n, c);
+        chunk_init(&ch[c], fmt, dtype, op, count, n, c);
         total += (3 * (size_t)n + 1) * ch[c].p.seg;
     }
     char *mem = ch && x ? calloc(1, total) : NULL;

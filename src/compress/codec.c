@@ -89,6 +89,10 @@ static void quant_encode(const float *src, size_t n, float qmax, int8_t *q, floa
     float m;
     memcpy(&m, &mb, sizeof m);
     float s = m / qmax, inv = m > 0 ? qmax / m : 0.0f;
+    /* m near FLT_MAX: m / qmax can round up so that qmax x s, the largest
+     * code's value, overflows to infinity (and the block decodes to NaN):
+     * one step down keeps it finite (the codes clamp at qmax). */
+    if (isinf(qmax * s)) s = nextafterf(s, 0.0f);
     *scale = s;
     /* Tiny blocks (qmax/m would overflow): divide by the scale instead --
      * unless the scale itself rounds to 0 (m < qmax x 2^-150): codes 0, an

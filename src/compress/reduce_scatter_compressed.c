@@ -40,8 +40,8 @@ xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, siz
     }
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;
     size_t cb = xc__compress_chunk(nb), nch = nb ? (nb + cb - 1) / cb : 1;
-    if (nch > 1) XC_CHECK(xc__compress_agree(fn, count, fmt, dtype, comm));
-    xc__cseg_t p = xc__cseg_make(fmt, XC__CSEG_REDUCE_SCATTER, count,
+    if (nch > 1) XC_CHECK(xc__compress_agree(fn, count, fmt, dtype, op, comm));
+    xc__cseg_t p = xc__cseg_make(fmt, XC__CSEG_REDUCE_SCATTER, dtype, op, count,
                                  nb < cb ? nb : cb);
     /* Two chunks' buffers alternate (out, in: n segments each); the
      * request of chunk c is waited before chunk c + 2 reuses them. */

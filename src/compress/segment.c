@@ -5,13 +5,15 @@
 
 #include "../reduce/reduce.h"
 
+#include <math.h>
 #include <string.h>
 
 #define HDR_MAGIC 0x5843u /* "XC" in the header's top 16 bits */
 
-xc__cseg_t xc__cseg_make(xc_compress_t f, int kind, size_t count, size_t maxnb)
+xc__cseg_t xc__cseg_make(xc_compress_t f, int kind, xc_dtype_t dtype, xc_op_t op, size_t count,
+                         size_t maxnb)
 {
-    xc__cseg_t p = {f, kind, count, maxnb, xc__codec_block_bytes(f),
+    xc__cseg_t p = {f, kind, dtype, op, count, maxnb, xc__codec_block_bytes(f),
                     xc__compress_seg_bytes(f, maxnb)};
     return p;
 }
@@ -30,9 +32,12 @@ static size_t block_len(const xc__cseg_t *p, size_t b)
     return p->count - first < XC_COMPRESS_BLOCK ? p->count - first : XC_COMPRESS_BLOCK;
 }
 
+/* magic:16 kind:4 format:4 dtype:4 op:3 flag:1 */
 static uint32_t header(const xc__cseg_t *p, uint32_t flags)
 {
-    return HDR_MAGIC << 16 | (uint32_t)p->kind << 12 | (uint32_t)p->f << 8 | (flags & 0xffu);
+    return HDR_MAGIC << 16 | (uint32_t)p->kind << 12 | (uint32_t)p->f << 8 |
+           ((uint32_t)p->dtype & 0xfu) << 4 | ((uint32_t)p->op & 0x7u) << 1 |
+           (flags & XC__CSEG_FLAG_MISMATCH);
 }
 
 static size_t codes_at(const xc__cseg_t *p)
@@ -51,7 +56,12 @@ void xc__cseg_encode(const xc__cseg_t *p, const float *src, float *res, size_t b
         size_t len = block_len(p, b), at = b * XC_COMPRESS_BLOCK;
         const float *in = src + at;
         if (res) {
-            for (size_t i = 0; i < len; i++) tmp[i] = in[i] + res[at + i];
+            /* (a finite input whose carried error would overflow it -- a
+             * value at FLT_MAX -- is sent as it is: no infinity is made) */
+            for (size_t i = 0; i < len; i++) {
+                float t = in[i] + res[at + i];
+                tmp[i] = isinf(t) && isfinite(in[i]) ? in[i] : t;
+            }
             in = tmp;
         }
         /* Scales exist in INT8/INT4 segments only (elsewhere sc is the codes). */
@@ -75,8 +85,8 @@ int xc__cseg_check(const xc__cseg_t *p, const char *seg, uint32_t *flags)
 {
     uint32_t h[2];
     memcpy(h, seg, sizeof h);
-    if (flags) *flags = h[0] & 0xffu;
-    return (h[0] & ~0xffu) == (header(p, 0) & ~0xffu) && h[1] == (uint32_t)p->count;
+    if (flags) *flags = h[0] & XC__CSEG_FLAG_MISMATCH;
+    return (h[0] & ~XC__CSEG_FLAG_MISMATCH) == header(p, 0) && h[1] == (uint32_t)p->count;
 }
 
 xc_result_t xc__compress_check_args(const char *fn, const void *sendbuf, const void *recvbuf,
@@ -98,16 +108,18 @@ xc_result_t xc__compress_check_args(const char *fn, const void *sendbuf, const v
 }
 
 xc_result_t xc__compress_agree(const char *fn, size_t count, xc_compress_t fmt, xc_dtype_t dtype,
-                               xc_comm_t *comm)
+                               xc_op_t op, xc_comm_t *comm)
 {
-    int64_t v[6] = {(int64_t)count, -(int64_t)count, fmt, -(int64_t)fmt, dtype, -(int64_t)dtype};
-    int64_t w[6];
-    XC_CHECK(xc_allreduce(v, w, 6, XC_INT64, XC_MAX, comm));
-    for (int i = 0; i < 6; i += 2)
+    int64_t v[8] = {(int64_t)count, -(int64_t)count, fmt, -(int64_t)fmt, dtype, -(int64_t)dtype,
+                    op, -(int64_t)op};
+    int64_t w[8];
+    XC_CHECK(xc_allreduce(v, w, 8, XC_INT64, XC_MAX, comm));
+    static const char *const what[4] = {"count", "format", "dtype", "op"};
+    for (int i = 0; i < 8; i += 2)
         if (w[i] != -w[i + 1])
             return xc__err(XC_ERR_MISMATCH,
                            "%s: ranks disagree on the %s (this rank: %lld, others between %lld "
-                           "and %lld)", fn, i == 0 ? "count" : i == 2 ? "format" : "dtype",
+                           "and %lld)", fn, what[i / 2],
                            (long long)v[i], (long long)-w[i + 1], (long long)w[i]);
     return XC_OK;
 }
@@ -117,8 +129,8 @@ xc_result_t xc__compress_result(const char *fn, xc_result_t rc, int mismatch_ran
 {
     if (rc == XC_OK && mismatch_rank >= 0)
         return xc__err(XC_ERR_MISMATCH,
-                       "%s: ranks disagree on the collective, format or count (this rank: %s, "
-                       "%zu values; rank %d differs)", fn, xc_compress_name(fmt), count,
+                       "%s: ranks disagree on the collective, format, dtype, op or count (this "
+                       "rank: %s, %zu values; rank %d differs)", fn, xc_compress_name(fmt), count,
                        mismatch_rank);
     if (rc != XC_OK) return xc__err(rc, "%s: %s", fn, xc_comm_last_error(comm));
     return XC_OK;

@@ -4,11 +4,12 @@
  * (reduce_scatter_compressed.c); docs/compression.md.
  *
  * A segment carries blocks [b0, b1) of one vector of `count` values: an
- * 8-byte header (magic, format, the collective, flags; the low 32 bits of
- * count), INT8's / INT4's fp32 scales (room for `maxnb` blocks), then the codes,
- * padded to xc__compress_seg_bytes(f, maxnb) so that every segment of a
- * collective has the same size.  The header makes ranks that disagree on
- * the collective, format or count fail with XC_ERR_MISMATCH.
+ * 8-byte header (magic, the collective, format, dtype, op, a flag; the low
+ * 32 bits of count), INT8's / INT4's fp32 scales (room for `maxnb`
+ * blocks), then the codes, padded to xc__compress_seg_bytes(f, maxnb) so
+ * that every segment of a collective has the same size.  The header makes
+ * ranks that disagree on the collective, format, dtype, op or count fail
+ * with XC_ERR_MISMATCH.
  */
 #ifndef XC_COMPRESS_SEGMENT_H
 #define XC_COMPRESS_SEGMENT_H
@@ -22,13 +23,16 @@ enum { XC__CSEG_ALLREDUCE = 1, XC__CSEG_REDUCE_SCATTER = 2 };
 typedef struct xc__cseg {
     xc_compress_t f;
     int kind;      /* XC__CSEG_* */
+    xc_dtype_t dtype; /* of the callers' buffers (the wire is fp32-coded) */
+    xc_op_t op;
     size_t count;  /* values of the vector the blocks index */
     size_t maxnb;  /* blocks a segment has room for */
     size_t bb;     /* bytes of the codes of a whole block */
     size_t seg;    /* bytes of one padded segment */
 } xc__cseg_t;
 
-XC__HIDDEN xc__cseg_t xc__cseg_make(xc_compress_t f, int kind, size_t count, size_t maxnb);
+XC__HIDDEN xc__cseg_t xc__cseg_make(xc_compress_t f, int kind, xc_dtype_t dtype, xc_op_t op,
+                                    size_t count, size_t maxnb);
 
 /* Elements [*e0, *e1) of blocks [b0, b1) of the vector. */
 XC__HIDDEN void xc__cseg_elems(const xc__cseg_t *p, size_t b0, size_t b1, size_t *e0, size_t *e1);
@@ -52,11 +56,11 @@ XC__HIDDEN xc_result_t xc__compress_check_args(const char *fn, const void *sendb
                                                xc_dtype_t dtype, xc_op_t op, xc_compress_t fmt,
                                                const xc_comm_t *comm);
 
-/* Ranks agree on count, format and dtype before a pipeline of several
+/* Ranks agree on count, format, dtype and op before a pipeline of several
  * chunks (a rank with another count would issue another number of
  * collectives, and the surplus could only end at the deadline). */
 XC__HIDDEN xc_result_t xc__compress_agree(const char *fn, size_t count, xc_compress_t fmt,
-                                          xc_dtype_t dtype, xc_comm_t *comm);
+                                          xc_dtype_t dtype, xc_op_t op, xc_comm_t *comm);
 
 /* The result of a compressed collective: XC_ERR_MISMATCH naming the rank
  * whose header differed (mismatch_rank >= 0), or rc with the

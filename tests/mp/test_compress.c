@@ -36,6 +36,7 @@
  */
 #include "harness.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +365,29 @@ static void test_reduce_scatter(void)
     xc_residual_free(res);
 }
 
+/* INT8 of a block whose largest value is FLT_MAX: finite results (the
+ * scale once rounded up so that 127 x scale overflowed: the block decoded
+ * to NaN, and the residual kept an infinity). */
+static void test_flt_max(void)
+{
+    float x[B], y[B];
+    for (int i = 0; i < B; i++) x[i] = H.rank == 0 && i == 0 ? FLT_MAX : 1.0f;
+    xc_residual_t *res = NULL;
+    H_CHECK(H.comm, xc_residual_create(B, &res));
+    for (int it = 0; it < 3; it++) {
+        H_CHECK(H.comm, xc_allreduce_compressed(x, y, B, XC_FLOAT32, XC_SUM, XC_COMPRESS_INT8, res,
+                                                H.comm));
+        for (int i = 0; i < B; i++) {
+            h_checked();
+            if (!isfinite(y[i])) {
+                h_fail(__FILE__, __LINE__, "FLT_MAX block, call %d: [%d] = %g", it, i, y[i]);
+                break;
+            }
+        }
+    }
+    xc_residual_free(res);
+}
+
 static void test_nonfinite(void)
 {
     size_t count = 4 * B;
@@ -391,6 +415,24 @@ static void test_misuse(void)
         xc_compress_t f = H.rank == H.size - 1 ? XC_COMPRESS_BF16 : XC_COMPRESS_FP16;
         H_EXPECT_RC(H.comm, XC_ERR_MISMATCH,
                     xc_allreduce_compressed(x, y, 600, XC_FLOAT32, XC_SUM, f, NULL, H.comm));
+        /* the last rank's dtype (bf16 against fp32), then its op (avg
+         * against sum) differs: the same segments, the header tells */
+        uint16_t hx[600], hy[600];
+        for (int i = 0; i < 600; i++) hx[i] = 0x3f80; /* bf16 1.0 */
+        int last = H.rank == H.size - 1;
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH,
+                    last ? xc_allreduce_compressed(hx, hy, 600, XC_BFLOAT16, XC_SUM,
+                                                   XC_COMPRESS_INT8, NULL, H.comm)
+                         : xc_allreduce_compressed(x, y, 600, XC_FLOAT32, XC_SUM,
+                                                   XC_COMPRESS_INT8, NULL, H.comm));
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH,
+                    xc_allreduce_compressed(x, y, 600, XC_FLOAT32, last ? XC_AVG : XC_SUM,
+                                            XC_COMPRESS_INT8, NULL, H.comm));
+        if (H.size <= 4)
+            H_EXPECT_RC(H.comm, XC_ERR_MISMATCH,
+                        xc_reduce_scatter_compressed(x, y, 600 / H.size, XC_FLOAT32,
+                                                     last ? XC_AVG : XC_SUM, XC_COMPRESS_INT8,
+                                                     NULL, H.comm));
     }
     xc_comm_t *c2 = NULL;
     /* the mismatch may have poisoned nothing: a fresh comm for the rest */
@@ -667,6 +709,7 @@ int main(int argc, char **argv)
     test_feedback();
     test_residual_checkpoint();
     test_nonfinite();
+    test_flt_max();
     test_reduce_scatter();
     test_hook(0);
     test_hook(1);
