@@ -49,6 +49,8 @@ struct xc_zero {
     bucket_t *b;
     int nb;
     int inflight;        /* gathers issued and not yet consumed by a fetch */
+    int next_rs;         /* stages 2-3: the bucket whose reduce-scatter is next
+                          * (they go in reverse bucket order, see issue_ready) */
     float *tmp;          /* stages 1-2: a shard's copy for the all-gather */
     size_t tmp_cap;
     xc_zero_memory_t mem;
@@ -184,18 +186,43 @@ xc_result_t xc_zero_commit(xc_zero_t *z)
 {
     if (!z) return xc__err(XC_ERR_INVALID, "xc_zero_commit: z is NULL");
     if (z->committed) return xc__err(XC_ERR_INVALID, "xc_zero_commit: twice");
-    /* Every rank must hold the same tensors: agree on their number and
-     * total size (one small all-reduce). */
-    int64_t v[4] = {z->nt, -(int64_t)z->nt, 0, 0};
-    for (int i = 0; i < z->nt; i++) v[2] += (int64_t)z->t[i].count;
+    /* Every rank must hold the same tensors, in the same order, and the
+     * same options: agree on their number, total size, and a hash of the
+     * sizes in order and of the options (one small all-reduce of each
+     * value and its negation: min and max). */
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    const xc_zero_opts_t *o = &z->o;
+    uint64_t opt[5] = {(uint64_t)o->stage, (uint64_t)o->prefetch, (uint64_t)o->inflight,
+                       (uint64_t)o->state_per_value, 0};
+    memcpy(&opt[4], &o->bucket_mb, sizeof o->bucket_mb);
+    int64_t v[8] = {z->nt, -(int64_t)z->nt, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < z->nt; i++) {
+        v[2] += (int64_t)z->t[i].count;
+        h = (h ^ (uint64_t)z->t[i].count) * 0x100000001b3ull;
+    }
+    uint64_t ho = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 5; i++) ho = (ho ^ opt[i]) * 0x100000001b3ull;
     v[3] = -v[2];
-    XC_CHECK(xc_allreduce(v, v, 4, XC_INT64, XC_MAX, z->comm));
-    if (v[0] != -v[1] || v[2] != -v[3])
+    v[4] = (int64_t)(h >> 1), v[5] = -v[4]; /* (>> 1: negation cannot overflow) */
+    v[6] = (int64_t)(ho >> 1), v[7] = -v[6];
+    XC_CHECK(xc_allreduce(v, v, 8, XC_INT64, XC_MAX, z->comm));
+    if (v[0] != -v[1] || v[2] != -v[3] || v[4] != -v[5])
         return xc__err(XC_ERR_MISMATCH, "xc_zero_commit: ranks registered different tensors "
-                                        "(%d here; counts %lld..%lld, values %lld..%lld)",
+                                        "(%d here; counts %lld..%lld, values %lld..%lld%s)",
                        z->nt, (long long)-v[1], (long long)v[0], (long long)-v[3],
-                       (long long)v[2]);
+                       (long long)v[2],
+                       v[0] == -v[1] && v[2] == -v[3] ? "; the sizes differ in order" : "");
+    if (v[6] != -v[7])
+        return xc__err(XC_ERR_MISMATCH, "xc_zero_commit: ranks have different options (stage "
+                                        "%d, prefetch %d, inflight %d, state_per_value %d, "
+                                        "bucket_mb %g here)",
+                       o->stage, o->prefetch, o->inflight, o->state_per_value, o->bucket_mb);
     XC_CHECK(build(z));
+    for (int k = 0; z->o.stage < 3 && k < z->nb; k++) /* the step's gathers' source */
+        if (z->tmp_cap < z->b[k].s) z->tmp_cap = z->b[k].s;
+    if (z->tmp_cap && !(z->tmp = malloc(z->tmp_cap * sizeof *z->tmp)))
+        return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
+    z->next_rs = z->nb - 1;
     z->committed = 1;
     return XC_OK;
 }
@@ -322,6 +349,21 @@ float *xc_zero_grad(xc_zero_t *z, int i)
     return b->grad + z->t[i].off;
 }
 
+/* Stages 2-3: issue the reduce-scatters of the wholly marked buckets in
+ * reverse bucket order (the backward's), each only once every later one
+ * is issued: the same sequence of collectives on every rank whatever order
+ * the gradients are marked in and whichever a rank leaves unmarked (those
+ * buckets, and the ones before them, go at the step, in the same order). */
+static xc_result_t issue_ready(xc_zero_t *z)
+{
+    for (; z->next_rs >= 0 && z->b[z->next_rs].nready == z->b[z->next_rs].nt; z->next_rs--) {
+        bucket_t *b = &z->b[z->next_rs];
+        XC_CHECK(xc_ireduce_scatter(b->grad, b->gshard, b->s, XC_FLOAT32, XC_AVG, z->comm,
+                                    &b->rs));
+    }
+    return XC_OK;
+}
+
 xc_result_t xc_zero_grad_ready(xc_zero_t *z, int i)
 {
     XC_CHECK(usable(z, i, "xc_zero_grad_ready"));
@@ -331,7 +373,7 @@ xc_result_t xc_zero_grad_ready(xc_zero_t *z, int i)
     if (!b->grad && !xc_zero_grad(z, i)) return XC_ERR_NOMEM;
     t->ready = 1;
     if (++b->nready < b->nt || z->o.stage == 1) return XC_OK; /* stage 1: at the step */
-    XC_CHECK(xc_ireduce_scatter(b->grad, b->gshard, b->s, XC_FLOAT32, XC_AVG, z->comm, &b->rs));
+    XC_CHECK(issue_ready(z));
     reap(z);
     return XC_OK;
 }
@@ -346,10 +388,10 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
             return xc__err(XC_ERR_INVALID, "xc_zero_step: tensor %d is still fetched (release it "
                                            "first: the step changes its values)", i);
     /* Stages 2-3: the reduce-scatters issued at grad_ready complete
-     * (waiting issues nothing).  Then, in bucket order, a blocking one for
-     * every other bucket: all of them in stage 1, those not wholly marked
-     * (unmarked gradients are zero) in stages 2-3 -- the same calls on
-     * every rank. */
+     * (waiting issues nothing).  Then, continuing in reverse bucket order,
+     * a blocking one for every other bucket: all of them in stage 1, the
+     * rest in stages 2-3 (unmarked gradients zeroed first) -- the same
+     * calls on every rank. */
     xc_result_t rc = XC_OK;
     for (int k = 0; k < z->nb; k++) {
         bucket_t *b = &z->b[k];
@@ -361,16 +403,20 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
         grad_done(z, b);
     }
     XC_CHECK(rc);
-    for (int k = 0; k < z->nb; k++) {
+    for (int k = z->nb - 1; k >= 0; k--) {
         bucket_t *b = &z->b[k];
         if (!b->reduced) {
             if (!b->grad && !xc_zero_grad(z, b->t0)) return XC_ERR_NOMEM; /* never written: 0 */
+            for (int i = b->t0; i < b->t0 + b->nt; i++) /* never marked: 0 */
+                if (!z->t[i].ready && z->t[i].count)
+                    memset(b->grad + z->t[i].off, 0, z->t[i].count * sizeof *b->grad);
             XC_CHECK(xc_reduce_scatter(b->grad, b->gshard, b->s, XC_FLOAT32, XC_AVG, z->comm));
             grad_done(z, b);
         }
         b->reduced = 0;
         b->nready = 0;
     }
+    z->next_rs = z->nb - 1;
     for (int i = 0; i < z->nt; i++) z->t[i].ready = 0;
     /* Stage 3: gathered copies nobody holds (kept or prefetched and never
      * fetched) would be stale after the update: dropped. */
@@ -380,6 +426,7 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
         XC_CHECK(gather_wait(z, b));
         free_f(z, &z->mem.params, &b->full, padded(z, b));
     }
+    int failed = -1;
     for (int i = 0; i < z->nt; i++) {
         tensor_t *t = &z->t[i];
         bucket_t *b = &z->b[t->bucket];
@@ -387,20 +434,25 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
         size_t v0 = t->off + t->sub_lo - b->lo; /* in the shard */
         float *p = z->o.stage < 3 ? b->full + b->lo + v0 : b->shard + v0;
         if (update(ctx, i, p, b->gshard + v0, b->state + v0 * (size_t)z->o.state_per_value,
-                   t->sub_n, t->sub_lo))
-            return xc__err(XC_ERR_INVALID, "xc_zero_step: the update failed on tensor %d", i);
+                   t->sub_n, t->sub_lo)) {
+            failed = i;
+            break; /* the later shards keep their values */
+        }
     }
+    /* Every rank learns whether an update failed anywhere (one small
+     * all-reduce: rank and tensor), and the gathers still run, so the
+     * ranks' collectives stay in step and their parameters equal. */
+    int64_t f[2] = {failed >= 0 ? z->me + 1 : 0, failed >= 0 ? failed : 0};
+    XC_CHECK(xc_allreduce(f, f, 2, XC_INT64, XC_MAX, z->comm));
     for (int k = 0; z->o.stage < 3 && k < z->nb; k++) { /* the updated shards to everyone */
         bucket_t *b = &z->b[k];
-        if (z->tmp_cap < b->s) {
-            float *m = realloc(z->tmp, b->s * sizeof *m);
-            if (!m) return xc__err(XC_ERR_NOMEM, "xc_zero_step: out of memory");
-            z->tmp = m;
-            z->tmp_cap = b->s;
-        }
         memcpy(z->tmp, b->full + (size_t)z->me * b->s, b->s * sizeof *z->tmp);
         XC_CHECK(xc_allgather(z->tmp, b->full, b->s, XC_FLOAT32, z->comm));
     }
+    if (f[0])
+        return xc__err(XC_ERR_INVALID, "xc_zero_step: the update failed on rank %lld%s (tensor "
+                       "%d here); the shards after it were not updated", (long long)f[0] - 1,
+                       failed >= 0 ? "" : " (not here)", failed);
     return XC_OK;
 }
 

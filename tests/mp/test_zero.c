@@ -251,8 +251,79 @@ static void test_misuse(void)
         H_CHECK(H.comm, xc_zero_register(z, init, H.rank == H.size - 1 ? 9 : 10, &idx));
         H_EXPECT_RC(H.comm, XC_ERR_MISMATCH, xc_zero_commit(z));
         xc_zero_destroy(z);
+        /* the same sizes in another order on the last rank (3 + 4 vs 4 + 3) */
+        H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
+        int last = H.rank == H.size - 1;
+        H_CHECK(H.comm, xc_zero_register(z, init, last ? 4 : 3, &idx));
+        H_CHECK(H.comm, xc_zero_register(z, init, last ? 3 : 4, &idx));
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH, xc_zero_commit(z));
+        xc_zero_destroy(z);
+        /* the same tensors, another bucket size on the last rank */
+        xc_zero_opts_t o2 = o;
+        if (last) o2.bucket_mb = 1.0;
+        H_CHECK(H.comm, xc_zero_create(H.comm, &o2, &z));
+        H_CHECK(H.comm, xc_zero_register(z, init, 10, &idx));
+        H_EXPECT_RC(H.comm, XC_ERR_MISMATCH, xc_zero_commit(z));
+        xc_zero_destroy(z);
     }
     H_EQ_INT("communicator still usable", xc_comm_status(H.comm), XC_OK);
+}
+
+static int sub_grad(void *ctx, int tensor, float *param, const float *grad, float *state, size_t n,
+                    size_t offset)
+{
+    (void)ctx, (void)tensor, (void)state, (void)offset;
+    for (size_t j = 0; j < n; j++) param[j] -= grad[j];
+    return 0;
+}
+
+static int fail_on_0(void *ctx, int tensor, float *param, const float *grad, float *state,
+                     size_t n, size_t offset)
+{
+    (void)ctx, (void)tensor, (void)param, (void)grad, (void)state, (void)n, (void)offset;
+    return H.rank == 0; /* (rank 0's shards are never empty) */
+}
+
+/* Stages 2-3 with gradients marked in a rank-dependent order and one
+ * tensor left unmarked on the last rank: every rank's reduce-scatters
+ * pair bucket with bucket (they go in reverse bucket order), and the
+ * unmarked tensor counts zero from that rank.  Then an update that fails
+ * on one rank: every rank reports it, and the gathers still run. */
+static void test_order(int stage)
+{
+    xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
+    o.stage = stage;
+    xc_zero_t *z = NULL;
+    H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
+    float init[8] = {0};
+    for (int i = 0; i < 3; i++) H_CHECK(H.comm, xc_zero_register(z, init, 8, NULL));
+    H_CHECK(H.comm, xc_zero_commit(z));
+    H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_BACKWARD));
+    int last = H.rank == H.size - 1;
+    for (int j = 0; j < 3; j++) {
+        int i = H.rank % 2 ? j : 2 - j; /* odd ranks forward, even backward */
+        float *g = xc_zero_grad(z, i);
+        for (int k = 0; k < 8; k++) g[k] = (float)(10 * (i + 1));
+        if (!(last && i == 1)) H_CHECK(H.comm, xc_zero_grad_ready(z, i));
+    }
+    H_CHECK(H.comm, xc_zero_step(z, sub_grad, NULL));
+    float out[8];
+    for (int i = 0; i < 3; i++) {
+        H_CHECK(H.comm, xc_zero_gather(z, i, out));
+        /* the average of 10 (i + 1) over the ranks, one rank's 0 for tensor 1 */
+        double want = -10.0 * (i + 1) * (i == 1 ? (double)(H.size - 1) / H.size : 1.0);
+        H_TRUE("gradients marked in different orders / one left unmarked",
+               fabs(out[0] - want) <= 1e-5 * fabs(want) && fabs(out[7] - want) <= 1e-5 * fabs(want));
+    }
+    H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_BACKWARD));
+    if (H.size > 1) {
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_zero_step(z, fail_on_0, NULL));
+        H_TRUE("every rank names the failing rank",
+               strstr(xc_last_error(), "failed on rank 0") != NULL);
+        H_EQ_INT("communicator still usable after a failed update", xc_comm_status(H.comm),
+                 XC_OK);
+    }
+    xc_zero_destroy(z);
 }
 
 int main(int argc, char **argv)
@@ -270,5 +341,7 @@ int main(int argc, char **argv)
     run(3, 2, 2, 0.004);
     run(3, 1, 1, 1.0); /* one bucket for everything */
     test_misuse();
+    test_order(2);
+    test_order(3);
     return h_finish();
 }
