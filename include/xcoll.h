@@ -1021,7 +1021,10 @@ typedef struct xc_bucket_tune {
 XC_API xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t);
 
 /* Wait for anything still in flight and free the bucketer (not the
- * communicator).  Returns the first error of that wait.  NULL: no-op. */
+ * communicator).  Returns the first error of that wait.  A step in
+ * progress (gradients marked, no finish yet) is finished first -- its
+ * peers wait for every bucket -- and destroy returns XC_ERR_INVALID saying
+ * so.  NULL: no-op. */
 XC_API xc_result_t xc_bucketer_destroy(xc_bucketer_t *b);
 
 /* ------------------------------------------------------------------ */

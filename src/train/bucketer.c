@@ -384,6 +384,16 @@ xc_result_t xc_bucketer_destroy(xc_bucketer_t *b)
 {
     if (!b) return XC_OK;
     xc_result_t rc = XC_OK;
+    if (b->committed && (b->t_first || b->next_launch || b->narrived)) {
+        /* Destroyed mid-step: the peers launch every bucket of this step
+         * and wait in finish; finish it here (unmarked gradients count
+         * zero), so that they complete and the communicator stays usable. */
+        uint64_t step = b->step;
+        xc_bucketer_finish(b);
+        rc = xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_destroy: step %llu was in progress; "
+                                            "it was finished first (its unmarked gradients "
+                                            "counted zero)", (unsigned long long)step);
+    }
     xc__bk_thread_stop(b); /* launches what it was given: the peers expect it */
     for (int k = 0; b->bst && k < b->lay.nbuckets; k++) {
         if (!b->bst[k].req) continue;

@@ -831,7 +831,25 @@ static void test_misuse_steps(int views)
     if (!last || views) /* (copies: the result is handed back only where marked) */
         H_TRUE("a gradient one rank left unmarked: that rank's part is zero",
                load(got, 0, XC_FLOAT32) == (double)(float)(e / H.size));
-    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    /* Step 4: the last rank destroys its bucketer after marking one
+     * gradient; the others finish the step normally.  The step completes
+     * everywhere (the destroying rank finishes it), the others' results
+     * count zero for what the last rank left, and the communicator works. */
+    for (int g = 0; g < NG; g++) fill(grad_storage(b, user, g), 4, g, 1);
+    if (last) {
+        H_CHECK(H.comm, xc_bucketer_mark_ready(b, 3));
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_destroy(b));
+    } else {
+        for (int g = 0; g < NG; g++) H_CHECK(H.comm, xc_bucketer_mark_ready(b, g));
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        got = grad_storage(b, user, 3);
+        e = 0;
+        for (int r = 0; r < H.size; r++) e += gen(4, r, 3, 0, 1);
+        H_TRUE("a bucketer destroyed mid-step: the step completes",
+               load(got, 0, XC_FLOAT32) == (double)(float)(e / H.size));
+        H_CHECK(H.comm, xc_bucketer_destroy(b));
+    }
+    H_CHECK(H.comm, xc_barrier(H.comm));
     free_user(user);
 }
 
