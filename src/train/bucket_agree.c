@@ -24,7 +24,7 @@
 #define MAGIC 0x78634275636b6574ull /* "xcBucket" */
 #define NAME_LEN 40
 
-enum { H_MAGIC, H_N, H_CAP, H_FIRST, H_AVG, H_REBUILD, H_FTAIL, H_SPLIT, H_WORDS = 8 };
+enum { H_MAGIC, H_N, H_CAP, H_FIRST, H_AVG, H_REBUILD, H_FTAIL, H_SPLIT, H_COMP, H_WORDS };
 
 typedef struct entry { /* 64 bytes on the wire, same layout on every rank */
     uint64_t count;
@@ -89,6 +89,18 @@ static int compare(const xc_bucketer_t *b, const uint64_t *h0, const entry_t *t0
                            "buckets would differ)", (int)h0[H_SPLIT], r, b->split);
         return 1;
     }
+    if (h0[H_COMP] != b->compress_key) {
+        uint64_t k0 = h0[H_COMP], k = b->compress_key;
+        snprintf(msg, cap, "compression differs: rank 0 has XCOLL_COMPRESS %s (warm-up %llu, "
+                           "feedback %d, when %s), rank %d %s (%llu, %d, %s)",
+                 k0 ? xc_compress_name((xc_compress_t)(k0 >> 4 & 15)) : "none",
+                 (unsigned long long)(k0 >> 16), (int)(k0 >> 12 & 1),
+                 (k0 >> 8 & 15) == XC_COMPRESS_WHEN_ALWAYS ? "always" : "faster", r,
+                 k ? xc_compress_name((xc_compress_t)(k >> 4 & 15)) : "none",
+                 (unsigned long long)(k >> 16), (int)(k >> 12 & 1),
+                 (k >> 8 & 15) == XC_COMPRESS_WHEN_ALWAYS ? "always" : "faster");
+        return 1;
+    }
     uint64_t n0 = h0[H_N], n = (uint64_t)b->ngrads;
     for (uint64_t i = 0; i < n0 && i < n; i++) {
         entry_t e;
@@ -134,6 +146,7 @@ xc_result_t xc__bk_agree_registration(xc_bucketer_t *b)
         h[H_REBUILD] = (uint64_t)b->rebuild;
         h[H_FTAIL] = (uint64_t)b->forward_tail;
         h[H_SPLIT] = (uint64_t)b->split;
+        h[H_COMP] = b->compress_key;
     }
     rc = xc_bcast(h, H_WORDS, XC_UINT64, 0, b->comm);
     if (rc != XC_OK) goto comm_fail;

@@ -84,6 +84,8 @@ static xc_result_t compress_from_env(xc_bucketer_t *b)
     XC_CHECK(xc_compress_hook_create(f, (int)warm, (int)fb, &b->own_compress, &b->hook));
     xc_compress_hook_set_when(b->own_compress, when);
     b->has_hook = 1;
+    b->compress_key = 1u | (uint64_t)f << 4 | (uint64_t)when << 8 | (uint64_t)fb << 12 |
+                      (uint64_t)warm << 16;
     return XC_OK;
 }
 

@@ -131,6 +131,7 @@ struct xc_bucketer {
     int *seq, *pos_of;    /* launch sequence (bucket indices) and inverse    */
     int forward_tail;     /* opts.forward_tail (rank 0's counts)             */
     int split;            /* opts.split: large gradients in bucket-sized pieces */
+    uint64_t compress_key; /* XCOLL_COMPRESS* as one word (0: none), agreed */
     int tail_from;        /* seq reverses from here (= nbuckets: not at all)  */
     uint64_t tail_at;     /* forward_tail: decide at the finish of this step
                            * (3 steps on the final layout; 0: decided)       */

@@ -900,7 +900,8 @@ static void test_mismatch(void)
     int last = H.rank == H.size - 1;
     char rk[32];
     snprintf(rk, sizeof rk, "rank %d", H.size - 1);
-    for (int variant = 0; variant < 7; variant++) {
+    for (int variant = 0; variant < 8; variant++) {
+        if (last && variant == 7) setenv("XCOLL_COMPRESS", "int8", 1);
         xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
         o.views = 1;
         o.rebuild = last && variant == 4 ? 0 : 1;
@@ -910,6 +911,7 @@ static void test_mismatch(void)
         o.average = last && variant == 3 ? 0 : 1;
         xc_bucketer_t *b;
         H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+        if (last && variant == 7) unsetenv("XCOLL_COMPRESS");
         for (int g = 0; g < NG; g++) {
             size_t count = k_specs[g].count + (last && variant == 0 && g == 2);
             H_CHECK(H.comm, xc_bucketer_register(b, NULL, count, k_specs[g].dtype,
@@ -927,6 +929,7 @@ static void test_mismatch(void)
         if (variant == 4) expect_msg(b, "rebuild", "mismatch names rebuild");
         if (variant == 5) expect_msg(b, "forward_tail", "mismatch names forward_tail");
         if (variant == 6) expect_msg(b, "split", "mismatch names split");
+        if (variant == 7) expect_msg(b, "XCOLL_COMPRESS", "mismatch names compression");
         H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_mark_ready(b, 0));
         H_CHECK(H.comm, xc_bucketer_destroy(b));
     }
