@@ -467,8 +467,8 @@ XC_API xc_result_t xc_ibarrier(xc_comm_t *comm, xc_request_t **req);
 
 /* Wire formats: fp16 / bf16 (2 bytes per value), INT8 (1 byte per value
  * plus one fp32 scale per block of XC_COMPRESS_BLOCK values), INT4 (half a
- * byte per value, codes -7..7, plus the scale per block: 7.9x smaller than
- * fp32, 8 x the error of INT8 -- with error feedback). */
+ * byte per value, codes -7..7, plus the scale per block: 7.8x smaller than
+ * fp32, 18x the error of INT8 -- with error feedback). */
 typedef enum xc_compress {
     XC_COMPRESS_NONE = 0,
     XC_COMPRESS_FP16,
@@ -480,7 +480,7 @@ typedef enum xc_compress {
 
 #define XC_COMPRESS_BLOCK 256
 
-/* "none", "fp16", "bf16", "int8" (NULL for an unknown value). */
+/* "none", "fp16", "bf16", "int8", "int4" (NULL for an unknown value). */
 XC_API const char *xc_compress_name(xc_compress_t fmt);
 /* The inverse; XC_ERR_INVALID naming `s` if it is none of them. */
 XC_API xc_result_t xc_compress_parse(const char *s, xc_compress_t *fmt);

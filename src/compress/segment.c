@@ -13,8 +13,13 @@
 xc__cseg_t xc__cseg_make(xc_compress_t f, int kind, xc_dtype_t dtype, xc_op_t op, size_t count,
                          size_t maxnb)
 {
+    /* A reduce-scatter's segments are 8 bytes longer than an all-reduce's:
+     * a rank in one against a rank in the other then differ in the first
+     * all-to-all's size, which the engine reports on both (equal sizes
+     * left the all-reduce waiting in its all-gather for the other's next
+     * collective). */
     xc__cseg_t p = {f, kind, dtype, op, count, maxnb, xc__codec_block_bytes(f),
-                    xc__compress_seg_bytes(f, maxnb)};
+                    xc__compress_seg_bytes(f, maxnb) + (kind == XC__CSEG_REDUCE_SCATTER ? 8 : 0)};
     return p;
 }
 

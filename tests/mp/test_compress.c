@@ -435,6 +435,18 @@ static void test_misuse(void)
                                                      NULL, H.comm));
     }
     xc_comm_t *c2 = NULL;
+    if (H.size == 2) {
+        /* an all-reduce against a reduce-scatter of one block each: both
+         * fail (the first all-to-all's sizes differ), neither waits */
+        H_CHECK(H.comm, xc_comm_split(H.comm, 0, H.rank, &c2, NULL));
+        H_EXPECT_RC(c2, XC_ERR_MISMATCH,
+                    H.rank == 0 ? xc_allreduce_compressed(x, y, 1, XC_FLOAT32, XC_SUM,
+                                                          XC_COMPRESS_INT8, NULL, c2)
+                                : xc_reduce_scatter_compressed(x, y, 1, XC_FLOAT32, XC_SUM,
+                                                               XC_COMPRESS_INT8, NULL, c2));
+        xc_comm_destroy(c2);
+        c2 = NULL;
+    }
     /* the mismatch may have poisoned nothing: a fresh comm for the rest */
     H_CHECK(H.comm, xc_comm_split(H.comm, 0, H.rank, &c2, NULL));
     if (H.size > 1) {
