@@ -84,7 +84,10 @@ static xc_result_t locate(xc__shm_t *s)
 
 /* Segments are unlinked as soon as every rank has mapped them; only a job
  * killed inside that window (milliseconds at set-up) leaves one behind.
- * Their names carry the creator's pid: remove those whose creator is gone. */
+ * Their names carry the creator's pid: remove those whose creator is gone
+ * -- and that are older than ten minutes: "no such process" holds only in
+ * this PID namespace, and containers that share /dev/shm but not PIDs
+ * would otherwise unlink each other's segments inside that window. */
 static void sweep_stale(void)
 {
     DIR *d = opendir("/dev/shm");
@@ -97,8 +100,10 @@ static void sweep_stale(void)
             continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         char name[300];
-        snprintf(name, sizeof name, "/%s", e->d_name);
-        shm_unlink(name);
+        struct stat st;
+        snprintf(name, sizeof name, "/dev/shm/%s", e->d_name);
+        if (stat(name, &st) != 0 || time(NULL) - st.st_mtime < 600) continue;
+        shm_unlink(name + 8); /* "/<name>" */
     }
     closedir(d);
 }

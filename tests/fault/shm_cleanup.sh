@@ -30,18 +30,29 @@ check() { # check WHAT [PIDS]: no such segment now
     else echo "FAIL: $what: $left"; fail=1; fi
 }
 
-# A stale segment of a dead creator (a pid that just exited).
+# A stale segment of a dead creator (a pid that just exited), eleven
+# minutes old (younger ones are kept: the creator may live in another PID
+# namespace that shares /dev/shm, inside its set-up window) -- and a young
+# one of another dead pid, which must stay.
 sh -c 'exit 0' &
 dead=$!
 wait $dead
 stale=/dev/shm/xcoll-$dead-00000000deadbeef
 : > "$stale"
+touch -d '11 minutes ago' "$stale"
+sh -c 'exit 0' &
+dead2=$!
+wait $dead2
+young=/dev/shm/xcoll-$dead2-00000000feedbeef
+: > "$young"
 
 # Normal exit (and the stale segment is swept by the new job's creator).
 "$XRUN" -n 4 "$DEMO" 1000 >/dev/null 2>&1 || { echo "FAIL: demo failed"; fail=1; }
-check "after a normal exit"
 if [ -e "$stale" ]; then echo "FAIL: stale segment $stale was not removed"; rm -f "$stale"; fail=1
 else echo "ok: a dead creator's segment was removed"; fi
+if [ -e "$young" ]; then echo "ok: a young segment of a pid not seen here was kept"; rm -f "$young"
+else echo "FAIL: young segment $young was removed"; fail=1; fi
+check "after a normal exit"
 
 # While running (the segment is unlinked once every rank has mapped it),
 # then after one rank is SIGKILLed mid-run.
