@@ -252,8 +252,7 @@ static void send_bye(xc_comm_t *c)
     uint64_t deadline = xc__now_ns() + 1000000000ull;
     xc__chan_flush(c, deadline); /* what the channels still hold goes first */
     for (int p = 0; p < c->size; p++) xc__send_control(c, p, XC__F_BYE, 0);
-    for (int p = 0; p < c->size; p++)
-        if (c->conns[p]) xc__conn_flush(c, c->conns[p], deadline);
+    xc__conns_flush(c, deadline);
 }
 
 /* xc_comm_destroy in a forked child (a data-loader worker whose interpreter

@@ -510,8 +510,7 @@ static void tell_peers(xc_comm_t *comm, xc_result_t rc)
         tx->owned = buf;
         c->tp->post_send(comm, c, tx);
     }
-    for (int p = 0; p < comm->size; p++)
-        if (comm->conns[p]) xc__conn_flush(comm, comm->conns[p], deadline);
+    xc__conns_flush(comm, deadline);
 }
 
 /* Detach every send queue from operation memory: a frame already started

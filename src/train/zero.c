@@ -439,20 +439,19 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
             break; /* the later shards keep their values */
         }
     }
-    /* Every rank learns whether an update failed anywhere (one small
-     * all-reduce: rank and tensor), and the gathers still run, so the
-     * ranks' collectives stay in step and their parameters equal. */
-    int64_t f[2] = {failed >= 0 ? z->me + 1 : 0, failed >= 0 ? failed : 0};
-    XC_CHECK(xc_allreduce(f, f, 2, XC_INT64, XC_MAX, z->comm));
+    /* The gathers run even after a failed update, so that the ranks'
+     * collectives stay in step and their parameters equal (the shards
+     * from the failed one on keep their values); the failure is this
+     * rank's to report (its caller's code failed: it aborts the
+     * communicator if it cannot go on). */
     for (int k = 0; z->o.stage < 3 && k < z->nb; k++) { /* the updated shards to everyone */
         bucket_t *b = &z->b[k];
         memcpy(z->tmp, b->full + (size_t)z->me * b->s, b->s * sizeof *z->tmp);
         XC_CHECK(xc_allgather(z->tmp, b->full, b->s, XC_FLOAT32, z->comm));
     }
-    if (f[0])
-        return xc__err(XC_ERR_INVALID, "xc_zero_step: the update failed on rank %lld%s (tensor "
-                       "%d here); the shards after it were not updated", (long long)f[0] - 1,
-                       failed >= 0 ? "" : " (not here)", failed);
+    if (failed >= 0)
+        return xc__err(XC_ERR_INVALID, "xc_zero_step: the update failed on tensor %d; the "
+                       "shards from it on were not updated (the other ranks' were)", failed);
     return XC_OK;
 }
 

@@ -420,6 +420,21 @@ void xc__conn_flush(xc_comm_t *comm, xc__conn_t *c, uint64_t deadline_ns)
     }
 }
 
+void xc__conns_flush(xc_comm_t *comm, uint64_t deadline_ns)
+{
+    for (;;) {
+        int left = 0;
+        for (int p = 0; p < comm->size; p++) {
+            xc__conn_t *c = comm->conns[p];
+            if (!c || !c->sq_head || c->state == XC__CONN_CLOSED) continue;
+            uint64_t turn = xc__now_ns() + 50000000ull;
+            xc__conn_flush(comm, c, turn < deadline_ns ? turn : deadline_ns);
+            left += c->sq_head && c->state != XC__CONN_CLOSED;
+        }
+        if (!left || xc__now_ns() >= deadline_ns) return;
+    }
+}
+
 /* Close a socket without resetting it: read what is left so that close()
  * sends FIN, not RST (an RST could destroy data the peer has not read). */
 static void close_gently(int fd)

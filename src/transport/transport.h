@@ -142,5 +142,9 @@ XC__HIDDEN void xc__conn_free(xc__conn_t *conn);
  * (used for the last frames before closing: errors, goodbyes). */
 XC__HIDDEN void xc__conn_flush(xc_comm_t *comm, xc__conn_t *conn,
                                uint64_t deadline_ns);
+/* xc__conn_flush of every connection of `comm` until `deadline_ns`, in
+ * turns of at most 50 ms each: a peer that does not read (stopped, or its
+ * buffer full) costs the others a turn, not the whole budget. */
+XC__HIDDEN void xc__conns_flush(xc_comm_t *comm, uint64_t deadline_ns);
 
 #endif
