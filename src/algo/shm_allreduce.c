@@ -50,10 +50,11 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
     }
 }
 
-static const xc__shm_coll_t one_shot = {xc__shm_op_nchunks, xc__shm_reads_all, xc__shm_stage_input, NULL,
-                                        out_one_shot, 0};
-static const xc__shm_coll_t chunked = {xc__shm_op_nchunks, xc__shm_reads_all, xc__shm_stage_input,
-                                       xc__shm_reduce_share, xc__shm_copy_result, 0};
+static const xc__shm_coll_t one_shot = {xc__shm_op_nchunks, xc__shm_reads_all,
+                                        xc__shm_stage_input, NULL, out_one_shot, 0};
+static const xc__shm_coll_t chunked = {xc__shm_op_nchunks, xc__shm_reads_all,
+                                       xc__shm_stage_input, xc__shm_reduce_share,
+                                       xc__shm_copy_result, 0};
 static const xc__shm_coll_t direct = {xc__shm_one, xc__shm_reads_all,
                                       stage_addrs, mid_direct, out_direct, 1};
 

@@ -15,7 +15,6 @@
  */
 #include "shm_common.h"
 
-
 static void out(xc__shm_op_t *o, uint64_t k)
 {
     if (o->a.count == 0) return; /* empty operations may pass NULL buffers */

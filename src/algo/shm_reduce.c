@@ -71,8 +71,8 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
 
 static const xc__shm_coll_t small = {xc__shm_op_nchunks, reads_small,
                                      stage_small, NULL, out_small, 0};
-static const xc__shm_coll_t large = {xc__shm_op_nchunks, xc__shm_reads_all, xc__shm_stage_input,
-                                     xc__shm_reduce_share, out_large, 0};
+static const xc__shm_coll_t large = {xc__shm_op_nchunks, xc__shm_reads_all,
+                                     xc__shm_stage_input, xc__shm_reduce_share, out_large, 0};
 static const xc__shm_coll_t direct = {xc__shm_one, xc__shm_reads_all,
                                       stage_addrs, NULL, out_direct, 1};
 

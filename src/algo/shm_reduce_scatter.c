@@ -20,7 +20,6 @@
  */
 #include "shm_common.h"
 
-
 static void out(xc__shm_op_t *o, uint64_t k)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
