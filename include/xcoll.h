@@ -1033,7 +1033,8 @@ XC_API xc_result_t xc_bucketer_destroy(xc_bucketer_t *b);
 
 /* One gradient tensor, or this rank's shard of one, as the clip sees it.
  * `replicas`: how many ranks of the communicator hold these very values --
- * 1 for a shard only this rank owns (ZeRO, a tensor-parallel slice), R for
+ * 1 for a shard only this rank owns (ZeRO: see xc_zero_step_clip; a
+ * tensor-parallel slice), R for
  * a tensor replicated on R ranks of the group (e.g. a layer norm's weight
  * in a tensor-parallel group): its squared norm counts 1/R on each of them,
  * so the total counts it once. */
@@ -1145,6 +1146,15 @@ XC_API xc_result_t xc_zero_release(xc_zero_t *z, int i);
 XC_API float *xc_zero_grad(xc_zero_t *z, int i);
 XC_API xc_result_t xc_zero_grad_ready(xc_zero_t *z, int i);
 XC_API xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx);
+/* xc_zero_step with global-norm clipping (xc_clip_grad_norm's rule) of the
+ * averaged gradient before the update: the norm is taken over every rank's
+ * gradient shards (one all-reduce); above max_norm (> 0) every shard is
+ * scaled by max_norm / (norm + 1e-6); a NaN or infinity on any rank skips
+ * the update on every rank (*nonfinite = 1; the parameters stay as they
+ * were).  norm and nonfinite may be NULL.  Every rank passes the same
+ * max_norm. */
+XC_API xc_result_t xc_zero_step_clip(xc_zero_t *z, double max_norm, double *norm, int *nonfinite,
+                                     xc_zero_update_fn update, void *ctx);
 /* This rank's shard of tensor i: its first value's offset and its length. */
 XC_API xc_result_t xc_zero_shard(const xc_zero_t *z, int i, size_t *offset, size_t *n);
 /* Copy the full current values of tensor i into out (collective: stage 3

@@ -52,6 +52,7 @@ struct xc_zero {
     int next_rs;         /* stages 2-3: the bucket whose reduce-scatter is next
                           * (they go in reverse bucket order, see issue_ready) */
     float *tmp;          /* stages 1-2: a shard's copy for the all-gather */
+    xc_grad_t *clip_g;   /* the shards of the gradient as the clip sees them (nb) */
     size_t tmp_cap;
     xc_zero_memory_t mem;
 };
@@ -222,6 +223,8 @@ xc_result_t xc_zero_commit(xc_zero_t *z)
         if (z->tmp_cap < z->b[k].s) z->tmp_cap = z->b[k].s;
     if (z->tmp_cap && !(z->tmp = malloc(z->tmp_cap * sizeof *z->tmp)))
         return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
+    if (!(z->clip_g = calloc((size_t)z->nb + 1, sizeof *z->clip_g)))
+        return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
     z->next_rs = z->nb - 1;
     z->committed = 1;
     return XC_OK;
@@ -378,7 +381,14 @@ xc_result_t xc_zero_grad_ready(xc_zero_t *z, int i)
     return XC_OK;
 }
 
-xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
+typedef struct clip {
+    double max_norm;
+    double *norm;
+    int *nonfinite;
+} clip_t;
+
+/* xc_zero_step, and with `clip` xc_zero_step_clip. */
+static xc_result_t zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx, const clip_t *clip)
 {
     if (!z) return xc__err(XC_ERR_INVALID, "xc_zero_step: z is NULL");
     if (!z->committed) return xc__err(XC_ERR_INVALID, "xc_zero_step: before xc_zero_commit");
@@ -426,8 +436,21 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
         XC_CHECK(gather_wait(z, b));
         free_f(z, &z->mem.params, &b->full, padded(z, b));
     }
+    /* Clipping: the global norm over every rank's gradient shards (each
+     * held by one rank only), one all-reduce; a non-finite value anywhere
+     * skips every rank's update (the gathers below still run). */
+    int skip = 0;
+    if (clip) {
+        for (int k = 0; k < z->nb; k++)
+            z->clip_g[k] = (xc_grad_t){z->b[k].gshard, z->b[k].n, XC_FLOAT32, 1};
+        int nf = 0;
+        XC_CHECK(xc_clip_grad_norm(z->comm, z->clip_g, z->nb, clip->max_norm, NULL, 0,
+                                   clip->norm, &nf));
+        if (clip->nonfinite) *clip->nonfinite = nf;
+        skip = nf;
+    }
     int failed = -1;
-    for (int i = 0; i < z->nt; i++) {
+    for (int i = 0; i < z->nt && !skip; i++) {
         tensor_t *t = &z->t[i];
         bucket_t *b = &z->b[t->bucket];
         if (!t->sub_n) continue;
@@ -453,6 +476,20 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
         return xc__err(XC_ERR_INVALID, "xc_zero_step: the update failed on tensor %d; the "
                        "shards from it on were not updated (the other ranks' were)", failed);
     return XC_OK;
+}
+
+xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
+{
+    return zero_step(z, update, ctx, NULL);
+}
+
+xc_result_t xc_zero_step_clip(xc_zero_t *z, double max_norm, double *norm, int *nonfinite,
+                              xc_zero_update_fn update, void *ctx)
+{
+    if (!(max_norm >= 0))
+        return xc__err(XC_ERR_INVALID, "xc_zero_step_clip: max_norm %g (must be >= 0)", max_norm);
+    clip_t c = {max_norm, norm, nonfinite};
+    return zero_step(z, update, ctx, &c);
 }
 
 xc_result_t xc_zero_shard(const xc_zero_t *z, int i, size_t *offset, size_t *n)
@@ -507,5 +544,6 @@ void xc_zero_destroy(xc_zero_t *z)
     free(z->b);
     free(z->t);
     free(z->tmp);
+    free(z->clip_g);
     free(z);
 }

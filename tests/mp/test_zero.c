@@ -334,6 +334,52 @@ static void test_order(int stage)
     xc_zero_destroy(z);
 }
 
+/* Clipping with ZeRO: the norm over the shards of every rank is the norm
+ * of the whole averaged gradient; above max_norm the update sees the
+ * scaled gradient; a NaN on one rank skips every rank's update. */
+static void test_clip(int stage)
+{
+    xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
+    o.stage = stage;
+    xc_zero_t *z = NULL;
+    H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
+    float init[37] = {0};
+    for (int i = 0; i < 2; i++) H_CHECK(H.comm, xc_zero_register(z, init, i ? 37 : 5, NULL));
+    H_CHECK(H.comm, xc_zero_commit(z));
+    for (int round = 0; round < 2; round++) {
+        H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_BACKWARD));
+        double want2 = 0; /* the averaged gradient is 3 + (i + j) % 4 on every rank */
+        for (int i = 1; i >= 0; i--) {
+            float *g = xc_zero_grad(z, i);
+            size_t c = i ? 37 : 5;
+            for (size_t j = 0; j < c; j++) {
+                g[j] = (float)(3 + (i + j) % 4);
+                want2 += (double)g[j] * g[j];
+            }
+            if (round == 1 && i == 1 && H.rank == H.size - 1) g[7] = NAN;
+            H_CHECK(H.comm, xc_zero_grad_ready(z, i));
+        }
+        double norm = -1;
+        int nf = -1;
+        H_CHECK(H.comm, xc_zero_step_clip(z, 1.0, &norm, &nf, sub_grad, NULL));
+        float out[37];
+        H_CHECK(H.comm, xc_zero_gather(z, 1, out));
+        if (round == 0) {
+            H_TRUE("the clip's norm is the whole gradient's",
+                   fabs(norm - sqrt(want2)) <= 1e-6 * sqrt(want2));
+            H_EQ_INT("finite", nf, 0);
+            /* params were 0: now -g x 1 / (norm + 1e-6) */
+            double w = -(3 + 7 % 4) / (sqrt(want2) + 1e-6);
+            H_TRUE("the update saw the scaled gradient", fabs(out[6] - w) <= 1e-5);
+        } else {
+            H_EQ_INT("a NaN on one rank: every rank skips", nf, 1);
+            double w = -(3 + 7 % 4) / (sqrt(want2) + 1e-6); /* unchanged since round 0 */
+            H_TRUE("parameters unchanged after a skipped step", fabs(out[6] - w) <= 1e-5);
+        }
+    }
+    xc_zero_destroy(z);
+}
+
 int main(int argc, char **argv)
 {
     h_init(argc, argv);
@@ -351,5 +397,6 @@ int main(int argc, char **argv)
     test_misuse();
     test_order(2);
     test_order(3);
+    for (int st = 1; st <= 3; st++) test_clip(st);
     return h_finish();
 }
