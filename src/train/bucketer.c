@@ -69,7 +69,8 @@ static xc_result_t compress_from_env(xc_bucketer_t *b)
     if (!s || !*s) return XC_OK;
     xc_compress_t f;
     if (xc_compress_parse(s, &f) != XC_OK)
-        return xc__err(XC_ERR_INVALID, "XCOLL_COMPRESS=\"%s\": expected none, fp16, bf16, int8 or int4", s);
+        return xc__err(XC_ERR_INVALID,
+                       "XCOLL_COMPRESS=\"%s\": expected none, fp16, bf16, int8 or int4", s);
     if (f == XC_COMPRESS_NONE) return XC_OK;
     long warm = 10, fb = 1;
     XC_CHECK(xc__env_int("XCOLL_COMPRESS_WARMUP", 0, 1L << 30, &warm));

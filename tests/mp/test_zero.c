@@ -313,7 +313,8 @@ static void test_order(int stage)
         /* the average of 10 (i + 1) over the ranks, one rank's 0 for tensor 1 */
         double want = -10.0 * (i + 1) * (i == 1 ? (double)(H.size - 1) / H.size : 1.0);
         H_TRUE("gradients marked in different orders / one left unmarked",
-               fabs(out[0] - want) <= 1e-5 * fabs(want) && fabs(out[7] - want) <= 1e-5 * fabs(want));
+               fabs(out[0] - want) <= 1e-5 * fabs(want) &&
+                   fabs(out[7] - want) <= 1e-5 * fabs(want));
     }
     H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_BACKWARD));
     if (H.size > 1) {
