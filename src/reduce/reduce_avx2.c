@@ -19,9 +19,9 @@
  *    from three 32x32->64 products, and 64-bit min/max from vpcmpgtq (with
  *    the sign bit flipped for unsigned order);
  *  - floats: as reduce_avx512.c: same IEEE operation per element and order,
- *    NaNs made canonical before the store, min/max on integer keys (the
- *    magnitude flipped where the sign is set), never vminps/vmaxps, whose
- *    results depend on MXCSR.DAZ;
+ *    NaNs made canonical before the store, min/max on the bits compared as
+ *    integers (flipped where both are negative), never vminps/vmaxps,
+ *    whose results depend on MXCSR.DAZ;
  *  - fp16 uses vcvtph2ps/vcvtps2ph (nearest even from the immediate), bf16
  *    integer shifts with half.c's rounding.
  */
@@ -115,47 +115,28 @@ XC__INT_KIND(u64, uint64_t)
 /* Operations                                                          */
 /* ------------------------------------------------------------------ */
 
-/* Float min/max on integer keys, as reduce_avx512.c (MXCSR-independent). */
-XC__INL __m256i key_ps_(__m256i u)
-{
-    return _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
-}
-XC__INL __m256i nan_ps_(__m256i u)
-{
-    return _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                              _mm256_set1_epi32(0x7f800000));
-}
+/* Float min/max on the bits, as reduce_avx512.c (MXCSR-independent). */
 XC__INL __m256 pick_ps_(__m256 a, __m256 b, int take_min)
 {
     __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
-    __m256i ka = key_ps_(ua), kb = key_ps_(ub);
-    __m256i take_a = take_min ? _mm256_cmpgt_epi32(kb, ka) : _mm256_cmpgt_epi32(ka, kb);
-    __m256i r = _mm256_blendv_epi8(ub, ua, take_a);
-    __m256i nan = _mm256_or_si256(nan_ps_(ua), nan_ps_(ub));
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc00000), nan);
-    return _mm256_castsi256_ps(r);
+    __m256i both_neg = _mm256_srai_epi32(_mm256_and_si256(ua, ub), 31);
+    __m256i take_a = _mm256_xor_si256(
+        take_min ? _mm256_cmpgt_epi32(ub, ua) : _mm256_cmpgt_epi32(ua, ub), both_neg);
+    __m256 r = _mm256_blendv_ps(b, a, _mm256_castsi256_ps(take_a));
+    return _mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                            _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
 }
 XC__INL __m256 min_ps_(__m256 a, __m256 b) { return pick_ps_(a, b, 1); }
 XC__INL __m256 max_ps_(__m256 a, __m256 b) { return pick_ps_(a, b, 0); }
-XC__INL __m256i key_pd_(__m256i u)
-{
-    __m256i neg = _mm256_cmpgt_epi64(_mm256_setzero_si256(), u);
-    return _mm256_xor_si256(u, _mm256_srli_epi64(neg, 1));
-}
-XC__INL __m256i nan_pd_(__m256i u)
-{
-    return _mm256_cmpgt_epi64(_mm256_and_si256(u, _mm256_set1_epi64x(0x7fffffffffffffff)),
-                              _mm256_set1_epi64x(0x7ff0000000000000));
-}
 XC__INL __m256d pick_pd_(__m256d a, __m256d b, int take_min)
 {
     __m256i ua = _mm256_castpd_si256(a), ub = _mm256_castpd_si256(b);
-    __m256i ka = key_pd_(ua), kb = key_pd_(ub);
-    __m256i take_a = take_min ? _mm256_cmpgt_epi64(kb, ka) : _mm256_cmpgt_epi64(ka, kb);
-    __m256i r = _mm256_blendv_epi8(ub, ua, take_a);
-    __m256i nan = _mm256_or_si256(nan_pd_(ua), nan_pd_(ub));
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi64x(0x7ff8000000000000), nan);
-    return _mm256_castsi256_pd(r);
+    __m256i both_neg = _mm256_cmpgt_epi64(_mm256_setzero_si256(), _mm256_and_si256(ua, ub));
+    __m256i take_a = _mm256_xor_si256(
+        take_min ? _mm256_cmpgt_epi64(ub, ua) : _mm256_cmpgt_epi64(ua, ub), both_neg);
+    __m256d r = _mm256_blendv_pd(b, a, _mm256_castsi256_pd(take_a));
+    return _mm256_blendv_pd(r, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff8000000000000)),
+                            _mm256_cmp_pd(a, b, _CMP_UNORD_Q));
 }
 XC__INL __m256d min_pd_(__m256d a, __m256d b) { return pick_pd_(a, b, 1); }
 XC__INL __m256d max_pd_(__m256d a, __m256d b) { return pick_pd_(a, b, 0); }

@@ -29,10 +29,10 @@
  *    element; every NaN is replaced by the canonical one before the store,
  *    as the scalar code does, so operand order inside an instruction cannot
  *    leak a payload;
- *  - float min/max compare integer keys, not floats: the bits with the
- *    magnitude flipped where the sign is set order every non-NaN value as
- *    the numbers do, with -0 < +0; the operand with the smaller (larger) key
- *    is taken whole, and any NaN operand gives the canonical NaN.  vminps /
+ *  - float min/max compare the bits as integers, not as floats (the
+ *    compare flipped where both operands are negative orders every non-NaN
+ *    value as the numbers, with -0 < +0); the smaller (larger) operand is
+ *    taken whole, and any NaN operand gives the canonical NaN.  vminps /
  *    vmaxps are not used: under MXCSR.DAZ (torch.set_flush_denormal, a
  *    -ffast-math program) they compare subnormals as zeros and return a
  *    flushed zero, so ranks or threads in different modes would disagree
@@ -213,44 +213,34 @@ XC__INL __m512 mul_ps(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
 XC__INL __m512d add_pd(__m512d a, __m512d b) { return _mm512_add_pd(a, b); }
 XC__INL __m512d mul_pd(__m512d a, __m512d b) { return _mm512_mul_pd(a, b); }
 
-/* Float min/max on integer keys (see the file comment): exact, one of the
+/* Float min/max on the bits (see the file comment): exact, one of the
  * operands, -0 < +0, any NaN operand the canonical NaN, whatever MXCSR
- * holds. */
-XC__INL __m512i key_ps(__m512i u)
-{
-    return _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
-}
-XC__INL __mmask16 nan_ps(__m512i u)
-{
-    return _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                   _mm512_set1_epi32(0x7f800000));
-}
+ * holds.  As signed integers the bits order non-negative floats as the
+ * floats and negative ones in reverse: "a below b" is the integer compare
+ * flipped where both are negative (then equal bits pick a, the same).
+ * The NaN test is a floating compare, which DAZ does not affect. */
 XC__INL __m512 pick_ps(__m512 a, __m512 b, int take_min)
 {
     __m512i ua = _mm512_castps_si512(a), ub = _mm512_castps_si512(b);
-    __mmask16 a_less = _mm512_cmplt_epi32_mask(key_ps(ua), key_ps(ub));
-    __m512i r = _mm512_mask_blend_epi32(take_min ? a_less : (__mmask16)~a_less, ub, ua);
-    r = _mm512_mask_mov_epi32(r, nan_ps(ua) | nan_ps(ub), _mm512_set1_epi32(0x7fc00000));
+    __mmask16 both_neg = _mm512_movepi32_mask(_mm512_and_si512(ua, ub));
+    __mmask16 take_a = (take_min ? _mm512_cmplt_epi32_mask(ua, ub)
+                                 : _mm512_cmpgt_epi32_mask(ua, ub)) ^ both_neg;
+    __m512i r = _mm512_mask_blend_epi32(take_a, ub, ua);
+    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q),
+                              _mm512_set1_epi32(0x7fc00000));
     return _mm512_castsi512_ps(r);
 }
 XC__INL __m512 min_ps(__m512 a, __m512 b) { return pick_ps(a, b, 1); }
 XC__INL __m512 max_ps(__m512 a, __m512 b) { return pick_ps(a, b, 0); }
-XC__INL __m512i key_pd(__m512i u)
-{
-    return _mm512_xor_si512(u, _mm512_srli_epi64(_mm512_srai_epi64(u, 63), 1));
-}
-XC__INL __mmask8 nan_pd(__m512i u)
-{
-    return _mm512_cmpgt_epi64_mask(
-        _mm512_and_si512(u, _mm512_set1_epi64(0x7fffffffffffffff)),
-        _mm512_set1_epi64(0x7ff0000000000000));
-}
 XC__INL __m512d pick_pd(__m512d a, __m512d b, int take_min)
 {
     __m512i ua = _mm512_castpd_si512(a), ub = _mm512_castpd_si512(b);
-    __mmask8 a_less = _mm512_cmplt_epi64_mask(key_pd(ua), key_pd(ub));
-    __m512i r = _mm512_mask_blend_epi64(take_min ? a_less : (__mmask8)~a_less, ub, ua);
-    r = _mm512_mask_mov_epi64(r, nan_pd(ua) | nan_pd(ub), _mm512_set1_epi64(0x7ff8000000000000));
+    __mmask8 both_neg = _mm512_movepi64_mask(_mm512_and_si512(ua, ub));
+    __mmask8 take_a = (take_min ? _mm512_cmplt_epi64_mask(ua, ub)
+                                : _mm512_cmpgt_epi64_mask(ua, ub)) ^ both_neg;
+    __m512i r = _mm512_mask_blend_epi64(take_a, ub, ua);
+    r = _mm512_mask_mov_epi64(r, _mm512_cmp_pd_mask(a, b, _CMP_UNORD_Q),
+                              _mm512_set1_epi64(0x7ff8000000000000));
     return _mm512_castsi512_pd(r);
 }
 XC__INL __m512d min_pd(__m512d a, __m512d b) { return pick_pd(a, b, 1); }
