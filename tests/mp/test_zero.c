@@ -284,6 +284,19 @@ static int fail_on_0(void *ctx, int tensor, float *param, const float *grad, flo
     return H.rank == 0; /* (rank 0's shards are never empty) */
 }
 
+/* A committed ZeRO of `n` zero-initialised tensors (at most 64 values). */
+static xc_zero_t *zero_of(int stage, const size_t *counts, int n)
+{
+    xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
+    o.stage = stage;
+    xc_zero_t *z = NULL;
+    H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
+    float init[64] = {0};
+    for (int i = 0; i < n; i++) H_CHECK(H.comm, xc_zero_register(z, init, counts[i], NULL));
+    H_CHECK(H.comm, xc_zero_commit(z));
+    return z;
+}
+
 /* Stages 2-3 with gradients marked in a rank-dependent order and one
  * tensor left unmarked on the last rank: every rank's reduce-scatters
  * pair bucket with bucket (they go in reverse bucket order), and the
@@ -291,13 +304,8 @@ static int fail_on_0(void *ctx, int tensor, float *param, const float *grad, flo
  * on one rank: that rank reports it, and the gathers still run. */
 static void test_order(int stage)
 {
-    xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
-    o.stage = stage;
-    xc_zero_t *z = NULL;
-    H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
-    float init[8] = {0};
-    for (int i = 0; i < 3; i++) H_CHECK(H.comm, xc_zero_register(z, init, 8, NULL));
-    H_CHECK(H.comm, xc_zero_commit(z));
+    static const size_t counts[3] = {8, 8, 8};
+    xc_zero_t *z = zero_of(stage, counts, 3);
     H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_BACKWARD));
     int last = H.rank == H.size - 1;
     for (int j = 0; j < 3; j++) {
@@ -340,13 +348,8 @@ static void test_order(int stage)
  * scaled gradient; a NaN on one rank skips every rank's update. */
 static void test_clip(int stage)
 {
-    xc_zero_opts_t o = XC_ZERO_OPTS_INIT;
-    o.stage = stage;
-    xc_zero_t *z = NULL;
-    H_CHECK(H.comm, xc_zero_create(H.comm, &o, &z));
-    float init[37] = {0};
-    for (int i = 0; i < 2; i++) H_CHECK(H.comm, xc_zero_register(z, init, i ? 37 : 5, NULL));
-    H_CHECK(H.comm, xc_zero_commit(z));
+    static const size_t counts[2] = {5, 37};
+    xc_zero_t *z = zero_of(stage, counts, 2);
     for (int round = 0; round < 2; round++) {
         H_CHECK(H.comm, xc_zero_begin(z, XC_ZERO_BACKWARD));
         double want2 = 0; /* the averaged gradient is 3 + (i + j) % 4 on every rank */
