@@ -320,7 +320,8 @@ XC_API xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm);
  * NULL is a harmless no-op.  In a forked child (a data-loader worker) the
  * communicator is the parent's: destroy there only closes the child's
  * copies of its descriptors and leaves the parent's communicator working;
- * any other call on it in the child is XC_ERR_INVALID.
+ * xc_comm_abort there does nothing, and any other call on it (requests
+ * too) is XC_ERR_INVALID.
  */
 XC_API xc_result_t xc_comm_destroy(xc_comm_t *comm);
 
@@ -1148,8 +1149,9 @@ XC_API xc_result_t xc_zero_grad_ready(xc_zero_t *z, int i);
 XC_API xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx);
 /* xc_zero_step with global-norm clipping (xc_clip_grad_norm's rule) of the
  * averaged gradient before the update: the norm is taken over every rank's
- * gradient shards (one all-reduce); above max_norm (> 0) every shard is
- * scaled by max_norm / (norm + 1e-6); a NaN or infinity on any rank skips
+ * gradient shards (one all-reduce); above max_norm (finite; 0: measure
+ * only) every shard is scaled by max_norm / (norm + 1e-6); a NaN or
+ * infinity on any rank skips
  * the update on every rank (*nonfinite = 1; the parameters stay as they
  * were).  norm and nonfinite may be NULL.  Every rank passes the same
  * max_norm. */

@@ -223,6 +223,8 @@ xc_result_t xc_comm_stats(const xc_comm_t *c, xc_stats_t *out)
     size_t n = out->size;
     if (n < sizeof(size_t) || n > sizeof *out)
         return xc__err(XC_ERR_INVALID, "xc_comm_stats: out->size must be sizeof(xc_stats_t)");
+    if (xc__comm_forked(c))
+        return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; this is a forked child", "xc_comm_stats");
     xc__comm_lock((xc_comm_t *)c);
     memcpy(out, &c->stats, n);
     pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
@@ -232,7 +234,7 @@ xc_result_t xc_comm_stats(const xc_comm_t *c, xc_stats_t *out)
 
 xc_result_t xc_comm_abort(xc_comm_t *c)
 {
-    if (!c) return XC_OK;
+    if (!c || xc__comm_forked(c)) return XC_OK; /* (a forked child: not its communicator) */
     xc__comm_poison_now(c, XC_ERR_ABORTED, 0, "rank %d called xc_comm_abort", c->rank);
     return XC_OK;
 }
@@ -240,6 +242,8 @@ xc_result_t xc_comm_abort(xc_comm_t *c)
 xc_result_t xc_comm_revoke(xc_comm_t *c)
 {
     if (!c) return xc__err(XC_ERR_INVALID, "xc_comm_revoke: communicator is NULL");
+    if (xc__comm_forked(c))
+        return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; this is a forked child", "xc_comm_revoke");
     xc__comm_poison_now(c, XC_ERR_REVOKED, XC__POISON_LOCAL,
                         "rank %d revoked the communicator (xc_comm_revoke)", c->rank);
     return XC_OK;

@@ -195,7 +195,9 @@ void xc__reduce_many(void *dst, const void *const *srcs, int k, size_t count, xc
      * block: dst may be any source, also one of a later group, which must
      * not see the earlier groups' partial result in its place. */
     _Alignas(64) char acc[8192];
-    size_t es = xc__dtype_size(dtype), blk = sizeof acc / es;
+    size_t es = xc__dtype_size(dtype);
+    if (!es || xc__reduce_check(dtype, op) != XC_OK) return; /* (as xc__reduce_n: dst as is) */
+    size_t blk = sizeof acc / es;
     for (size_t off = 0; off < count; off += blk) {
         size_t n = count - off < blk ? count - off : blk;
         const void *g[XC__REDUCE_MAX_K];

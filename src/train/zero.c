@@ -12,6 +12,7 @@
  */
 #include "../core/common.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -387,6 +388,9 @@ typedef struct clip {
     int *nonfinite;
 } clip_t;
 
+static xc_result_t reduce_and_update(xc_zero_t *z, xc_zero_update_fn update, void *ctx,
+                                     const clip_t *clip);
+
 /* xc_zero_step, and with `clip` xc_zero_step_clip. */
 static xc_result_t zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx, const clip_t *clip)
 {
@@ -397,6 +401,21 @@ static xc_result_t zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx, 
         if (z->t[i].held)
             return xc__err(XC_ERR_INVALID, "xc_zero_step: tensor %d is still fetched (release it "
                                            "first: the step changes its values)", i);
+    xc_result_t rc = reduce_and_update(z, update, ctx, clip);
+    /* The next step starts afresh whatever happened in this one. */
+    for (int k = 0; k < z->nb; k++) {
+        z->b[k].reduced = 0;
+        z->b[k].nready = 0;
+    }
+    for (int i = 0; i < z->nt; i++) z->t[i].ready = 0;
+    z->next_rs = z->nb - 1;
+    return rc;
+}
+
+/* The step's collectives and the update (zero_step resets the state). */
+static xc_result_t reduce_and_update(xc_zero_t *z, xc_zero_update_fn update, void *ctx,
+                                     const clip_t *clip)
+{
     /* Stages 2-3: the reduce-scatters issued at grad_ready complete
      * (waiting issues nothing).  Then, continuing in reverse bucket order,
      * a blocking one for every other bucket: all of them in stage 1, the
@@ -423,11 +442,7 @@ static xc_result_t zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx, 
             XC_CHECK(xc_reduce_scatter(b->grad, b->gshard, b->s, XC_FLOAT32, XC_AVG, z->comm));
             grad_done(z, b);
         }
-        b->reduced = 0;
-        b->nready = 0;
     }
-    z->next_rs = z->nb - 1;
-    for (int i = 0; i < z->nt; i++) z->t[i].ready = 0;
     /* Stage 3: gathered copies nobody holds (kept or prefetched and never
      * fetched) would be stale after the update: dropped. */
     for (int k = 0; z->o.stage == 3 && k < z->nb; k++) {
@@ -486,8 +501,9 @@ xc_result_t xc_zero_step(xc_zero_t *z, xc_zero_update_fn update, void *ctx)
 xc_result_t xc_zero_step_clip(xc_zero_t *z, double max_norm, double *norm, int *nonfinite,
                               xc_zero_update_fn update, void *ctx)
 {
-    if (!(max_norm >= 0))
-        return xc__err(XC_ERR_INVALID, "xc_zero_step_clip: max_norm %g (must be >= 0)", max_norm);
+    if (!(max_norm >= 0) || isinf(max_norm))
+        return xc__err(XC_ERR_INVALID, "xc_zero_step_clip: max_norm %g (must be finite, >= 0)",
+                       max_norm);
     clip_t c = {max_norm, norm, nonfinite};
     return zero_step(z, update, ctx, &c);
 }

@@ -414,7 +414,10 @@ void xc__conn_flush(xc_comm_t *comm, xc__conn_t *c, uint64_t deadline_ns)
             if (!(p[s].revents & POLLIN)) continue;
             char buf[4096];
             ssize_t r = recv(p[s].fd, buf, sizeof buf, MSG_DONTWAIT);
-            if (r == 0) return;
+            if (r == 0) { /* the peer closed: nothing more goes out */
+                c->state = XC__CONN_CLOSED;
+                return;
+            }
             if (r > 0) c->rx_dropped = 1; /* see xc__stream_read */
         }
     }

@@ -6,7 +6,8 @@
  * three "nodes" (sockets only).  Every rank forks a child after a few
  * collectives.  The child -- which inherits a copy of the communicator,
  * the parent's sockets and, were it not for MADV_DONTFORK, its segments --
- * calls a collective and a send (XC_ERR_INVALID, naming the fork), then
+ * calls a collective, a send and revoke (XC_ERR_INVALID, naming the fork)
+ * and abort (nothing: the parents' communicator goes on), then
  * xc_comm_destroy (XC_OK) -- or, on rank 1, exits without it -- and exits
  * 0: no crash, no hang (the parent's mutex may be held at the fork), no
  * goodbye on the parent's sockets, no write to its segments.  Meanwhile and
@@ -62,6 +63,8 @@ static int child(xc_comm_t *comm, int rank)
     XT_CHECK_INT(xt_has(xc_last_error(), "forked"), ==, 1);
     XT_CHECK_RC(xc_barrier(comm), XC_ERR_INVALID);
     XT_CHECK_RC(xc_send(&x, 1, XC_FLOAT32, (rank + 1) % 3, 5, comm), XC_ERR_INVALID);
+    XT_CHECK_RC(xc_comm_revoke(comm), XC_ERR_INVALID);
+    XT_CHECK_RC(xc_comm_abort(comm), XC_OK); /* does nothing here: the parents go on */
     xt_log("calls refused: \"%s\"", xc_last_error());
     if (rank == 1) _exit(xt_result()); /* ends without destroy */
     XT_CHECK_RC(xc_comm_destroy(comm), XC_OK);
