@@ -89,9 +89,11 @@ static xc_result_t nomem(xc_comm_t *comm, const xc__args_t *a, xc_result_t rc)
 static xc_result_t run(xc_comm_t *comm, const xc__args_t *a, xc_request_t **req)
 {
     const xc__algo_t *algo;
-    if (xc__comm_forked(comm))
-        return xc__err(XC_ERR_INVALID, "xc_%s: the communicator belongs to the process that "
-                       "created it; this is a forked child", xc_coll_name(a->coll));
+    if (xc__comm_forked(comm)) {
+        char fn[32];
+        snprintf(fn, sizeof fn, "xc_%s", xc_coll_name(a->coll));
+        return xc__comm_forked_err(fn);
+    }
     xc_result_t rc = xc__algo_select(comm, a, &algo);
     if (rc != XC_OK) return xc__comm_fail(comm, nomem(comm, a, rc));
     if (req) {

@@ -42,6 +42,12 @@ static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static void on_fork_child(void) { __atomic_add_fetch(&xc__fork_gen, 1, __ATOMIC_RELAXED); }
 static void fork_watch(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
+xc_result_t xc__comm_forked_err(const char *fn)
+{
+    return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; "
+                   "this is a forked child", fn);
+}
+
 xc_result_t xc__comm_alloc(int rank, int size, const xc__config_t *cfg, xc_comm_t **out)
 {
     xc_comm_t *c = calloc(1, sizeof *c);
@@ -224,7 +230,7 @@ xc_result_t xc_comm_stats(const xc_comm_t *c, xc_stats_t *out)
     if (n < sizeof(size_t) || n > sizeof *out)
         return xc__err(XC_ERR_INVALID, "xc_comm_stats: out->size must be sizeof(xc_stats_t)");
     if (xc__comm_forked(c))
-        return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; this is a forked child", "xc_comm_stats");
+        return xc__comm_forked_err("xc_comm_stats");
     xc__comm_lock((xc_comm_t *)c);
     memcpy(out, &c->stats, n);
     pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
@@ -243,7 +249,7 @@ xc_result_t xc_comm_revoke(xc_comm_t *c)
 {
     if (!c) return xc__err(XC_ERR_INVALID, "xc_comm_revoke: communicator is NULL");
     if (xc__comm_forked(c))
-        return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; this is a forked child", "xc_comm_revoke");
+        return xc__comm_forked_err("xc_comm_revoke");
     xc__comm_poison_now(c, XC_ERR_REVOKED, XC__POISON_LOCAL,
                         "rank %d revoked the communicator (xc_comm_revoke)", c->rank);
     return XC_OK;

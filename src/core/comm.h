@@ -303,6 +303,8 @@ static inline int xc__comm_forked(const xc_comm_t *c)
 {
     return __atomic_load_n(&xc__fork_gen, __ATOMIC_RELAXED) != c->fork_gen;
 }
+/* The error of call `fn` on a forked child's copy (XC_ERR_INVALID). */
+XC__HIDDEN xc_result_t xc__comm_forked_err(const char *fn);
 
 /* Transport callback: connection to `peer` is broken/closed. */
 XC__HIDDEN void xc__comm_peer_lost(xc_comm_t *comm, int peer, const char *why);

@@ -377,7 +377,7 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
     *newcomm = NULL;
     if (!comm) return xc__err(XC_ERR_INVALID, "xc_comm_shrink: comm is NULL");
     if (xc__comm_forked(comm))
-        return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; this is a forked child", "xc_comm_shrink");
+        return xc__comm_forked_err("xc_comm_shrink");
     const int n = comm->size;
     if ((unsigned)n > XC__FRAME_SHRINK_MAX_RANKS)
         return xc__comm_fail(comm, xc__err(XC_ERR_UNSUPPORTED,

@@ -1030,7 +1030,7 @@ static xc_result_t request_wait(xc_request_t *req, const xc_request_t *next)
     if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         xc_comm_t *comm = req->comm;
         if (xc__comm_forked(comm))
-            return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; this is a forked child", "xc_request_wait");
+            return xc__comm_forked_err("xc_request_wait");
         xc__comm_lock(comm);
         wait_locked(comm, req, !next || next->comm != comm);
         pthread_mutex_unlock(&comm->mu);
@@ -1049,7 +1049,7 @@ xc_result_t xc_request_test(xc_request_t *req, int *done)
     if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
         xc_comm_t *comm = req->comm;
         if (xc__comm_forked(comm))
-            return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that created it; this is a forked child", "xc_request_test");
+            return xc__comm_forked_err("xc_request_test");
         xc__comm_lock(comm);
         check_deadlines(comm);
         xc__comm_poll(comm, 0);

@@ -106,8 +106,7 @@ static xc_result_t p2p_check(int is_send, const void *buf, size_t count, xc_dtyp
 {
     if (!comm) return xc__err(XC_ERR_INVALID, "%s: comm is NULL", fn);
     if (xc__comm_forked(comm))
-        return xc__err(XC_ERR_INVALID, "%s: the communicator belongs to the process that "
-                       "created it; this is a forked child", fn);
+        return xc__comm_forked_err(fn);
     if (xc__dtype_size(dtype) == 0) return xc__err(XC_ERR_INVALID, "%s: invalid dtype %d", fn, (int)dtype);
     if (!buf && count) return xc__err(XC_ERR_INVALID, "%s: buf is NULL with count %zu", fn, count);
     if ((peer < 0 || peer >= comm->size) && (is_send || peer != XC_ANY_SOURCE))

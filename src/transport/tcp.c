@@ -90,12 +90,8 @@ static void tcp_read(xc_comm_t *comm, xc__conn_t *c, xc__io_fn get)
 {
     xc__stream_read(comm, c, get);
     if (xc__comm_status(comm) == XC_OK) return;
-    for (int s = 0; s < (c->nstreams > 1 ? c->nstreams : 1); s++) {
-        int one = 1, fd = c->nstreams > 1 ? c->sfd[s] : c->fd;
-        if (c->rlowat[s] > 1 && fd >= 0 &&
-            setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one) == 0)
-            c->rlowat[s] = 1;
-    }
+    for (int s = 0; s < (c->nstreams > 1 ? c->nstreams : 1); s++)
+        if (c->rlowat[s] > 1) rx_lowat(comm, c, s, c->nstreams > 1 ? c->sfd[s] : c->fd, 0);
 }
 
 /* A write failed (EPIPE, ECONNRESET): the peer may have left its cause, an
