@@ -847,7 +847,8 @@ XC_API xc_result_t xc_bucketer_register(xc_bucketer_t *b, void *grad,
  * registered the same gradients (count, dtype, name, in the same order) and
  * the same bucket sizes and averaging -- XC_ERR_INVALID on every rank
  * otherwise, naming the first difference and the rank -- then builds the
- * initial layout. */
+ * initial layout.  If a rank runs out of memory, no rank commits: every
+ * rank returns XC_ERR_NOMEM naming it, and commit may be called again. */
 XC_API xc_result_t xc_bucketer_commit(xc_bucketer_t *b);
 
 /* Where gradient `index` lives: inside bucket memory with views, else the
@@ -892,7 +893,10 @@ XC_API xc_result_t xc_bucketer_mark_ready_range(xc_bucketer_t *b, int index, siz
  * are still reduced, so that the ranks' collectives stay matched, with this
  * rank contributing zero for them (so the other ranks' results are the
  * average with a zero from this rank, as for an unused parameter); finish
- * returns XC_ERR_INVALID naming them on this rank. */
+ * returns XC_ERR_INVALID naming them on this rank.  A rebuild that a rank
+ * has no memory for changes no rank's layout: finish returns XC_ERR_NOMEM
+ * naming that rank on every rank (the step's results are complete), and
+ * the next step's finish tries again. */
 XC_API xc_result_t xc_bucketer_finish(xc_bucketer_t *b);
 
 /* Complete, before finish, the bucket holding gradient `index` (every
@@ -995,7 +999,11 @@ XC_API const char *xc_bucketer_last_error(const xc_bucketer_t *b);
  * buckets (e.g. 1 MiB): their communication overlaps backward, which is
  * what the slowdown is fitted to.  Collective over comm (rank 0's
  * timings and result are broadcast, so every rank returns the same),
- * blocking, between steps; XC_ERR_INVALID if no step has completed.
+ * blocking, between steps; XC_ERR_INVALID if no step has completed, and
+ * on every rank if one rank has marked gradients of an unfinished step
+ * (naming it; the step can then be finished as usual -- a rank whose
+ * buckets already went out gets XC_ERR_INVALID alone, and its peers'
+ * tuning fails against that bucket's all-reduce).
  */
 #define XC_BUCKET_TUNE_MAX 16
 typedef struct xc_bucket_tune {
@@ -1137,6 +1145,10 @@ XC_API xc_result_t xc_zero_create(xc_comm_t *comm, const xc_zero_opts_t *opts, x
 /* Register a tensor of `count` fp32 values with its initial values (every
  * rank the same; copied); its index in *index (0, 1, ... in order). */
 XC_API xc_result_t xc_zero_register(xc_zero_t *z, const float *init, size_t count, int *index);
+/* Collective: every rank must have registered the same sizes in order
+ * with the same options (XC_ERR_MISMATCH otherwise).  If a rank runs out
+ * of memory, no rank commits: XC_ERR_NOMEM naming it on every rank, the
+ * registrations kept, and commit may be called again. */
 XC_API xc_result_t xc_zero_commit(xc_zero_t *z);
 XC_API xc_result_t xc_zero_begin(xc_zero_t *z, xc_zero_pass_t pass);
 /* The full values of tensor i (stage 3: gathered; valid until release). */

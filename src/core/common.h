@@ -49,6 +49,11 @@ XC__HIDDEN xc_result_t xc__verr(xc_result_t rc, const char *fmt, va_list ap);
 XC__HIDDEN xc_result_t xc__err_errno(const char *what);
 /* The thread-local detail buffer (for copying into a communicator). */
 XC__HIDDEN const char *xc__tls_error(void);
+/* Every rank's outcome of a local step -> one outcome for all (collective
+ * on comm): XC_OK if every rank's `mine` was, else the lowest failing
+ * rank's code and message as "<what> failed on rank r: ...".  If the
+ * agreement's own collectives fail, their error. */
+XC__HIDDEN xc_result_t xc__agree_outcome(xc_comm_t *comm, xc_result_t mine, const char *what);
 /* A code a peer may send in an error or shrink frame: an error of the
  * engine's (XC_ERR_INVALID .. XC_ERR_INTERNAL, or XC_ERR_REVOKED); anything
  * else received is reported as XC_ERR_INTERNAL. */

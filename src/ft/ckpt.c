@@ -18,27 +18,6 @@
 
 #define MSG_LEN 512
 
-/*
- * Every rank's outcome -> one outcome for all: the lowest-numbered failing
- * rank's code and message ("rank r: ..."), or XC_OK.  If the agreement's
- * own collectives fail (a peer died), that error is returned.
- */
-static xc_result_t agree(xc_comm_t *comm, xc_result_t mine, const char *what)
-{
-    int size = xc_comm_size(comm), rank = xc_comm_rank(comm);
-    char msg[MSG_LEN];
-    snprintf(msg, sizeof msg, "%s", mine == XC_OK ? "" : xc_last_error());
-    int32_t who = mine == XC_OK ? size : rank;
-    xc_result_t rc = xc_allreduce(&who, &who, 1, XC_INT32, XC_MIN, comm);
-    if (rc != XC_OK) return rc;
-    if (who == size) return XC_OK;
-    int32_t code = (int32_t)mine;
-    if ((rc = xc_bcast(&code, 1, XC_INT32, who, comm)) != XC_OK) return rc;
-    if ((rc = xc_bcast(msg, sizeof msg, XC_UINT8, who, comm)) != XC_OK) return rc;
-    msg[sizeof msg - 1] = 0;
-    return xc__err((xc_result_t)code, "%s failed on rank %d: %s", what, who, msg);
-}
-
 static xc_result_t check_parts(const xc_ckpt_part_t *parts, int nparts, const char *fn)
 {
     if (nparts < 0 || (nparts > 0 && !parts))
@@ -136,11 +115,11 @@ static xc_result_t read_marker(const char *dir, uint64_t step, int nranks, uint3
 static xc_result_t commit(xc_comm_t *comm, const char *dir, uint64_t step, xc_result_t mine,
                           uint32_t crc)
 {
-    XC_CHECK(agree(comm, mine, "checkpoint: writing the shard"));
+    XC_CHECK(xc__agree_outcome(comm, mine, "checkpoint: writing the shard"));
     int size = xc_comm_size(comm), rank = xc_comm_rank(comm);
     uint32_t *all = calloc((size_t)size, sizeof *all);
     xc_result_t rc = all ? XC_OK : xc__err(XC_ERR_NOMEM, "checkpoint: out of memory");
-    rc = agree(comm, rc, "checkpoint: commit");
+    rc = xc__agree_outcome(comm, rc, "checkpoint: commit");
     if (rc == XC_OK) rc = xc_allgather(&crc, all, 1, XC_UINT32, comm);
     if (rc != XC_OK) {
         free(all);
@@ -157,7 +136,7 @@ static xc_result_t commit(xc_comm_t *comm, const char *dir, uint64_t step, xc_re
         free(t);
     }
     free(all);
-    return agree(comm, r0, "checkpoint: writing the commit marker");
+    return xc__agree_outcome(comm, r0, "checkpoint: writing the commit marker");
 }
 
 /* Before any shard of `step` is written: a marker left by an earlier
@@ -177,7 +156,7 @@ static xc_result_t prepare(xc_comm_t *comm, const char *dir, uint64_t step, xc_r
                            path, strerror(errno));
         }
     }
-    return agree(comm, mine, "checkpoint: preparing the step");
+    return xc__agree_outcome(comm, mine, "checkpoint: preparing the step");
 }
 
 xc_result_t xc_ckpt_save(xc_comm_t *comm, const char *dir, uint64_t step,
@@ -352,7 +331,7 @@ xc_result_t xc_ckpt_load(xc_comm_t *comm, const char *dir, uint64_t step_in,
                                    : check_parts(parts, nparts, "xc_ckpt_load");
     uint32_t *crc = calloc((size_t)size, sizeof *crc);
     if (rc == XC_OK && !crc) rc = xc__err(XC_ERR_NOMEM, "checkpoint: out of memory");
-    rc = agree(comm, rc, "xc_ckpt_load");
+    rc = xc__agree_outcome(comm, rc, "xc_ckpt_load");
     uint64_t step = step_in;
     if (rc == XC_OK) {
         xc_result_t r0 = XC_OK;
@@ -361,15 +340,15 @@ xc_result_t xc_ckpt_load(xc_comm_t *comm, const char *dir, uint64_t step_in,
                                            : read_marker(dir, step_in, size, crc);
         if (rank == 0 && r0 == XC_ERR_NOT_FOUND && step_in != XC_CKPT_LATEST)
             r0 = xc__err(XC_ERR_CORRUPT, "%s", xc_last_error()); /* asked for it: partial */
-        rc = agree(comm, r0, "checkpoint: finding the checkpoint");
+        rc = xc__agree_outcome(comm, r0, "checkpoint: finding the checkpoint");
     }
     if (rc == XC_OK) rc = xc_bcast(&step, 1, XC_UINT64, 0, comm);
     if (rc == XC_OK) rc = xc_bcast(crc, (size_t)size, XC_UINT32, 0, comm);
     if (rc == XC_OK)
-        rc = agree(comm, xc__ckpt_read_shard(dir, step, rank, size, parts, nparts, crc[rank], 0),
+        rc = xc__agree_outcome(comm, xc__ckpt_read_shard(dir, step, rank, size, parts, nparts, crc[rank], 0),
                    "checkpoint: verifying the shard");
     if (rc == XC_OK)
-        rc = agree(comm, xc__ckpt_read_shard(dir, step, rank, size, parts, nparts, crc[rank], 1),
+        rc = xc__agree_outcome(comm, xc__ckpt_read_shard(dir, step, rank, size, parts, nparts, crc[rank], 1),
                    "checkpoint: reading the shard");
     free(crc);
     if (rc == XC_OK && step_out) *step_out = step;

@@ -182,22 +182,25 @@ comm_fail:
 
 xc_result_t xc__bk_agree_order(xc_bucketer_t *b, int *order, int *valid)
 {
+    /* In blocks through the stack: a rank short of memory still takes
+     * part (rebuild agrees on the outcome afterwards). */
+    enum { BLOCK = 1024 };
+    int32_t buf[BLOCK];
     int n = b->ngrads;
-    int32_t *buf = malloc((size_t)(n + 1) * sizeof *buf);
-    if (!buf) return xc__bk_fail(b, XC_ERR_NOMEM, "xc_bucketer_finish: out of memory");
-    if (b->rank == 0) {
-        buf[0] = b->narrived == n;
-        for (int i = 0; i < n; i++) buf[i + 1] = i < b->narrived ? b->arrival[i] : -1;
+    for (int at = -1; at < n; at += BLOCK) { /* entry -1 is "complete" */
+        int m = n - at < BLOCK ? n - at : BLOCK;
+        for (int i = 0; b->rank == 0 && i < m; i++)
+            buf[i] = at + i < 0 ? b->narrived == n
+                                : at + i < b->narrived ? b->arrival[at + i] : -1;
+        xc_result_t rc = xc_bcast(buf, (size_t)m, XC_INT32, 0, b->comm);
+        if (rc != XC_OK)
+            return xc__bk_fail(b, rc, "xc_bucketer_finish: broadcasting rank 0's arrival "
+                                      "order failed: %s", xc_comm_last_error(b->comm));
+        for (int i = 0; i < m; i++) {
+            if (at + i < 0) *valid = buf[i] == 1;
+            else if (order) order[at + i] = buf[i];
+        }
     }
-    xc_result_t rc = xc_bcast(buf, (size_t)n + 1, XC_INT32, 0, b->comm);
-    if (rc != XC_OK) {
-        free(buf);
-        return xc__bk_fail(b, rc, "xc_bucketer_finish: broadcasting rank 0's arrival order "
-                                  "failed: %s", xc_comm_last_error(b->comm));
-    }
-    *valid = buf[0] == 1;
-    for (int i = 0; order && i < n; i++) order[i] = buf[i + 1];
-    free(buf);
     return XC_OK;
 }
 

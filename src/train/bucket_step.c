@@ -336,30 +336,47 @@ xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index)
 }
 
 /* After a complete step: adopt rank 0's arrival order as the layout input
- * (collective).  The layout is replaced only if it changes. */
+ * (collective).  The layout is replaced only if it changes, and only if
+ * every rank could make the new one (else all keep the old one and try
+ * again after the next step). */
 static xc_result_t rebuild(xc_bucketer_t *b)
 {
-    int n = b->ngrads, valid = 0;
+    int n = b->ngrads, valid = 0, same = 1;
     int *order = malloc((size_t)(n ? n : 1) * sizeof *order);
     size_t *counts = malloc((size_t)(n ? n : 1) * sizeof *counts);
     xc_dtype_t *dtypes = malloc((size_t)(n ? n : 1) * sizeof *dtypes);
+    xc__layout_t lay = {0};
+    xc__bk_res_t res = {0};
     xc_result_t rc = XC_OK;
-    if (!order || !counts || !dtypes) {
+    if (!order || !counts || !dtypes)
         rc = xc__bk_fail(b, XC_ERR_NOMEM, "xc_bucketer_finish: out of memory");
-        /* still take part in the broadcast, or the peers would hang */
-        xc__bk_agree_order(b, NULL, &valid);
+    /* (every rank takes part in the broadcast, or the peers would hang) */
+    xc_result_t r = xc__bk_agree_order(b, rc == XC_OK ? order : NULL, &valid);
+    if (r != XC_OK) {
+        rc = r;
         goto out;
     }
-    XC_CHECK_GOTO(xc__bk_agree_order(b, order, &valid), rc, out);
     if (!valid) goto out; /* rank 0 missed gradients: try after the next step */
-    for (int g = 0; g < n; g++) {
-        counts[g] = b->grads[g].count;
-        dtypes[g] = b->grads[g].dtype;
+    if (rc == XC_OK) {
+        for (int g = 0; g < n; g++) {
+            counts[g] = b->grads[g].count;
+            dtypes[g] = b->grads[g].dtype;
+        }
+        rc = xc__bk_layout_of(b, n, counts, dtypes, order, &lay);
+        if (rc != XC_OK) {
+            xc__bk_fail(b, rc, "xc_bucketer_finish: rebuilding the buckets: %s", xc__tls_error());
+        } else {
+            same = lay.nbuckets == b->lay.nbuckets;
+            for (int g = 0; same && g < n; g++)
+                same = lay.bucket_of[g] == b->lay.bucket_of[g] &&
+                       lay.offset_of[g] == b->lay.offset_of[g];
+            if (!same) rc = xc__bk_reserve(b, &lay, &res);
+        }
     }
-    xc__layout_t lay;
-    rc = xc__bk_layout_of(b, n, counts, dtypes, order, &lay);
+    rc = xc__agree_outcome(b->comm, rc, "xc_bucketer_finish: rebuilding the buckets");
     if (rc != XC_OK) {
-        xc__bk_fail(b, rc, "xc_bucketer_finish: rebuilding the buckets: %s", xc__tls_error());
+        xc__bk_fail(b, rc, "%s (the old layout stays; tried again after the next step)",
+                    xc__tls_error());
         goto out;
     }
     b->rebuild_pending = 0;
@@ -367,17 +384,13 @@ static xc_result_t rebuild(xc_bucketer_t *b)
         b->tail_at = b->step + XC__TAIL_STEPS;
         b->tl_n = 0;
     }
-    int same = lay.nbuckets == b->lay.nbuckets;
-    for (int g = 0; same && g < n; g++)
-        same = lay.bucket_of[g] == b->lay.bucket_of[g] && lay.offset_of[g] == b->lay.offset_of[g];
-    if (same) {
-        xc__layout_free(&lay);
-        goto out;
+    if (!same) {
+        xc__bk_install(b, &lay, &res);
+        b->layout_version++;
     }
-    rc = xc__bk_install(b, &lay);
-    if (rc == XC_OK) b->layout_version++;
-    else xc__layout_free(&lay);
 out:
+    xc__bk_res_free(&res);
+    xc__layout_free(&lay);
     free(order);
     free(counts);
     free(dtypes);

@@ -29,6 +29,7 @@
  */
 #include "bucketer.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,14 +226,25 @@ xc_result_t xc_bucketer_tune(xc_bucketer_t *b, xc_bucket_tune_t *t)
     if (!b || !t || t->size < offsetof(xc_bucket_tune_t, cand_buckets) + sizeof t->cand_buckets)
         return xc__err(XC_ERR_INVALID, "xc_bucketer_tune: NULL argument or t->size too small "
                                        "(start from XC_BUCKET_TUNE_INIT)");
-    if (!b->committed || b->t_first || b->narrived || b->next_launch) /* (t_first: any mark) */
+    /* Mid-step with buckets launched, this rank's next collective is
+     * theirs: it cannot take part (the peers' tuning then fails against
+     * that bucket's all-reduce).  Marked but nothing launched, it takes
+     * part, so that every rank learns of the misuse. */
+    if (!b->committed || b->next_launch)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_tune: call it between steps, after "
                                               "commit");
-    /* Rank 0's inputs and whether it has a complete step to work from. */
-    double in[4] = {t->alpha_us, t->gbps, t->slowdown, b->hist_n > 0};
-    xc_result_t rc = xc_bcast(in, 4, XC_FLOAT64, 0, b->comm);
+    int mid = b->t_first || b->narrived; /* (t_first: any mark) */
+    /* Rank 0's inputs, whether it has a complete step to work from, and the
+     * highest rank in the middle of a step (+1): one maximum. */
+    double in[5] = {-DBL_MAX, -DBL_MAX, -DBL_MAX, 0, mid ? b->rank + 1 : 0};
+    if (b->rank == 0) in[0] = t->alpha_us, in[1] = t->gbps, in[2] = t->slowdown, in[3] = b->hist_n > 0;
+    xc_result_t rc = xc_allreduce(in, in, 5, XC_FLOAT64, XC_MAX, b->comm);
     if (rc != XC_OK)
         return xc__bk_fail(b, rc, "xc_bucketer_tune: %s", xc_comm_last_error(b->comm));
+    if (in[4] > 0)
+        return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_tune: call it between steps: rank %d "
+                                              "has marked gradients of a step it has not "
+                                              "finished", (int)in[4] - 1);
     if (in[3] != 1)
         return xc__bk_fail(b, XC_ERR_INVALID, "xc_bucketer_tune: no complete step to learn "
                                               "from yet (on rank 0)");

@@ -194,22 +194,34 @@ xc_result_t xc_bucketer_register(xc_bucketer_t *b, void *grad, size_t count, xc_
     return XC_OK;
 }
 
-xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay)
+xc_result_t xc__bk_reserve(xc_bucketer_t *b, const xc__layout_t *lay, xc__bk_res_t *r)
 {
-    unsigned char *arena = NULL;
     size_t nbk = (size_t)(lay->nbuckets ? lay->nbuckets : 1);
-    xc__bstate_t *bst = calloc(nbk, sizeof *bst);
-    int *seq = malloc(2 * nbk * sizeof *seq);
-    uint64_t *tl = calloc(2 * XC__TAIL_STEPS * nbk, sizeof *tl);
-    if (lay->arena_bytes) arena = aligned_alloc(XC__BUCKET_ALIGN, lay->arena_bytes);
-    if (!bst || !seq || !tl || (lay->arena_bytes && !arena)) {
-        free(bst);
-        free(seq);
-        free(tl);
-        free(arena);
+    *r = (xc__bk_res_t){.bst = calloc(nbk, sizeof *r->bst),
+                        .seq = malloc(2 * nbk * sizeof *r->seq),
+                        .tl = calloc(2 * XC__TAIL_STEPS * nbk, sizeof *r->tl)};
+    if (lay->arena_bytes) r->arena = aligned_alloc(XC__BUCKET_ALIGN, lay->arena_bytes);
+    if (!r->bst || !r->seq || !r->tl || (lay->arena_bytes && !r->arena)) {
+        xc__bk_res_free(r);
         return xc__bk_fail(b, XC_ERR_NOMEM, "bucketer: out of memory for %zu bytes of buckets",
                            lay->arena_bytes);
     }
+    return XC_OK;
+}
+
+void xc__bk_res_free(xc__bk_res_t *r)
+{
+    free(r->arena);
+    free(r->bst);
+    free(r->seq);
+    free(r->tl);
+    *r = (xc__bk_res_t){0};
+}
+
+void xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay, xc__bk_res_t *r)
+{
+    unsigned char *arena = r->arena;
+    size_t nbk = (size_t)(lay->nbuckets ? lay->nbuckets : 1);
     if (lay->arena_bytes) memset(arena, 0, lay->arena_bytes); /* padding reduces as zeros */
     if (b->views && b->arena) { /* carry the gradients' values over */
         for (int g = 0; g < b->ngrads; g++) {
@@ -230,19 +242,19 @@ xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay)
     b->lay = *lay;
     memset(lay, 0, sizeof *lay);
     b->arena = arena;
-    b->bst = bst;
+    b->bst = r->bst;
     free(b->seq);
-    b->seq = seq;
-    b->pos_of = seq + nbk;
+    b->seq = r->seq;
+    b->pos_of = r->seq + nbk;
     free(b->tl_ready);
-    b->tl_ready = tl;
-    b->tl_need = tl + XC__TAIL_STEPS * nbk;
+    b->tl_ready = r->tl;
+    b->tl_need = r->tl + XC__TAIL_STEPS * nbk;
+    *r = (xc__bk_res_t){0};
     b->tl_n = 0;
     xc__bk_set_seq(b, b->lay.nbuckets);
     for (int k = 0; k < b->lay.nbuckets; k++) b->bst[k].pending = b->lay.buckets[k].ngrads;
     b->next_launch = 0;
     b->narrived = 0;
-    return XC_OK;
 }
 
 xc_result_t xc_bucketer_commit(xc_bucketer_t *b)
@@ -256,36 +268,49 @@ xc_result_t xc_bucketer_commit(xc_bucketer_t *b)
     size_t *counts = malloc(nn * sizeof *counts);
     xc_dtype_t *dtypes = malloc(nn * sizeof *dtypes);
     int *order = malloc(nn * sizeof *order);
-    b->arrival = malloc(nn * sizeof *b->arrival);
-    b->last_order = malloc(nn * sizeof *b->last_order);
-    b->t_mark = calloc(nn, sizeof *b->t_mark);
-    b->hist_ready = calloc(nn * XC__BK_HIST, sizeof *b->hist_ready);
+    int *arrival = malloc(nn * sizeof *arrival), *last_order = malloc(nn * sizeof *last_order);
+    uint64_t *t_mark = calloc(nn, sizeof *t_mark);
+    uint64_t *hist_ready = calloc(nn * XC__BK_HIST, sizeof *hist_ready);
+    xc__layout_t lay = {0};
+    xc__bk_res_t res = {0};
     xc_result_t rc = XC_OK;
-    if (!counts || !dtypes || !order || !b->arrival || !b->last_order || !b->t_mark ||
-        !b->hist_ready) {
+    if (!counts || !dtypes || !order || !arrival || !last_order || !t_mark || !hist_ready) {
         rc = xc__bk_fail(b, XC_ERR_NOMEM, "xc_bucketer_commit: out of memory");
-        goto out;
+    } else {
+        for (int g = 0; g < n; g++) {
+            counts[g] = b->grads[g].count;
+            dtypes[g] = b->grads[g].dtype;
+            order[g] = n - 1 - g; /* backward meets the last layers first */
+        }
+        rc = xc__bk_layout_of(b, n, counts, dtypes, order, &lay);
+        if (rc != XC_OK) xc__bk_fail(b, rc, "xc_bucketer_commit: %s", xc__tls_error());
+        else rc = xc__bk_reserve(b, &lay, &res);
     }
-    for (int g = 0; g < n; g++) {
-        counts[g] = b->grads[g].count;
-        dtypes[g] = b->grads[g].dtype;
-        order[g] = n - 1 - g; /* backward meets the last layers first */
+    if (rc == XC_OK && b->use_thread) rc = xc__bk_thread_start(b);
+    /* Every rank commits or none does (a rank out of memory would leave
+     * the others launching alone); each can retry. */
+    rc = xc__agree_outcome(b->comm, rc, "xc_bucketer_commit");
+    if (rc == XC_OK) {
+        b->arrival = arrival, b->last_order = last_order;
+        b->t_mark = t_mark, b->hist_ready = hist_ready;
+        arrival = last_order = NULL, t_mark = hist_ready = NULL;
+        xc__bk_install(b, &lay, &res);
+        b->committed = 1;
+        b->rebuild_pending = b->rebuild;
+        if (b->forward_tail && !b->rebuild) b->tail_at = XC__TAIL_STEPS; /* else: after it */
+    } else {
+        xc__bk_fail(b, rc, "%s", xc__tls_error());
+        xc__bk_thread_stop(b);
+        xc__bk_res_free(&res);
+        xc__layout_free(&lay);
     }
-    xc__layout_t lay;
-    rc = xc__bk_layout_of(b, n, counts, dtypes, order, &lay);
-    if (rc != XC_OK) {
-        xc__bk_fail(b, rc, "xc_bucketer_commit: %s", xc__tls_error());
-        goto out;
-    }
-    XC_CHECK_GOTO(xc__bk_install(b, &lay), rc, out);
-    if (b->use_thread) XC_CHECK_GOTO(xc__bk_thread_start(b), rc, out);
-    b->committed = 1;
-    b->rebuild_pending = b->rebuild;
-    if (b->forward_tail && !b->rebuild) b->tail_at = XC__TAIL_STEPS; /* else: after it */
-out:
     free(counts);
     free(dtypes);
     free(order);
+    free(arrival);
+    free(last_order);
+    free(t_mark);
+    free(hist_ready);
     return rc;
 }
 

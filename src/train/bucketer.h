@@ -191,11 +191,22 @@ XC__HIDDEN xc_result_t xc__bk_fail(xc_bucketer_t *b, xc_result_t rc,
                                    const char *fmt, ...) XC__PRINTF(3, 4);
 /* The public view of bucket k. */
 XC__HIDDEN void xc__bk_view(const xc_bucketer_t *b, int k, xc_bucket_t *out);
-/* Install layout `lay` (taking ownership): allocate its arena, copy the
- * values of gradients living in the old one (views; the old arena is kept
- * until the next step's first mark, so addresses fetched before the rebuild
- * still read the results), reset step state. */
-XC__HIDDEN xc_result_t xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay);
+/* The allocations a layout needs, made before anything is replaced (so a
+ * failure changes nothing, and the ranks can agree before any installs). */
+typedef struct xc__bk_res {
+    unsigned char *arena;
+    xc__bstate_t *bst;
+    int *seq;
+    uint64_t *tl;
+} xc__bk_res_t;
+XC__HIDDEN xc_result_t xc__bk_reserve(xc_bucketer_t *b, const xc__layout_t *lay,
+                                      xc__bk_res_t *r);
+XC__HIDDEN void xc__bk_res_free(xc__bk_res_t *r);
+/* Install layout `lay` with its reserved memory (taking ownership of
+ * both): copy the values of gradients living in the old arena (views; the
+ * old arena is kept until the next step's first mark, so addresses fetched
+ * before the rebuild still read the results), reset step state. */
+XC__HIDDEN void xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay, xc__bk_res_t *r);
 
 /* bucket_step.c: start bucket k's reduction (hook or all-reduce); a failure
  * goes to step_rc / launch_err only (safe from the launch thread). */

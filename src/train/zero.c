@@ -137,7 +137,32 @@ xc_result_t xc_zero_register(xc_zero_t *z, const float *init, size_t count, int 
     return XC_OK;
 }
 
-/* Cut the tensors into buckets, shard them, place the initial values. */
+/* Undo build(): nothing held, the initial values kept (a commit that
+ * failed can be retried). */
+static void unbuild(xc_zero_t *z)
+{
+    for (int k = 0; k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
+        size_t s = b->s;
+        free_f(z, &z->mem.params, &b->full, padded(z, b));
+        free_f(z, &z->mem.params, &b->shard, s);
+        free_f(z, &z->mem.grads, &b->gshard, s);
+        free_f(z, &z->mem.state, &b->state, s * (size_t)z->o.state_per_value);
+    }
+    free(z->b);
+    z->b = NULL;
+    z->nb = 0;
+    free(z->tmp);
+    z->tmp = NULL;
+    z->tmp_cap = 0;
+    free(z->clip_g);
+    z->clip_g = NULL;
+    z->mem = (xc_zero_memory_t){0};
+}
+
+/* Cut the tensors into buckets, shard them, allocate every buffer, and
+ * copy the initial values in (kept until every rank has built: on failure
+ * unbuild() leaves the registrations as they were). */
 static xc_result_t build(xc_zero_t *z)
 {
     size_t cap = (size_t)(z->o.bucket_mb * 1048576.0 / sizeof(float));
@@ -165,6 +190,14 @@ static xc_result_t build(xc_zero_t *z)
         b->state = alloc_f(z, &z->mem.state, b->s * (size_t)z->o.state_per_value);
         if (!(z->o.stage < 3 ? b->full : b->shard) || !b->gshard || !b->state)
             return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory for %zu values", b->count);
+        if (z->o.stage < 3 && z->tmp_cap < b->s) z->tmp_cap = b->s; /* the gathers' source */
+    }
+    if (z->tmp_cap && !(z->tmp = malloc(z->tmp_cap * sizeof *z->tmp)))
+        return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
+    if (!(z->clip_g = calloc((size_t)z->nb + 1, sizeof *z->clip_g)))
+        return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
+    for (int k = 0; k < z->nb; k++) {
+        bucket_t *b = &z->b[k];
         for (int i = b->t0; i < b->t0 + b->nt; i++) {
             tensor_t *t = &z->t[i];
             size_t a = t->off > b->lo ? t->off : b->lo;
@@ -177,8 +210,6 @@ static xc_result_t build(xc_zero_t *z)
             if (b->full && t->count) memcpy(b->full + t->off, t->init, t->count * sizeof(float));
             if (b->shard && t->sub_n)
                 memcpy(b->shard + (a - b->lo), t->init + t->sub_lo, t->sub_n * sizeof(float));
-            free(t->init);
-            t->init = NULL;
         }
     }
     return XC_OK;
@@ -219,13 +250,17 @@ xc_result_t xc_zero_commit(xc_zero_t *z)
                                         "%d, prefetch %d, inflight %d, state_per_value %d, "
                                         "bucket_mb %g here)",
                        o->stage, o->prefetch, o->inflight, o->state_per_value, o->bucket_mb);
-    XC_CHECK(build(z));
-    for (int k = 0; z->o.stage < 3 && k < z->nb; k++) /* the step's gathers' source */
-        if (z->tmp_cap < z->b[k].s) z->tmp_cap = z->b[k].s;
-    if (z->tmp_cap && !(z->tmp = malloc(z->tmp_cap * sizeof *z->tmp)))
-        return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
-    if (!(z->clip_g = calloc((size_t)z->nb + 1, sizeof *z->clip_g)))
-        return xc__err(XC_ERR_NOMEM, "xc_zero_commit: out of memory");
+    /* Every rank commits or none does: one that ran out of memory would
+     * otherwise leave the others stepping alone (each can retry). */
+    xc_result_t rc = xc__agree_outcome(z->comm, build(z), "xc_zero_commit");
+    if (rc != XC_OK) {
+        unbuild(z);
+        return rc;
+    }
+    for (int i = 0; i < z->nt; i++) {
+        free(z->t[i].init);
+        z->t[i].init = NULL;
+    }
     z->next_rs = z->nb - 1;
     z->committed = 1;
     return XC_OK;

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PRINT_CAP 40
 
@@ -98,6 +100,43 @@ void *h_alloc(size_t bytes)
     }
     h_poison(p, bytes + H_GUARD);
     return p;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define H_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define H_SANITIZED 1
+#endif
+#endif
+
+#ifndef H_SANITIZED
+static struct rlimit g_as_saved;
+#endif
+
+int h_limit_memory(size_t headroom)
+{
+#ifdef H_SANITIZED
+    (void)headroom;
+    return 0;
+#else
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    int ok = fscanf(f, "%lu", &pages) == 1;
+    fclose(f);
+    if (!ok || getrlimit(RLIMIT_AS, &g_as_saved) != 0) return 0;
+    struct rlimit r = g_as_saved;
+    r.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + headroom;
+    return setrlimit(RLIMIT_AS, &r) == 0;
+#endif
+}
+
+void h_unlimit_memory(void)
+{
+#ifndef H_SANITIZED
+    setrlimit(RLIMIT_AS, &g_as_saved);
+#endif
 }
 
 /* A block of xc_mem_alloc_shared (XCOLL_TEST_BUFFERS=shared), else

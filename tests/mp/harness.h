@@ -135,6 +135,13 @@ void *h_alloc(size_t bytes);
 void h_free(void *p);
 void h_poison(void *p, size_t bytes);
 
+/* Out-of-memory tests: limit this process's address space to what it maps
+ * now plus `headroom` bytes (RLIMIT_AS), so that larger allocations fail.
+ * Returns 0 (and limits nothing) under ASan/TSan, whose shadow mappings
+ * make an address-space limit meaningless; h_unlimit_memory restores it. */
+int h_limit_memory(size_t headroom);
+void h_unlimit_memory(void);
+
 /* ------------------------------------------------------------ checks */
 
 /* Expected value of one reduced element. */

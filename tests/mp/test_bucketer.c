@@ -868,6 +868,24 @@ static void test_tune(void)
         for (int g = NG - 1; g >= 0; g--) H_CHECK(H.comm, xc_bucketer_mark_ready(b, g));
         H_CHECK(H.comm, xc_bucketer_finish(b));
     }
+    if (H.size > 1) {
+        /* the last rank in the middle of a step (a gradient marked, its
+         * bucket not launched): every rank refuses, naming it, and the
+         * step then finishes as usual */
+        int last = H.rank == H.size - 1;
+        char rk[32];
+        snprintf(rk, sizeof rk, "rank %d", H.size - 1);
+        for (int g = 0; g < NG; g++) fill(user[g], 4, g, 0);
+        if (last) H_CHECK(H.comm, xc_bucketer_mark_ready(b, 0));
+        t = (xc_bucket_tune_t)XC_BUCKET_TUNE_INIT;
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_bucketer_tune(b, &t));
+        expect_msg(b, "between steps", "tune mid-step on one rank");
+        expect_msg(b, rk, "tune mid-step names the rank");
+        for (int g = NG - 1; g >= 0; g--)
+            if (!(last && g == 0)) H_CHECK(H.comm, xc_bucketer_mark_ready(b, g));
+        H_CHECK(H.comm, xc_bucketer_finish(b));
+        check_against_per_tensor(b, user, 4, XC_AVG, "the step after a refused tune");
+    }
     t = (xc_bucket_tune_t)XC_BUCKET_TUNE_INIT;
     t.alpha_us = 20;
     t.gbps = 2;
@@ -892,6 +910,66 @@ static void test_tune(void)
     H_TRUE("fitted slowdown", t.slowdown >= 1);
     H_CHECK(H.comm, xc_bucketer_destroy(b));
     free_user(user);
+}
+
+/* The last rank out of memory at commit and at the rebuild: every rank
+ * fails alike, naming it; nothing changes (the old layout stays); the
+ * retry -- the next commit, the next step's finish -- works. */
+static void test_oom(void)
+{
+    enum { BIG = 8 << 20 }; /* values: 32 MiB gradients, so the arena is 64 MiB */
+    int last = H.rank == H.size - 1;
+    char rk[48];
+    snprintf(rk, sizeof rk, "failed on rank %d", H.size - 1);
+    xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
+    o.views = 1;
+    o.rebuild = 1;
+    xc_bucketer_t *b;
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    H_CHECK(H.comm, xc_bucketer_register(b, NULL, BIG, XC_FLOAT32, "big.a", NULL));
+    H_CHECK(H.comm, xc_bucketer_register(b, NULL, BIG, XC_FLOAT32, "big.b", NULL));
+    int lim = last && h_limit_memory(16u << 20);
+    H_CHECK(H.comm, xc_allreduce(&lim, &lim, 1, XC_INT32, XC_MAX, H.comm));
+    if (!lim) {
+        if (H.rank == 0) printf("bucketer out of memory: skipped (sanitizer build)\n");
+        H_CHECK(H.comm, xc_bucketer_destroy(b));
+        return;
+    }
+    H_EXPECT_RC(H.comm, XC_ERR_NOMEM, xc_bucketer_commit(b));
+    expect_msg(b, rk, "commit out of memory on one rank");
+    if (last) h_unlimit_memory();
+    H_CHECK(H.comm, xc_bucketer_commit(b));
+    for (int step = 1; step <= 2; step++) {
+        for (int g = 0; g < 2; g++) {
+            float *v = xc_bucketer_grad(b, g);
+            for (size_t i = 0; i < BIG; i++) v[i] = (float)(H.rank + 1 + g + (i & 7));
+        }
+        /* forward order: the rebuild makes a new layout (commit's is reversed) */
+        for (int g = 0; g < 2; g++) H_CHECK(H.comm, xc_bucketer_mark_ready(b, g));
+        /* (the buckets complete first: only the rebuild is short of memory) */
+        for (int g = 0; g < 2; g++) H_CHECK(H.comm, xc_bucketer_wait(b, g));
+        if (step == 1 && last) h_limit_memory(16u << 20);
+        if (step == 1) {
+            H_EXPECT_RC(H.comm, XC_ERR_NOMEM, xc_bucketer_finish(b));
+            expect_msg(b, rk, "rebuild out of memory on one rank");
+            if (last) h_unlimit_memory();
+        } else {
+            H_CHECK(H.comm, xc_bucketer_finish(b));
+        }
+        H_EQ_INT("layout: kept after a failed rebuild, then rebuilt", info_of(b).layout,
+                 step - 1);
+        size_t wrong = 0;
+        for (int g = 0; g < 2; g++) {
+            const float *v = xc_bucketer_grad(b, g);
+            for (size_t i = 0; i < BIG; i++)
+            {
+                double want = (H.size + 1) / 2.0 + g + (double)(i & 7);
+                wrong += !(fabs(v[i] - want) <= 1e-6 * want);
+            }
+        }
+        H_EQ_U64("averages around the rebuild", wrong, 0);
+    }
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
 }
 
 static void test_mismatch(void)
@@ -1077,5 +1155,6 @@ int main(int argc, char **argv)
     test_misuse_steps(1);
     test_mismatch();
     test_tune();
+    test_oom();
     return h_finish();
 }
