@@ -924,7 +924,8 @@ XC_API xc_result_t xc_bucketer_wait(xc_bucketer_t *b, int index);
  * with XCOLL_COMPRESS=fp16|bf16|int8 installs one itself at commit
  * (XCOLL_COMPRESS_WARMUP steps, default 10; XCOLL_COMPRESS_FEEDBACK=0
  * turns the feedback off; XCOLL_COMPRESS_WHEN, below).  xc_compress_hook_residual exposes a bucket's
- * residual (for checkpoints), NULL data if it has none yet.
+ * residual (for checkpoints), NULL data if it has none yet;
+ * xc_compress_hook_residual_of makes it (to restore one).
  */
 typedef struct xc_compress_hook xc_compress_hook_t;
 XC_API xc_result_t xc_compress_hook_create(xc_compress_t fmt, int warmup, int feedback,
@@ -945,6 +946,13 @@ typedef enum xc_compress_when {
 XC_API xc_result_t xc_compress_hook_set_when(xc_compress_hook_t *h, xc_compress_when_t when);
 XC_API xc_result_t xc_compress_hook_residual(xc_compress_hook_t *h, int bucket, void **data,
                                              size_t *bytes);
+/* The residual of bucket `bk` (from xc_bucketer_bucket), created (zero)
+ * for its size and layout if the hook has none for them yet: where a
+ * checkpoint's residuals are restored before the first compressed step
+ * (copy the saved bytes into *data).  NULL data, XC_OK, for a bucket that
+ * never has one (another dtype or op, feedback off).  Between steps. */
+XC_API xc_result_t xc_compress_hook_residual_of(xc_compress_hook_t *h, const xc_bucket_t *bk,
+                                                void **data, size_t *bytes);
 
 /* Install (or with NULL remove) a communication hook; only between steps.
  * The struct is copied. */

@@ -151,3 +151,19 @@ xc_result_t xc_compress_hook_residual(xc_compress_hook_t *h, int bucket, void **
     if (bucket >= h->nslots || !h->slots[bucket].res) return XC_OK;
     return xc_residual_data(h->slots[bucket].res, data, bytes);
 }
+
+xc_result_t xc_compress_hook_residual_of(xc_compress_hook_t *h, const xc_bucket_t *bk,
+                                         void **data, size_t *bytes)
+{
+    if (!h || !bk || !data || !bytes || bk->index < 0)
+        return xc__err(XC_ERR_INVALID, "xc_compress_hook_residual_of: bad argument");
+    *data = NULL;
+    *bytes = 0;
+    if (h->fmt == XC_COMPRESS_NONE || !h->feedback || !compressible(bk))
+        return XC_OK; /* this bucket never has one */
+    slot_t *s = NULL;
+    xc_residual_t *res = NULL;
+    XC_CHECK(slot_of(h, bk, &s));
+    XC_CHECK(residual_of(s, bk, &res));
+    return xc_residual_data(res, data, bytes);
+}

@@ -577,6 +577,90 @@ static void test_hook(int from_env)
     for (int i = 0; i < NG; i++) free(g[i]);
 }
 
+/* A hook's residuals saved after compressed steps and restored into a
+ * fresh bucketer and hook (xc_compress_hook_residual_of, before its first
+ * step): the next step ends with the same bits as the uninterrupted run. */
+static xc_bucketer_t *hooked_pair(float **g, const size_t *cnt, int ng, xc_compress_hook_t **h)
+{
+    xc_bucketer_opts_t o = XC_BUCKETER_OPTS_INIT;
+    o.bucket_mb = 0.01;
+    o.first_bucket_mb = 0.01;
+    xc_bucketer_t *b = NULL;
+    xc_bucket_hook_t hook;
+    H_CHECK(H.comm, xc_bucketer_create(H.comm, &o, &b));
+    H_CHECK(H.comm, xc_compress_hook_create(XC_COMPRESS_INT8, 0, 1, h, &hook));
+    H_CHECK(H.comm, xc_compress_hook_set_when(*h, XC_COMPRESS_WHEN_ALWAYS));
+    H_CHECK(H.comm, xc_bucketer_set_hook(b, &hook));
+    for (int i = 0; i < ng; i++)
+        H_CHECK(H.comm, xc_bucketer_register(b, g[i], cnt[i], XC_FLOAT32, NULL, NULL));
+    H_CHECK(H.comm, xc_bucketer_commit(b));
+    return b;
+}
+
+static void hooked_step(xc_bucketer_t *b, float **g, const size_t *cnt, int ng, int step)
+{
+    for (int i = 0; i < ng; i++)
+        for (size_t k = 0; k < cnt[i]; k++)
+            g[i][k] = (float)sin((double)(k * 5 + (size_t)i * 13 + (size_t)H.rank * 7 + (size_t)step));
+    for (int i = ng - 1; i >= 0; i--) H_CHECK(H.comm, xc_bucketer_mark_ready(b, i));
+    H_CHECK(H.comm, xc_bucketer_finish(b));
+}
+
+static void test_hook_restore(void)
+{
+    enum { NG = 2, MAXB = 16 };
+    static const size_t cnt[NG] = {3000, 777};
+    float *g[NG], *g2[NG];
+    for (int i = 0; i < NG; i++) {
+        g[i] = malloc(cnt[i] * sizeof(float));
+        g2[i] = malloc(cnt[i] * sizeof(float));
+    }
+    xc_compress_hook_t *h = NULL, *h2 = NULL;
+    xc_bucketer_t *b = hooked_pair(g, cnt, NG, &h);
+    for (int step = 1; step <= 3; step++) hooked_step(b, g, cnt, NG, step);
+    /* the checkpoint: every bucket's residual */
+    void *saved[MAXB] = {0};
+    size_t sbytes[MAXB] = {0};
+    int with = 0;
+    xc_bucketer_info_t in = {.size = sizeof in};
+    H_CHECK(H.comm, xc_bucketer_info(b, &in));
+    int nb = in.nbuckets < MAXB ? in.nbuckets : MAXB;
+    for (int k = 0; k < nb; k++) {
+        void *d = NULL;
+        H_CHECK(H.comm, xc_compress_hook_residual(h, k, &d, &sbytes[k]));
+        saved[k] = malloc(sbytes[k] ? sbytes[k] : 1);
+        if (sbytes[k]) memcpy(saved[k], d, sbytes[k]);
+        with += sbytes[k] > 0;
+    }
+    H_TRUE("residuals to save", with > 0);
+    hooked_step(b, g, cnt, NG, 4); /* the uninterrupted run's next step */
+
+    xc_bucketer_t *b2 = hooked_pair(g2, cnt, NG, &h2);
+    void *d = NULL;
+    size_t bytes = 0;
+    H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_compress_hook_residual_of(h2, NULL, &d, &bytes));
+    for (int k = 0; k < nb; k++) {
+        xc_bucket_t bk;
+        H_CHECK(H.comm, xc_bucketer_bucket(b2, k, &bk));
+        H_CHECK(H.comm, xc_compress_hook_residual_of(h2, &bk, &d, &bytes));
+        H_EQ_U64("restored residual's size", bytes, sbytes[k]);
+        if (bytes == sbytes[k] && bytes) memcpy(d, saved[k], bytes);
+    }
+    hooked_step(b2, g2, cnt, NG, 4);
+    for (int i = 0; i < NG; i++)
+        H_TRUE("restored residuals: the same bits as the uninterrupted run",
+               !memcmp(g[i], g2[i], cnt[i] * sizeof(float)));
+    for (int k = 0; k < nb; k++) free(saved[k]);
+    H_CHECK(H.comm, xc_bucketer_destroy(b));
+    H_CHECK(H.comm, xc_bucketer_destroy(b2));
+    xc_compress_hook_free(h);
+    xc_compress_hook_free(h2);
+    for (int i = 0; i < NG; i++) {
+        free(g[i]);
+        free(g2[i]);
+    }
+}
+
 /* Policy "faster": two fp32 gradients in buckets of their own, a small and
  * a large one, no warm-up: each is compressed iff the model says so. */
 static void test_hook_faster(void)
@@ -725,6 +809,7 @@ int main(int argc, char **argv)
     test_reduce_scatter();
     test_hook(0);
     test_hook(1);
+    test_hook_restore();
     test_hook_faster();
     test_misuse();
     return h_finish();
