@@ -954,6 +954,10 @@ XC_API xc_result_t xc_compress_hook_residual(xc_compress_hook_t *h, int bucket, 
 XC_API xc_result_t xc_compress_hook_residual_of(xc_compress_hook_t *h, const xc_bucket_t *bk,
                                                 void **data, size_t *bytes);
 
+/* The compression hook a bucketer created with XCOLL_COMPRESS installed
+ * itself (its residuals for checkpoints), or NULL; owned by the bucketer. */
+XC_API xc_compress_hook_t *xc_bucketer_compress_hook(const xc_bucketer_t *b);
+
 /* Install (or with NULL remove) a communication hook; only between steps.
  * The struct is copied. */
 XC_API xc_result_t xc_bucketer_set_hook(xc_bucketer_t *b,

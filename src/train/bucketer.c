@@ -339,6 +339,11 @@ void *xc_bucketer_grad(const xc_bucketer_t *b, int index)
     return b->arena + bk->byte_off + b->lay.offset_of[index] * xc__dtype_size(bk->dtype);
 }
 
+xc_compress_hook_t *xc_bucketer_compress_hook(const xc_bucketer_t *b)
+{
+    return b ? b->own_compress : NULL;
+}
+
 xc_result_t xc_bucketer_set_hook(xc_bucketer_t *b, const xc_bucket_hook_t *hook)
 {
     if (!b) return xc__err(XC_ERR_INVALID, "xc_bucketer_set_hook: bucketer is NULL");
