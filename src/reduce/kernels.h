@@ -96,4 +96,12 @@ XC__HIDDEN void xc__reduce_scalar_range(xc__reduce_kernel_fn scalar, void *dst,
         st_##kind(d + i + 3 * (E), a3);                                        \
     }
 
+/* Kernel `name`: `two` for k == 2, `many` otherwise (where two inputs
+ * have a cheaper form: float min/max pick pairwise, native fp16). */
+#define XC__K_TWO_OR_MORE(name, two, many)                                     \
+    static void name(void *dst, const void *const *srcs, int k, size_t n)      \
+    {                                                                          \
+        (k == 2 ? two : many)(dst, srcs, k, n);                                \
+    }
+
 #endif /* XC_REDUCE_KERNELS_H */

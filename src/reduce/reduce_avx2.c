@@ -19,9 +19,9 @@
  *    from three 32x32->64 products, and 64-bit min/max from vpcmpgtq (with
  *    the sign bit flipped for unsigned order);
  *  - floats: as reduce_avx512.c: same IEEE operation per element and order,
- *    NaNs made canonical before the store, min/max on the bits compared as
- *    integers (flipped where both are negative), never vminps/vmaxps,
- *    whose results depend on MXCSR.DAZ;
+ *    NaNs made canonical before the store, min/max on the bits' order
+ *    keys compared as integers, never vminps/vmaxps, whose results depend
+ *    on MXCSR.DAZ;
  *  - fp16 uses vcvtph2ps/vcvtps2ph (nearest even from the immediate), bf16
  *    integer shifts with half.c's rounding.
  */
@@ -115,7 +115,8 @@ XC__INT_KIND(u64, uint64_t)
 /* Operations                                                          */
 /* ------------------------------------------------------------------ */
 
-/* Float min/max on the bits, as reduce_avx512.c (MXCSR-independent). */
+/* Float min/max of two inputs on the bits, as reduce_avx512.c
+ * (MXCSR-independent). */
 XC__INL __m256 pick_ps_(__m256 a, __m256 b, int take_min)
 {
     __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
@@ -182,6 +183,64 @@ XC__INL __m256i max_epu64_(__m256i a, __m256i b)
     return _mm256_blendv_epi8(a, b, gt_epu64(b, a));
 }
 
+/* Float min/max in key space, as reduce_avx512.c (MXCSR-independent):
+ * keys (the magnitude flipped where the sign is set) folded with integer
+ * min/max, NaN lanes gathered from a floating unordered compare, the key
+ * turned back and NaN lanes made canonical at the store. */
+typedef struct kps {
+    __m256i key, nan;
+} kps_t;
+typedef struct kpd {
+    __m256i key, nan;
+} kpd_t;
+XC__INL __m256i okey32(__m256i u)
+{
+    return _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
+}
+XC__INL __m256i okey64(__m256i u)
+{
+    __m256i sign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), u);
+    return _mm256_xor_si256(u, _mm256_srli_epi64(sign, 1));
+}
+XC__INL kps_t kin_ps(__m256 x)
+{
+    kps_t r = {okey32(_mm256_castps_si256(x)), _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))};
+    return r;
+}
+XC__INL __m256 kout_ps(kps_t v)
+{
+    return _mm256_castsi256_ps(
+        _mm256_blendv_epi8(okey32(v.key), _mm256_set1_epi32(0x7fc00000), v.nan));
+}
+XC__INL kpd_t kin_pd(__m256d x)
+{
+    kpd_t r = {okey64(_mm256_castpd_si256(x)), _mm256_castpd_si256(_mm256_cmp_pd(x, x, _CMP_UNORD_Q))};
+    return r;
+}
+XC__INL __m256d kout_pd(kpd_t v)
+{
+    return _mm256_castsi256_pd(
+        _mm256_blendv_epi8(okey64(v.key), _mm256_set1_epi64x(0x7ff8000000000000), v.nan));
+}
+#define XC__KFOLD(KT, name, OP)                                                \
+    XC__INL k##KT##_t name##_##KT(k##KT##_t a, k##KT##_t b)                    \
+    {                                                                          \
+        k##KT##_t r = {OP(a.key, b.key), _mm256_or_si256(a.nan, b.nan)};      \
+        return r;                                                              \
+    }
+XC__KFOLD(ps, kmin, _mm256_min_epi32)
+XC__KFOLD(ps, kmax, _mm256_max_epi32)
+XC__KFOLD(pd, kmin, min_epi64_)
+XC__KFOLD(pd, kmax, max_epi64_)
+/* Key kind k<kind> over float kind `kind`. */
+#define XC__KEY_KIND(kind, T, KT)                                              \
+    XC__INL k##KT##_t ld_k##kind(const T *p) { return kin_##KT(ld_##kind(p)); } \
+    XC__INL void st_k##kind(T *p, k##KT##_t v) { st_##kind(p, kout_##KT(v)); }
+XC__KEY_KIND(f32, float, ps)
+XC__KEY_KIND(f64, double, pd)
+XC__KEY_KIND(f16, uint16_t, ps)
+XC__KEY_KIND(bf16, uint16_t, ps)
+
 /* ------------------------------------------------------------------ */
 /* Kernel generator                                                    */
 /* ------------------------------------------------------------------ */
@@ -236,8 +295,12 @@ XC__MINMAX(u64, uint64_t, 4, min_epi64_, max_epi64_, XC_INT64)
 #define XC__FLOAT_KERNELS(sfx, T, V, E, PS, DT)                                \
     XC__K(sum_##sfx, sfx, T, V, E, _mm256_add_##PS, DT, XC_SUM)                \
     XC__K(prod_##sfx, sfx, T, V, E, _mm256_mul_##PS, DT, XC_PROD)              \
-    XC__K(min_##sfx, sfx, T, V, E, min_##PS##_, DT, XC_MIN)                    \
-    XC__K(max_##sfx, sfx, T, V, E, max_##PS##_, DT, XC_MAX)
+    XC__K(min2_##sfx, sfx, T, V, E, min_##PS##_, DT, XC_MIN)                   \
+    XC__K(max2_##sfx, sfx, T, V, E, max_##PS##_, DT, XC_MAX)                   \
+    XC__K(mink_##sfx, k##sfx, T, k##PS##_t, E, kmin_##PS, DT, XC_MIN)         \
+    XC__K(maxk_##sfx, k##sfx, T, k##PS##_t, E, kmax_##PS, DT, XC_MAX)         \
+    XC__K_TWO_OR_MORE(min_##sfx, min2_##sfx, mink_##sfx)                       \
+    XC__K_TWO_OR_MORE(max_##sfx, max2_##sfx, maxk_##sfx)
 
 XC__FLOAT_KERNELS(f32, float, __m256, 8, ps, XC_FLOAT32)
 XC__FLOAT_KERNELS(f64, double, __m256d, 4, pd, XC_FLOAT64)

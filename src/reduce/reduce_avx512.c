@@ -29,10 +29,10 @@
  *    element; every NaN is replaced by the canonical one before the store,
  *    as the scalar code does, so operand order inside an instruction cannot
  *    leak a payload;
- *  - float min/max compare the bits as integers, not as floats (the
- *    compare flipped where both operands are negative orders every non-NaN
- *    value as the numbers, with -0 < +0); the smaller (larger) operand is
- *    taken whole, and any NaN operand gives the canonical NaN.  vminps /
+ *  - float min/max compare the bits' order keys as integers, not the
+ *    floats (the keys order every non-NaN value as the numbers, with
+ *    -0 < +0, as reduce_scalar.c's); the smallest (largest) input is taken
+ *    whole, and any NaN input gives the canonical NaN.  vminps /
  *    vmaxps are not used: under MXCSR.DAZ (torch.set_flush_denormal, a
  *    -ffast-math program) they compare subnormals as zeros and return a
  *    flushed zero, so ranks or threads in different modes would disagree
@@ -213,7 +213,7 @@ XC__INL __m512 mul_ps(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
 XC__INL __m512d add_pd(__m512d a, __m512d b) { return _mm512_add_pd(a, b); }
 XC__INL __m512d mul_pd(__m512d a, __m512d b) { return _mm512_mul_pd(a, b); }
 
-/* Float min/max on the bits (see the file comment): exact, one of the
+/* Float min/max of two inputs on the bits (see the file comment): exact, one of the
  * operands, -0 < +0, any NaN operand the canonical NaN, whatever MXCSR
  * holds.  As signed integers the bits order non-negative floats as the
  * floats and negative ones in reverse: "a below b" is the integer compare
@@ -245,6 +245,103 @@ XC__INL __m512d pick_pd(__m512d a, __m512d b, int take_min)
 }
 XC__INL __m512d min_pd(__m512d a, __m512d b) { return pick_pd(a, b, 1); }
 XC__INL __m512d max_pd(__m512d a, __m512d b) { return pick_pd(a, b, 0); }
+
+/* Float min/max of more inputs in key space (see the file comment): each input's bits
+ * become their order key once -- the magnitude bits flipped where the
+ * sign is set (srai, then one vpternlogd: u ^ (s & 0x7fffffff)) -- so that
+ * as signed integers the keys order every non-NaN value as the numbers,
+ * -0 < +0; the k inputs fold with one integer min/max a register (a
+ * one-cycle chain), NaN lanes gather in a mask from a floating unordered
+ * compare (which DAZ does not affect); at the store the key turns back
+ * (the same flip) and NaN lanes become the canonical NaN.  A key kind
+ * wraps a float kind: loads return keys, stores take them. */
+typedef struct kps {
+    __m512i key;
+    __mmask16 nan;
+} kps_t;
+typedef struct kpd {
+    __m512i key;
+    __mmask8 nan;
+} kpd_t;
+typedef struct kv2 {
+    kps_t ev, od;
+} kv2_t;
+XC__INL __m512i okey32(__m512i u)
+{
+    return _mm512_ternarylogic_epi32(u, _mm512_srai_epi32(u, 31), _mm512_set1_epi32(0x7fffffff),
+                                     0x78);
+}
+XC__INL __m512i okey64(__m512i u)
+{
+    return _mm512_ternarylogic_epi64(u, _mm512_srai_epi64(u, 63),
+                                     _mm512_set1_epi64(0x7fffffffffffffff), 0x78);
+}
+XC__INL kps_t kin_ps(__m512 x)
+{
+    kps_t r = {okey32(_mm512_castps_si512(x)), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)};
+    return r;
+}
+XC__INL __m512 kout_ps(kps_t v)
+{
+    return _mm512_castsi512_ps(
+        _mm512_mask_mov_epi32(okey32(v.key), v.nan, _mm512_set1_epi32(0x7fc00000)));
+}
+XC__INL kpd_t kin_pd(__m512d x)
+{
+    kpd_t r = {okey64(_mm512_castpd_si512(x)), _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q)};
+    return r;
+}
+XC__INL __m512d kout_pd(kpd_t v)
+{
+    return _mm512_castsi512_pd(
+        _mm512_mask_mov_epi64(okey64(v.key), v.nan, _mm512_set1_epi64(0x7ff8000000000000)));
+}
+XC__INL kv2_t kin_v2(v2ps_t x)
+{
+    kv2_t r = {kin_ps(x.ev), kin_ps(x.od)};
+    return r;
+}
+XC__INL v2ps_t kout_v2(kv2_t v)
+{
+    v2ps_t r = {kout_ps(v.ev), kout_ps(v.od)};
+    return r;
+}
+#define XC__KFOLD(KT, W, name, OP)                                             \
+    XC__INL k##KT##_t name##_##KT(k##KT##_t a, k##KT##_t b)                    \
+    {                                                                          \
+        k##KT##_t r = {OP##_##W(a.key, b.key), a.nan | b.nan};                 \
+        return r;                                                              \
+    }
+XC__KFOLD(ps, epi32, kmin, _mm512_min)
+XC__KFOLD(ps, epi32, kmax, _mm512_max)
+XC__KFOLD(pd, epi64, kmin, _mm512_min)
+XC__KFOLD(pd, epi64, kmax, _mm512_max)
+XC__INL kv2_t kmin_v2(kv2_t a, kv2_t b)
+{
+    kv2_t r = {kmin_ps(a.ev, b.ev), kmin_ps(a.od, b.od)};
+    return r;
+}
+XC__INL kv2_t kmax_v2(kv2_t a, kv2_t b)
+{
+    kv2_t r = {kmax_ps(a.ev, b.ev), kmax_ps(a.od, b.od)};
+    return r;
+}
+/* Key kind k<kind> over float kind `kind` (mask M, key type k<KT>_t). */
+#define XC__KEY_KIND(kind, T, M, KT)                                           \
+    XC__INL k##KT##_t ld_k##kind(const T *p) { return kin_##KT(ld_##kind(p)); } \
+    XC__INL k##KT##_t ldm_k##kind(const T *p, M m)                             \
+    {                                                                          \
+        return kin_##KT(ldm_##kind(p, m));                                     \
+    }                                                                          \
+    XC__INL void st_k##kind(T *p, k##KT##_t v) { st_##kind(p, kout_##KT(v)); } \
+    XC__INL void stm_k##kind(T *p, M m, k##KT##_t v)                           \
+    {                                                                          \
+        stm_##kind(p, m, kout_##KT(v));                                        \
+    }
+XC__KEY_KIND(f32, float, __mmask16, ps)
+XC__KEY_KIND(f64, double, __mmask8, pd)
+XC__KEY_KIND(f16, uint16_t, __mmask16, ps)
+XC__KEY_KIND(bf16, uint16_t, __mmask32, v2)
 
 XC__LIFT2(add_v2, add_ps)
 XC__LIFT2(mul_v2, mul_ps)
@@ -302,8 +399,12 @@ XC__K(prod_u64, u64, uint64_t, __m512i, __mmask8, 8, _mm512_mullo_epi64)
 #define XC__FLOAT_KERNELS(sfx, T, V, M, E, PS)                                 \
     XC__K(sum_##sfx, sfx, T, V, M, E, add_##PS)                                \
     XC__K(prod_##sfx, sfx, T, V, M, E, mul_##PS)                               \
-    XC__K(min_##sfx, sfx, T, V, M, E, min_##PS)                                \
-    XC__K(max_##sfx, sfx, T, V, M, E, max_##PS)
+    XC__K(min2_##sfx, sfx, T, V, M, E, min_##PS)                               \
+    XC__K(max2_##sfx, sfx, T, V, M, E, max_##PS)                               \
+    XC__K(mink_##sfx, k##sfx, T, k##PS##_t, M, E, kmin_##PS)                   \
+    XC__K(maxk_##sfx, k##sfx, T, k##PS##_t, M, E, kmax_##PS)                   \
+    XC__K_TWO_OR_MORE(min_##sfx, min2_##sfx, mink_##sfx)                       \
+    XC__K_TWO_OR_MORE(max_##sfx, max2_##sfx, maxk_##sfx)
 
 XC__FLOAT_KERNELS(f32, float, __m512, __mmask16, 16, ps)
 XC__FLOAT_KERNELS(f64, double, __m512d, __mmask8, 8, pd)
@@ -412,15 +513,7 @@ XC__K16(min_h16, h16, uint16_t, __m512h, __mmask32, 32, min_ph)
 XC__K16(max_h16, h16, uint16_t, __m512h, __mmask32, 32, max_ph)
 
 /* fp16 kernels of this table: in fp16 for k == 2, else widened. */
-#define XC__F16X(op)                                                           \
-    static XC__AVX512FP16 void op##_f16x(void *dst, const void *const *srcs,   \
-                                         int k, size_t n)                      \
-    {                                                                          \
-        if (k == 2)                                                            \
-            op##_h16(dst, srcs, k, n);                                         \
-        else                                                                   \
-            op##_f16(dst, srcs, k, n);                                         \
-    }
+#define XC__F16X(op) XC__K_TWO_OR_MORE(op##_f16x, op##_h16, op##_f16)
 XC__F16X(sum)
 XC__F16X(prod)
 XC__F16X(min)
@@ -455,8 +548,15 @@ XC__INL16 void stm_bf16x(uint16_t *p, __mmask32 m, v2ps_t v)
 }
 XC__K16(sum_bf16x, bf16x, uint16_t, v2ps_t, __mmask32, 32, add_v2)
 XC__K16(prod_bf16x, bf16x, uint16_t, v2ps_t, __mmask32, 32, mul_v2)
-XC__K16(min_bf16x, bf16x, uint16_t, v2ps_t, __mmask32, 32, min_v2)
-XC__K16(max_bf16x, bf16x, uint16_t, v2ps_t, __mmask32, 32, max_v2)
+/* (min/max pick one input each: the base table's narrowing is exact) */
+static void min_bf16x(void *dst, const void *const *srcs, int k, size_t n)
+{
+    min_bf16(dst, srcs, k, n);
+}
+static void max_bf16x(void *dst, const void *const *srcs, int k, size_t n)
+{
+    max_bf16(dst, srcs, k, n);
+}
 
 /* ------------------------------------------------------------------ */
 /* Table                                                               */
