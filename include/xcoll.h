@@ -1200,7 +1200,10 @@ XC_API void xc_zero_destroy(xc_zero_t *z);
  * is durable.  A checkpoint without its COMMIT is never loaded.  Save,
  * wait and load are collective: every rank of `comm` calls them, with the
  * same dir and step, and gets the same result (an error names the rank and
- * the cause).  Parts are matched by name and size on load.
+ * the cause).  A load lists the parts the save listed, in the same
+ * order; each is matched by name and size (XC_ERR_CORRUPT naming the first
+ * difference).  Different steps or directories across the ranks of one
+ * call are XC_ERR_INVALID on every rank.
  */
 typedef struct xc_ckpt_part {
     const char *name;   /* at most 47 bytes, unique within a shard */

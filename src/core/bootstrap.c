@@ -240,11 +240,6 @@ xc_result_t xc_comm_init_store(xc_comm_t **comm, int rank, int size, const xc_st
     return init_store(comm, rank, size, store, "xc/", NULL, &cfg, NULL);
 }
 
-static int env_flag(const char *name)
-{
-    const char *s = getenv(name);
-    return s && *s && strcmp(s, "0") != 0;
-}
 
 /* Is `host` a loopback address (127.0.0.0/8, ::1) or "localhost"? */
 static int loopback_host(const char *host)
@@ -280,7 +275,9 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     int port;
     XC_CHECK(xc__parse_hostport(addr, "rendezvous address", host, sizeof host, &port));
     xc__store_server_t *srv = NULL;
-    if (rank == 0 && !env_flag("XCOLL_STORE_EXTERNAL")) {
+    long external = 0;
+    XC_CHECK(xc__env_int("XCOLL_STORE_EXTERNAL", 0, 1, &external));
+    if (rank == 0 && !external) {
         int bound;
         /* A loopback address means a job on this machine: listen on it
          * only.  Otherwise listen on every interface, as c10d does: the
@@ -289,10 +286,17 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
          * other nodes. */
         const char *bind_host = loopback_host(host) ? host : NULL;
         if (xc__store_server_start(bind_host, port, &cfg.auth, &srv, &bound) != XC_OK) {
-            /* Already hosted (an earlier communicator of ours, or a
-             * launcher): use it as a client. */
-            XC_INFO("not hosting the store at %s (%s); connecting as a client", addr,
-                    xc__tls_error());
+            /* Hosted by a live communicator of this process (keys are
+             * namespaced per creation): use it as a client.  Anyone
+             * else's -- another job, a foreign service -- is not ours to
+             * join: the two jobs' keys would mix. */
+            if (!xc__store_server_hosted(port))
+                return xc__err(XC_ERR_SYSTEM, "rank 0: cannot host the rendezvous store at %s: "
+                               "%s (another job or service holds the port: choose a free "
+                               "one, or set XCOLL_STORE_EXTERNAL=1 where a launcher hosts "
+                               "the store)", addr, xc__tls_error());
+            XC_INFO("the store at %s is hosted by another communicator of this process; "
+                    "connecting as a client", addr);
             srv = NULL;
         }
     }

@@ -144,6 +144,10 @@ struct xc_comm {
     int thread_idle;         /* atomic: the thread sleeps on the bell */
     int split_count;
     int shrink_count;        /* xc_comm_shrink calls on this communicator */
+    int shrink_excluded_by;  /* a survivor that declared this rank failed in a
+                              * shrink, + 1 (0: none): it is not a member of
+                              * any shrunk communicator, and every later
+                              * shrink says so */
     uint8_t *failed;         /* bitmap [(size+7)/8]: ranks known failed (lost
                               * peers, and those the shrink found) */
     struct xc__shrink_in *shrink_in; /* [size] latest SHRINK frame per peer

@@ -227,7 +227,9 @@ xc_result_t xc__mesh_connect(xc_comm_t *comm, int lfd,
     /* Answers from lower ranks, introductions from higher ranks. */
     while (missing > 0) {
         int k = 0;
-        pfd[k++] = (struct pollfd){lfd, POLLIN, 0};
+        /* (with the table full, connections wait in the backlog: polling
+         * the listener then would return at once, a busy loop) */
+        pfd[k++] = (struct pollfd){lfd, np < cap ? POLLIN : 0, 0};
         for (int i = 0; i < np; i++) pfd[k++] = (struct pollfd){pend[i].fd, POLLIN, 0};
         int ms = xc__poll_ms_left(deadline_ns);
         if (ms == 0) break;

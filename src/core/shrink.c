@@ -220,11 +220,14 @@ static int excluded_by(const shrink_t *s)
     const xc_comm_t *comm = s->comm;
     for (int p = 0; comm->shrink_in && p < comm->size; p++) {
         const struct xc__shrink_in *in = &comm->shrink_in[p];
-        if (p == comm->rank || !in->buf || in->seq >> 32 != s->no) continue;
+        uint32_t no = (uint32_t)(in->seq >> 32);
+        int final = (uint32_t)in->seq == FINAL;
+        /* (an earlier shrink's settled FINAL is a verdict too: a retry
+         * after this rank missed it must not find itself alone) */
+        if (p == comm->rank || !in->buf || no > s->no || (no < s->no && !final)) continue;
         const uint8_t *bm = in->buf + XC__FRAME_SHRINK_FIXED;
         if (!xc__failed_has(bm, comm->rank)) continue;
-        if (!xc__failed_has(s->known, p) ||
-            ((uint32_t)in->seq == FINAL && !xc__failed_has(bm, p)))
+        if (!xc__failed_has(s->known, p) || (final && !xc__failed_has(bm, p)))
             return p;
     }
     return -1;
@@ -281,6 +284,7 @@ static xc_result_t agree(shrink_t *s)
             xc__comm_poll(comm, 10);
             refresh(s);
             int judge = excluded_by(s);
+            if (judge >= 0) comm->shrink_excluded_by = judge + 1;
             if (judge >= 0)
                 return give_up(s, XC_ERR_PEER_LOST,
                                "xc_comm_shrink: rank %d of the old communicator declared "
@@ -408,6 +412,14 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
     if (s.cause == XC_OK)
         xc__comm_poison(comm, XC_ERR_ABORTED, 1, "rank %d called xc_comm_shrink", comm->rank);
     s.no = (uint32_t)++comm->shrink_count;
+    if (comm->shrink_excluded_by) { /* a retry: the verdict stands */
+        rc = xc__err(XC_ERR_PEER_LOST, "xc_comm_shrink: rank %d of the old communicator "
+                     "declared this rank (%d) failed in an earlier shrink: this rank is not a "
+                     "member of any shrunk communicator", comm->shrink_excluded_by - 1,
+                     comm->rank);
+        pthread_mutex_unlock(&comm->mu);
+        goto out;
+    }
     const xc__config_t *cfg = &comm->cfg;
     int silence_ms = xc__liveness_on(comm) ? cfg->liveness_ms : cfg->timeout_ms;
     s.t0 = xc__now_ns();

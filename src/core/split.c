@@ -79,15 +79,16 @@ xc_result_t xc_comm_split(xc_comm_t *parent, int color, int key, xc_comm_t **chi
     if (!child) return xc__comm_fail(parent, xc__err(XC_ERR_INVALID, "xc_comm_split: child is NULL"));
     *child = NULL;
     if (!parent) return xc__err(XC_ERR_INVALID, "xc_comm_split: parent is NULL");
-    if (color < 0 && color != XC_COLOR_NONE)
-        return xc__comm_fail(parent, xc__err(XC_ERR_INVALID,
-                             "xc_comm_split: color must be >= 0 or XC_COLOR_NONE (got %d)", color));
     /* From here every rank joins the all-gather, also one that cannot take
-     * part (a bad configuration, no memory, no socket): it says so there,
-     * and every rank fails the split naming it -- none is left waiting in
-     * the all-gather, nor pairs its next call with the others' split. */
+     * part (a bad color or configuration, no memory, no socket): it says so
+     * there, and every rank fails the split naming it -- none is left
+     * waiting in the all-gather, nor pairs its next call with the others'
+     * split. */
     xc__config_t cfg = parent->cfg;
-    xc_result_t local = xc__config_override(ucfg, &cfg);
+    xc_result_t local = color < 0 && color != XC_COLOR_NONE
+                            ? xc__err(XC_ERR_INVALID, "xc_comm_split: color must be >= 0 or "
+                                      "XC_COLOR_NONE (got %d)", color)
+                            : xc__config_override(ucfg, &cfg);
     int n = parent->size;
     xc_result_t rc = XC_OK;
     int lfd = -1;

@@ -57,6 +57,9 @@ XC__HIDDEN void xc__store_server_stop(xc__store_server_t *srv);
  * xc__store_server_start on its port takes it back if the listen host and
  * token are the same (else stops it and binds anew). */
 XC__HIDDEN void xc__store_server_release(xc__store_server_t *srv);
+/* Does a live server of this process (a communicator's, not released)
+ * listen on `port`? */
+XC__HIDDEN int xc__store_server_hosted(int port);
 
 /* Open a file store rooted at directory `dir` (created if missing). */
 XC__HIDDEN xc_result_t xc__file_store_open(const char *dir, xc_store_t *out);

@@ -122,12 +122,48 @@ struct xc__store_server {
     char host[NI_MAXHOST]; /* as asked to listen on ("" = any) */
     /* On the released list (g_released, under g_rel_mu): */
     int released;         /* 1 while on it */
+    int live;             /* counted in g_live (owned by a communicator) */
     int ended;            /* its thread has ended (closed its socket) */
     struct xc__store_server *rel_next;
 };
 
 static pthread_mutex_t g_rel_mu = PTHREAD_MUTEX_INITIALIZER;
 static xc__store_server_t *g_released;
+/* Ports this process's live servers (started or taken back, not yet
+ * released or stopped) listen on, with counts (under g_rel_mu): what
+ * xc__store_server_hosted answers from. */
+enum { LIVE_MAX = 64 };
+static struct {
+    int port, n;
+} g_live[LIVE_MAX];
+
+static void live_count(xc__store_server_t *s, int live)
+{
+    if (s->live == live) return;
+    s->live = live;
+    int port = s->port, delta = live ? 1 : -1;
+    pthread_mutex_lock(&g_rel_mu);
+    int free_at = -1;
+    for (int i = 0; i < LIVE_MAX; i++) {
+        if (g_live[i].n && g_live[i].port == port) {
+            g_live[i].n += delta;
+            pthread_mutex_unlock(&g_rel_mu);
+            return;
+        }
+        if (!g_live[i].n && free_at < 0) free_at = i;
+    }
+    if (delta > 0 && free_at >= 0) g_live[free_at].port = port, g_live[free_at].n = delta;
+    pthread_mutex_unlock(&g_rel_mu);
+}
+
+int xc__store_server_hosted(int port)
+{
+    pthread_mutex_lock(&g_rel_mu);
+    int yes = 0;
+    for (int i = 0; i < LIVE_MAX && !yes; i++) yes = g_live[i].n && g_live[i].port == port;
+    pthread_mutex_unlock(&g_rel_mu);
+    return yes;
+}
 
 /* ------------------------------------------------------------------ */
 /* Addresses                                                           */
@@ -891,6 +927,7 @@ xc_result_t xc__store_server_start(const char *host, int port,
         XC_INFO("store server on port %d taken back (released by a destroyed communicator)",
                 port);
         if (port_out) *port_out = s->port;
+        live_count(s, 1);
         *out = s;
         return XC_OK;
     }
@@ -938,6 +975,7 @@ xc_result_t xc__store_server_start(const char *host, int port,
             s->auth.has_token ? "clients must prove the job token" : "unauthenticated");
     s->port = bound;
     if (port_out) *port_out = bound;
+    live_count(s, 1);
     *out = s;
     return XC_OK;
 fail:
@@ -962,6 +1000,7 @@ static void wake(int fd, char b)
 void xc__store_server_stop(xc__store_server_t *s)
 {
     if (!s) return;
+    live_count(s, 0);
     wake(s->wake[1], 1);
     pthread_join(s->thread, NULL);
     server_free(s);
@@ -970,6 +1009,7 @@ void xc__store_server_stop(xc__store_server_t *s)
 void xc__store_server_release(xc__store_server_t *s)
 {
     if (!s) return;
+    live_count(s, 0);
     pthread_mutex_lock(&g_rel_mu);
     s->released = 1;
     s->rel_next = g_released;

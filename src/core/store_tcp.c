@@ -211,11 +211,21 @@ static int connect_one(const struct tcp_client *c, const struct addrinfo *ai,
     xc__store_put_hello(hello, 0); /* flags */
     xc_result_t r = send_all(fd, hello, sizeof hello, dl);
     if (r == XC_OK) r = recv_all(fd, hello, sizeof hello, dl);
+    if (r == XC_ERR_PEER_LOST && errno == 0) {
+        /* An orderly close without an answer: the service read the hello
+         * and refused it.  An xcoll store answers every hello (a stopping
+         * one resets instead, and the retry then finds its successor), so
+         * this is someone else's service: no retry. */
+        *rc = XC_ERR_PROTOCOL;
+        snprintf(why, whycap, "the service there closed the connection without answering "
+                 "the hello: not an xcoll store");
+        goto fail;
+    }
     if (r != XC_OK) {
         *rc = r;
         snprintf(why, whycap, "hello: %s",
                  r == XC_ERR_TIMEOUT    ? "no answer"
-                 : r == XC_ERR_PEER_LOST ? "connection closed by the server"
+                 : r == XC_ERR_PEER_LOST ? "connection reset by the server"
                                          : strerror(errno));
         goto fail;
     }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MSG_LEN 512
@@ -43,6 +44,27 @@ static xc_result_t check_call(xc_comm_t *comm, const char *dir, uint64_t step, c
     if (strlen(dir) > PATH_MAX - 128) return xc__err(XC_ERR_INVALID, "%s: directory name too long", fn);
     if (step == XC_CKPT_LATEST) return xc__err(XC_ERR_INVALID, "%s: step %llu is reserved", fn,
                                                (unsigned long long)step);
+    return XC_OK;
+}
+
+/* Every rank's check of its own arguments (`mine`), then whether all
+ * ranks name the same step and directory (a hash of it): one outcome for
+ * all, so that no rank starts a save or a load the others refused. */
+static xc_result_t agree_call(xc_comm_t *comm, xc_result_t mine, const char *dir,
+                              uint64_t step, const char *fn)
+{
+    XC_CHECK(xc__agree_outcome(comm, mine, fn));
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = dir; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    uint64_t v[4] = {step, ~step, h, ~h}; /* maxima of each and of its complement */
+    XC_CHECK(xc_allreduce(v, v, 4, XC_UINT64, XC_MAX, comm));
+    if (v[0] != ~v[1])
+        return xc__err(XC_ERR_INVALID, "%s: the ranks name different steps (%llu to %llu; "
+                       "this rank %llu)", fn, (unsigned long long)~v[1],
+                       (unsigned long long)v[0], (unsigned long long)step);
+    if (v[2] != ~v[3])
+        return xc__err(XC_ERR_INVALID, "%s: the ranks name different directories (this "
+                       "rank: %s)", fn, dir);
     return XC_OK;
 }
 
@@ -78,7 +100,14 @@ static xc_result_t read_marker(const char *dir, uint64_t step, int nranks, uint3
                            "(an incomplete save)", (unsigned long long)step, dir);
         return xc__err(XC_ERR_SYSTEM, "checkpoint: cannot open %s: %s", path, strerror(errno));
     }
-    size_t cap = 64 + (size_t)nranks * 32 + 64;
+    /* The whole file (a marker of a larger job is longer than this job's
+     * would be: cut short it would not verify, and the sizes would never
+     * be named), up to what any job size can write. */
+    struct stat st;
+    size_t cap = fstat(fileno(f), &st) == 0 && st.st_size > 0 &&
+                         (uint64_t)st.st_size < (64u << 20)
+                     ? (size_t)st.st_size
+                     : 64 + (size_t)nranks * 32 + 64;
     char *t = malloc(cap + 1);
     size_t n = t ? fread(t, 1, cap, f) : 0;
     fclose(f);
@@ -162,9 +191,11 @@ static xc_result_t prepare(xc_comm_t *comm, const char *dir, uint64_t step, xc_r
 xc_result_t xc_ckpt_save(xc_comm_t *comm, const char *dir, uint64_t step,
                          const xc_ckpt_part_t *parts, int nparts)
 {
+    if (!comm) return xc__err(XC_ERR_INVALID, "xc_ckpt_save: comm is NULL");
     xc_result_t rc = check_call(comm, dir, step, "xc_ckpt_save");
-    if (rc != XC_OK) return rc; /* a NULL comm cannot agree */
-    XC_CHECK(prepare(comm, dir, step, check_parts(parts, nparts, "xc_ckpt_save")));
+    if (rc == XC_OK) rc = check_parts(parts, nparts, "xc_ckpt_save");
+    XC_CHECK(agree_call(comm, rc, dir, step, "xc_ckpt_save"));
+    XC_CHECK(prepare(comm, dir, step, XC_OK));
     uint32_t crc = 0;
     if (rc == XC_OK)
         rc = xc__ckpt_write_shard(dir, step, xc_comm_rank(comm), xc_comm_size(comm), parts,
@@ -211,7 +242,9 @@ xc_result_t xc_ckpt_save_async(xc_comm_t *comm, const char *dir, uint64_t step,
 {
     if (!out) return xc__err(XC_ERR_INVALID, "xc_ckpt_save_async: out is NULL");
     *out = NULL;
-    XC_CHECK(check_call(comm, dir, step, "xc_ckpt_save_async"));
+    if (!comm) return xc__err(XC_ERR_INVALID, "xc_ckpt_save_async: comm is NULL");
+    XC_CHECK(agree_call(comm, check_call(comm, dir, step, "xc_ckpt_save_async"), dir, step,
+                        "xc_ckpt_save_async"));
     xc_ckpt_pending_t *p = calloc(1, sizeof *p);
     xc_result_t prc =
         prepare(comm, dir, step, p ? XC_OK : xc__err(XC_ERR_NOMEM, "checkpoint: out of memory"));
@@ -295,7 +328,11 @@ static xc_result_t newest(const char *dir, int nranks, uint64_t *step, uint32_t 
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             uint64_t *t = realloc(steps, cap * sizeof *t);
-            if (!t) break;
+            if (!t) { /* (an older step must not be loaded for want of memory) */
+                closedir(d);
+                free(steps);
+                return xc__err(XC_ERR_NOMEM, "checkpoint: out of memory listing %s", dir);
+            }
             steps = t;
         }
         steps[n++] = s;
@@ -328,10 +365,12 @@ xc_result_t xc_ckpt_load(xc_comm_t *comm, const char *dir, uint64_t step_in,
     if (!comm) return xc__err(XC_ERR_INVALID, "xc_ckpt_load: comm is NULL");
     int size = xc_comm_size(comm), rank = xc_comm_rank(comm);
     xc_result_t rc = !dir || !*dir ? xc__err(XC_ERR_INVALID, "xc_ckpt_load: no directory")
-                                   : check_parts(parts, nparts, "xc_ckpt_load");
+                     : strlen(dir) > PATH_MAX - 128
+                         ? xc__err(XC_ERR_INVALID, "xc_ckpt_load: directory name too long")
+                         : check_parts(parts, nparts, "xc_ckpt_load");
     uint32_t *crc = calloc((size_t)size, sizeof *crc);
     if (rc == XC_OK && !crc) rc = xc__err(XC_ERR_NOMEM, "checkpoint: out of memory");
-    rc = xc__agree_outcome(comm, rc, "xc_ckpt_load");
+    rc = agree_call(comm, rc, dir, step_in, "xc_ckpt_load");
     uint64_t step = step_in;
     if (rc == XC_OK) {
         xc_result_t r0 = XC_OK;

@@ -130,6 +130,19 @@ static void sweep_tmp(const char *sdir, const char *name)
     closedir(d);
 }
 
+/* fsync the directory holding `path` ("." for a bare name). */
+static xc_result_t fsync_parent(const char *path)
+{
+    char parent[PATH_MAX];
+    xc__ckpt_fmt(parent, sizeof parent, "%s", path);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0; /* "a/b/" is "a/b" */
+    char *slash = strrchr(parent, '/');
+    if (!slash) return xc__ckpt_fsync_dir(".");
+    slash[slash == parent] = 0; /* "/a" -> "/" */
+    return xc__ckpt_fsync_dir(parent);
+}
+
 xc_result_t xc__ckpt_write_shard(const char *dir, uint64_t step, int rank, int nranks,
                                  const xc_ckpt_part_t *parts, int nparts, uint32_t *hdr_crc)
 {
@@ -137,8 +150,12 @@ xc_result_t xc__ckpt_write_shard(const char *dir, uint64_t step, int rank, int n
     _Static_assert(sizeof(xc__ckpt_ent_t) == 64, "shard table layout");
     char sdir[PATH_MAX], path[PATH_MAX], name[64];
     xc__ckpt_step_dir(sdir, sizeof sdir, dir, step);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return sys_err("cannot create directory", dir);
-    if (mkdir(sdir, 0755) != 0 && errno != EEXIST) return sys_err("cannot create directory", sdir);
+    /* A directory this rank creates is made durable in its parent (else a
+     * save that returned OK could lose its step directory on power loss). */
+    if (mkdir(dir, 0755) == 0) XC_CHECK(fsync_parent(dir));
+    else if (errno != EEXIST) return sys_err("cannot create directory", dir);
+    if (mkdir(sdir, 0755) == 0) XC_CHECK(xc__ckpt_fsync_dir(dir));
+    else if (errno != EEXIST) return sys_err("cannot create directory", sdir);
     xc__ckpt_shard_path(path, sizeof path, dir, step, rank, nranks);
     xc__ckpt_fmt(name, sizeof name, "%s", strrchr(path, '/') + 1);
     sweep_tmp(sdir, name);

@@ -421,11 +421,15 @@ void xc__conn_flush(xc_comm_t *comm, xc__conn_t *c, uint64_t deadline_ns)
 
 void xc__conns_flush(xc_comm_t *comm, uint64_t deadline_ns)
 {
-    for (;;) {
+    for (int pass = 0;; pass++) {
         int left = 0;
         for (int p = 0; p < comm->size; p++) {
             xc__conn_t *c = comm->conns[p];
             if (!c || !c->sq_head || c->state == XC__CONN_CLOSED) continue;
+            /* A peer declared failed (silent: its buffer may stay full) gets
+             * one turn, so the others' frames -- and the caller holding the
+             * lock -- do not wait on it until the deadline. */
+            if (pass && comm->failed && xc__failed_has(comm->failed, p)) continue;
             uint64_t turn = xc__now_ns() + 50000000ull;
             xc__conn_flush(comm, c, turn < deadline_ns ? turn : deadline_ns);
             left += c->sq_head && c->state != XC__CONN_CLOSED;

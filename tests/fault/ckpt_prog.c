@@ -15,9 +15,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int rank, size, fails;
+
+/* CRC-32C (Castagnoli, reflected), bit by bit: the markers' checksum, to
+ * write one by hand. */
+static unsigned crc32c(const char *p, size_t n)
+{
+    unsigned c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= (unsigned char)p[i];
+        for (int b = 0; b < 8; b++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    }
+    return ~c;
+}
 
 #define EXPECT(cond, ...)                                                      \
     do {                                                                       \
@@ -148,6 +161,48 @@ static int basic(xc_comm_t *c, const char *dir)
     rc = xc_ckpt_save(c, dir, 9, rank == 1 ? dup : s.parts, 2); /* only rank 1 is wrong */
     EXPECT(rc == XC_ERR_INVALID && strstr(xc_last_error(), "rank 1"), "one bad rank: %s (%s)",
            xc_err_name(rc), xc_last_error());
+    /* Arguments only one rank gets wrong, and arguments that differ across
+     * ranks: every rank refuses at once (they waited, or wrote a
+     * checkpoint that could never load). */
+    rc = xc_ckpt_save(c, rank == 1 ? NULL : dir, 9, s.parts, 2);
+    EXPECT(rc == XC_ERR_INVALID && strstr(xc_last_error(), "rank 1"),
+           "no directory on rank 1: %s (%s)", xc_err_name(rc), xc_last_error());
+    xc_ckpt_pending_t *pend = NULL;
+    rc = xc_ckpt_save_async(c, dir, rank == 1 ? XC_CKPT_LATEST : 9, s.parts, 2, &pend);
+    EXPECT(rc == XC_ERR_INVALID && !pend, "reserved step on rank 1: %s (%s)", xc_err_name(rc),
+           xc_last_error());
+    rc = xc_ckpt_save(c, dir, rank == 1 ? 10 : 9, s.parts, 2);
+    EXPECT(rc == XC_ERR_INVALID && strstr(xc_last_error(), "different steps"),
+           "steps differ: %s (%s)", xc_err_name(rc), xc_last_error());
+    char other[4096];
+    snprintf(other, sizeof other, "%s/../ckpt-other-%d", dir, rank);
+    rc = xc_ckpt_save(c, rank == 1 ? other : dir, 9, s.parts, 2);
+    EXPECT(rc == XC_ERR_INVALID && strstr(xc_last_error(), "different directories"),
+           "directories differ: %s (%s)", xc_err_name(rc), xc_last_error());
+    rc = xc_ckpt_load(c, dir, rank == 1 ? 2 : 3, s.parts, 2, &got);
+    EXPECT(rc == XC_ERR_INVALID && strstr(xc_last_error(), "different steps"),
+           "load steps differ: %s (%s)", xc_err_name(rc), xc_last_error());
+    EXPECT(verify(&s, 3), "a refused load wrote into the parts"); /* (the fallback's) */
+
+    /* A checkpoint of a much larger job (16 ranks: its marker is longer
+     * than this job's would be) is refused naming the sizes, not as a
+     * marker that does not verify. */
+    if (rank == 0) {
+        char sdir[2048], text[1024];
+        snprintf(sdir, sizeof sdir, "%s/step-%020d", dir, 30);
+        EXPECT(mkdir(sdir, 0755) == 0, "mkdir %s", sdir);
+        int n = snprintf(text, sizeof text, "xcoll checkpoint 1\nstep 30\nranks 16\n");
+        for (int r = 0; r < 16; r++) n += snprintf(text + n, sizeof text - (size_t)n, "shard %d %08x\n", r, 0x1234u + (unsigned)r);
+        n += snprintf(text + n, sizeof text - (size_t)n, "end %08x\n", crc32c(text, (size_t)n));
+        snprintf(path, sizeof path, "%s/COMMIT", sdir);
+        FILE *f = fopen(path, "wb");
+        EXPECT(f && fwrite(text, 1, (size_t)n, f) == (size_t)n, "write %s", path);
+        if (f) fclose(f);
+    }
+    xc_barrier(c);
+    rc = xc_ckpt_load(c, dir, 30, s.parts, 2, &got);
+    EXPECT(rc == XC_ERR_CORRUPT && strstr(xc_last_error(), "saved by 16 ranks"),
+           "a 16-rank checkpoint: %s (%s)", xc_err_name(rc), xc_last_error());
     free(s.w);
     return fails;
 }

@@ -27,7 +27,8 @@
  *            communicator; then rank 2 calls xc_comm_shrink: XC_ERR_PEER_LOST
  *            ("declared this rank (2) failed"), no communicator -- not a
  *            communicator of one (before 2026-12-06 it got XC_OK, size 1:
- *            the goodbyes hid the peers' verdict)
+ *            the goodbyes hid the peers' verdict); and again on a retry
+ *            (which got XC_OK, size 1, until the forty-fourth session)
  *   revoke   4 healthy ranks: rank 0 blocks in a recv from rank 1 that is
  *            never sent, ranks 1 and 3 in an all-reduce ranks 0 and 2
  *            never join; rank 2 calls xc_comm_revoke from a second thread
@@ -206,6 +207,13 @@ static int late_rank(int rank, int size)
     XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
     XT_CHECK_INT(nc == NULL, ==, 1);
     XT_CHECK_HAS(xc_comm_last_error(comm), "declared this rank (2) failed");
+    /* a retry (allowed after PEER_LOST) must not make a communicator of
+     * this rank alone: the verdict stands */
+    rc = xc_comm_shrink(comm, &nc);
+    xt_log("late shrink again: %s: \"%s\"", xc_err_name(rc), xc_comm_last_error(comm));
+    XT_CHECK_RC(rc, XC_ERR_PEER_LOST);
+    XT_CHECK_INT(nc == NULL, ==, 1);
+    XT_CHECK_HAS(xc_comm_last_error(comm), "earlier shrink");
     RES(2) = -1;
     xc_comm_destroy(nc);
     xc_comm_destroy(comm);

@@ -18,7 +18,8 @@
  *               none: every rank fails the split (XC_ERR_INVALID, naming
  *               that rank on the others), no child, the parent still works
  *               (before 2026-12-06 that rank returned alone and the others
- *               waited in the split's all-gather).
+ *               waited in the split's all-gather); the same for an
+ *               invalid color on the last rank.
  * Topology: on every communicator, node index and local rank/size must be
  * consistent across ranks (each node's local ranks are 0..local_size-1, the
  * node count is the number of distinct nodes), and a child's node grouping
@@ -281,6 +282,14 @@ int main(int argc, char **argv)
         snprintf(want, sizeof want, "rank %d could not take part", n - 1);
         H_TRUE("the failed split's message names the rank",
                last ? strstr(msg, "config") != NULL : strstr(msg, want) != NULL);
+        H_CHECK(H.comm, xc_comm_status(H.comm));
+        /* and one rank's invalid color likewise (it returned alone until
+         * the forty-fourth session) */
+        H_EXPECT_RC(H.comm, XC_ERR_INVALID, xc_comm_split(H.comm, last ? -5 : 0, 0, &c, NULL));
+        H_TRUE("no child from a failed split", c == NULL);
+        msg = xc_comm_last_error(H.comm);
+        H_TRUE("the bad color's message names it or its rank",
+               last ? strstr(msg, "color") != NULL : strstr(msg, want) != NULL);
         H_CHECK(H.comm, xc_comm_status(H.comm));
     }
 

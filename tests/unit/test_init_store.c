@@ -7,10 +7,13 @@
  */
 #include <xcoll.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +87,20 @@ static memstore_t g_store = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND
 static char g_dir[64];
 
 /* One rank: create, check queries, run an allreduce and a split. */
+/* A service that is not ours: reads what a client sends, closes. */
+static void *read_and_close(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) {
+        char buf[256];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        (void)n;
+        close(fd);
+    }
+    return NULL;
+}
+
 static void run_rank(xc_comm_t *c, int rank)
 {
     EXPECT(xc_comm_rank(c) == rank, "rank %d", xc_comm_rank(c));
@@ -177,6 +194,68 @@ int main(void)
         EXPECT(strstr(xc_last_error(), "rank") != NULL, "message: %s", xc_last_error());
         EXPECT(xc_comm_init(&c, 0, 0, "127.0.0.1:1", NULL) == XC_ERR_INVALID, "size 0 accepted");
         EXPECT(xc_comm_init(&c, 0, 2, "localhost", NULL) == XC_ERR_INVALID, "addr without port");
+    }
+    /* Rank 0 and the store's port.  Held by a stranger (another job, a
+     * foreign service): rank 0 fails at once instead of joining it (two
+     * jobs' keys would mix); XCOLL_STORE_EXTERNAL takes 0 or 1 only; held
+     * by a live communicator of this process: a second one shares it. */
+    {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t sl = sizeof sa;
+        EXPECT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, 8) == 0 &&
+                   getsockname(fd, (struct sockaddr *)&sa, &sl) == 0,
+               "a stranger's listening socket");
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+        xc_config_t cfg = XC_CONFIG_INIT;
+        cfg.timeout_ms = 5000;
+        xc_comm_t *c = NULL;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        xc_result_t rc = xc_comm_init(&c, 0, 1, addr, &cfg);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s_taken = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        EXPECT(rc == XC_ERR_SYSTEM && !c && strstr(xc_last_error(), "another job or service"),
+               "rank 0 on a stranger's port: %s (%s)", xc_err_name(rc), xc_last_error());
+        EXPECT(s_taken < 2.0, "rank 0 on a stranger's port took %.1f s", s_taken);
+        close(fd);
+
+        setenv("XCOLL_STORE_EXTERNAL", "no", 1);
+        rc = xc_comm_init(&c, 0, 1, addr, &cfg);
+        EXPECT(rc == XC_ERR_INVALID && strstr(xc_last_error(), "XCOLL_STORE_EXTERNAL"),
+               "XCOLL_STORE_EXTERNAL=no: %s (%s)", xc_err_name(rc), xc_last_error());
+        unsetenv("XCOLL_STORE_EXTERNAL");
+
+        /* A service that reads the hello and closes: a rank stops at
+         * once (it retried until the deadline before). */
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        sl = sizeof sa;
+        sa.sin_port = 0;
+        EXPECT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, 8) == 0 &&
+                   getsockname(fd, (struct sockaddr *)&sa, &sl) == 0,
+               "a closing service's socket");
+        pthread_t th;
+        pthread_create(&th, NULL, read_and_close, &fd);
+        char addr2[64];
+        snprintf(addr2, sizeof addr2, "127.0.0.1:%d", ntohs(sa.sin_port));
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = xc_comm_init(&c, 1, 2, addr2, &cfg);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        s_taken = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        EXPECT(rc == XC_ERR_PROTOCOL && strstr(xc_last_error(), "not an xcoll store"),
+               "a service that closes: %s (%s)", xc_err_name(rc), xc_last_error());
+        EXPECT(s_taken < 2.0, "a service that closes: %.1f s", s_taken);
+        pthread_join(th, NULL);
+        close(fd);
+
+        xc_comm_t *a = NULL, *b = NULL;
+        rc = xc_comm_init(&a, 0, 1, addr, &cfg);
+        EXPECT(rc == XC_OK, "first communicator on %s: %s", addr, xc_last_error());
+        rc = xc_comm_init(&b, 0, 1, addr, &cfg);
+        EXPECT(rc == XC_OK, "second communicator sharing the first's store: %s", xc_last_error());
+        if (b) xc_comm_destroy(b);
+        if (a) xc_comm_destroy(a);
     }
 
     snprintf(g_dir, sizeof g_dir, "/tmp/xcoll-filestore-XXXXXX");
