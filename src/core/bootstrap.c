@@ -83,6 +83,10 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
         xc_result_t rc = store_code(r);
         if (rc == XC_ERR_SYSTEM && r != XC_ERR_SYSTEM && (now >= deadline_ns || waited))
             rc = XC_ERR_TIMEOUT;
+        if (rc == XC_ERR_PEER_LOST) /* not the awaited rank's fault */
+            return xc__err(rc, "the rendezvous store went away while this rank waited for "
+                           "store key \"%s\" (its host -- rank 0, or the launcher -- exited or "
+                           "failed): %s", key, xc__tls_error());
         return xc__err(rc, "%s (store key \"%s\"): %s%s", what, key, xc__tls_error(),
                        xc__auth_hint());
     }
