@@ -19,7 +19,13 @@
  *    argv, envp and the program's path are all prepared before fork.
  *  - Signal handlers only write the signal number to a self-pipe, and
  *    signals are blocked in the store thread; all work is done by the
- *    poll() loop of the main thread.
+ *    poll() loop of the main thread.  A signal we forward that the
+ *    launcher was started with ignored (nohup, a background job of a
+ *    script) gets no handler and stays ignored in the ranks.
+ *  - The launcher holds two pipe ends per rank, and hosting the store a
+ *    connection per rank while they rendezvous: it raises its soft limit
+ *    of open files to the hard one, and refuses a job that would still
+ *    exceed it before starting any rank.  The ranks get the limit back.
  *  - Every rank is reaped before the launcher exits; a rank also gets
  *    SIGKILL (PR_SET_PDEATHSIG) if the launcher itself is killed outright.
  *  - The job token (docs/fault-tolerance.md, "Secure wire") reaches the
@@ -30,6 +36,7 @@
  */
 #include "core/store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -44,6 +51,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,6 +83,8 @@ typedef struct rank {
     pid_t pid;    /* 0 until started */
     int cpu;      /* the CPU it is bound to (--bind), -1: not bound */
     int alive;    /* started and not yet reaped */
+    int failed;   /* reaped by this reap() with a status that counts */
+    int status;   /* its wait status, once reaped */
     char **envp;
     stream_t s[2];
 } rank_t;
@@ -112,6 +122,9 @@ enum { BIND_AUTO, BIND_NONE, BIND_CPU };
 
 static int g_sigpipe[2] = {-1, -1}; /* self-pipe: handlers write, loop reads */
 static const int k_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+static unsigned g_ignored;          /* bit S: we forward S, it was ignored at start */
+static struct rlimit g_nofile;      /* RLIMIT_NOFILE as given; for the ranks */
+static int g_nofile_raised;         /* the launcher's soft limit is higher */
 
 static void on_signal(int sig)
 {
@@ -174,10 +187,15 @@ static void usage(FILE *f)
           "XCOLL_TOKEN / XCOLL_TOKEN_FILE, else a fresh XCOLL_TOKEN drawn for\n"
           "the job (environment only, never on a command line).\n"
           "\n"
+          "SIGINT, SIGTERM or SIGHUP ignored when xcoll-run starts (nohup)\n"
+          "stays ignored, in xcoll-run and in the ranks.\n"
+          "\n"
           "Exit status: 0 if every rank exits 0; else the first failing\n"
-          "rank's code (128+S if killed by signal S); 128+S if xcoll-run got\n"
+          "rank's code (128+S if killed by signal S; of several found at\n"
+          "once, a death by a signal first); 128+S if xcoll-run got\n"
           "signal S; 124 on --timeout; 126/127 if program cannot be run;\n"
-          "2 on bad usage; 1 if the launch itself fails.\n",
+          "2 on bad usage; 1 if the launch itself fails (too few open files\n"
+          "allowed for N ranks, among others).\n",
           f);
 }
 
@@ -325,6 +343,19 @@ static void ensure_std_fds(void)
             if (open("/dev/null", O_RDWR) < 0) return;
 }
 
+/* Whether `sig` is ignored now, i.e. was when we started. */
+static int is_ignored(int sig)
+{
+    struct sigaction old;
+    return sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+}
+
+/* Handlers for the signals we forward and for SIGCHLD.  A forwarded signal
+ * that was ignored stays ignored, here and in the ranks (g_ignored): nohup,
+ * `trap '' HUP` and a background job of a script (SIGINT) chose that the
+ * job outlive a hangup or interrupt, and a handler would undo it.  SIGCHLD
+ * gets one regardless: ignored, the kernel would reap the ranks itself and
+ * their exit codes would be lost. */
 static int install_signals(void)
 {
     if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK) < 0) return -1;
@@ -333,10 +364,73 @@ static int install_signals(void)
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof k_signals / sizeof *k_signals; ++i)
-        if (sigaction(k_signals[i], &sa, NULL) < 0) return -1;
+    for (size_t i = 0; i < sizeof k_signals / sizeof *k_signals; ++i) {
+        int sig = k_signals[i];
+        if (sig != SIGCHLD && is_ignored(sig)) {
+            g_ignored |= 1u << sig;
+            continue;
+        }
+        if (sigaction(sig, &sa, NULL) < 0) return -1;
+    }
     signal(SIGPIPE, SIG_IGN); /* a closed stdout is an EPIPE, not a death */
     return 0;
+}
+
+/* Raise the soft limit of open files to the hard one (failure ignored:
+ * check_fd_limit then says what is missing).  The launcher needs two pipe
+ * ends per rank and more (check_fd_limit), past a soft limit of 1024 from
+ * about 500 ranks.  The ranks are given the limit back (exec_child): a
+ * program that needs more raises its own, and one that keeps fds in an
+ * fd_set must not be handed fds of 1024 and above. */
+static void raise_fd_limit(void)
+{
+    if (getrlimit(RLIMIT_NOFILE, &g_nofile) != 0) return;
+    struct rlimit r = g_nofile;
+    if (r.rlim_cur >= r.rlim_max) return;
+    r.rlim_cur = r.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &r) == 0) g_nofile_raised = 1;
+}
+
+/* How many fds are open now (/proc/self/fd); -1 if unknown. */
+static long open_fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    long n = -1; /* not counting opendir's own */
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') ++n;
+    closedir(d);
+    return n;
+}
+
+/* Whether the fds the job needs at once fit the soft limit: those open now
+ * (the store's among them), the read ends of two pipes per rank, four more
+ * while one starts (the write ends and the exec-error pipe), a store
+ * connection per rank of the job if we host it (xc_comm_init holds one until
+ * every rank has posted its address: short of them, the rendezvous waits
+ * for ranks whose connection cannot be accepted), and a few for files the
+ * store and libc open.  A new fd takes the lowest free number, so counting
+ * is enough.  0, or 1 after saying why not: before any rank is started, not
+ * with one failing halfway through. */
+static int check_fd_limit(const job_t *job)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+    long now = open_fd_count();
+    if (now < 0) now = 32; /* no /proc: a guess, the kernel still enforces it */
+    long per_rank = 2, store = job->srv ? job->world : 0;
+    long need = now + per_rank * job->n + 4 + store + 8;
+    if (need <= (long)r.rlim_cur) return 0;
+    char hard[32] = "unlimited";
+    if (r.rlim_max != RLIM_INFINITY)
+        snprintf(hard, sizeof hard, "%llu", (unsigned long long)r.rlim_max);
+    fprintf(stderr, "xcoll-run: -n %d needs about %ld open files (2 per rank%s, %ld open "
+                    "now), more than its limit of %llu (hard limit %s); raise the hard "
+                    "limit (ulimit -Hn, limits.conf, LimitNOFILE=) or start fewer ranks\n",
+            job->n, need, store ? ", 1 per rank of the job for the store" : "", now,
+            (unsigned long long)r.rlim_cur, hard);
+    return 1;
 }
 
 /* Settle the job's token (see the top) into job->auth.  0, or 2 after
@@ -495,12 +589,19 @@ static void exec_child(const job_t *job, const rank_t *r, pid_t parent,
                        int errfd, int devnull, int out_w, int err_w)
 {
     setpgid(0, job->pgid); /* 0 for the first rank: a new group */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (size_t i = 0; i < sizeof k_signals / sizeof *k_signals; ++i)
-        sigaction(k_signals[i], &dfl, NULL);
-    sigaction(SIGPIPE, &dfl, NULL);
+    /* Our handlers and SIGPIPE back to the default; a forwarded signal the
+     * launcher was started with ignored stays ignored (nohup's SIGHUP, as
+     * in any program nohup runs). */
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    for (size_t i = 0; i < sizeof k_signals / sizeof *k_signals; ++i) {
+        act.sa_handler = g_ignored >> k_signals[i] & 1 ? SIG_IGN : SIG_DFL;
+        sigaction(k_signals[i], &act, NULL);
+    }
+    act.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &act, NULL);
+    /* The limit the launcher was given (raise_fd_limit); a bare syscall. */
+    if (g_nofile_raised) setrlimit(RLIMIT_NOFILE, &g_nofile);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127); /* the launcher died meanwhile */
     sigset_t none;
@@ -704,35 +805,83 @@ static void stop_job(job_t *job, int sig)
     }
 }
 
+/* The launcher's exit code for a rank's wait status: C, or 128+S. */
+static int status_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* "xcoll-run: rank r (pid p) <how it ended>", without the newline. */
+static void print_failure(const job_t *job, int i)
+{
+    int st = job->ranks[i].status;
+    char cause[96], name[32];
+    if (WIFEXITED(st))
+        snprintf(cause, sizeof cause, "exited with code %d%s", WEXITSTATUS(st),
+                 WEXITSTATUS(st) == 77 ? " (skipped)" : "");
+    else
+        snprintf(cause, sizeof cause, "was killed by %s (%s)%s",
+                 sig_name(WTERMSIG(st), name, sizeof name), strsignal(WTERMSIG(st)),
+                 WCOREDUMP(st) ? ", core dumped" : "");
+    fprintf(stderr, "xcoll-run: rank %d (pid %d) %s", job->rank_offset + i,
+            (int)job->ranks[i].pid, cause);
+}
+
+/* Which of the ranks this reap() found failed is blamed: the first killed
+ * by a signal, else the first with a non-zero exit.  Several can be found
+ * at once when the launcher was not running (stopped, descheduled), and
+ * waitpid(-1) returns them in the order they were started, not the order
+ * they died.  A crash (SIGSEGV, SIGABRT, the OOM killer) is the likelier
+ * first cause: the ranks it leaves behind typically exit non-zero with
+ * XC_ERR_PEER_LOST.  None of these signals can be ours: once we signal
+ * the ranks, the job is stopping and nothing counts any more. */
+static int blamed_rank(const job_t *job)
+{
+    int first = -1;
+    for (int i = 0; i < job->n; ++i) {
+        if (!job->ranks[i].failed) continue;
+        if (WIFSIGNALED(job->ranks[i].status)) return i;
+        if (first < 0) first = i;
+    }
+    return first;
+}
+
+/* Reap every rank that has ended, then, if the job was running, decide:
+ * one line per failed rank, the blamed one's code, the others stopped. */
 static void reap(job_t *job)
 {
-    int st;
+    int st, nfailed = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
         int i = 0;
         while (i < job->n && job->ranks[i].pid != pid) ++i;
         if (i == job->n) continue;
-        job->ranks[i].alive = 0;
+        rank_t *r = &job->ranks[i];
+        r->alive = 0;
+        r->status = st;
         job->nalive--;
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (code == 0 || job->stopping) continue; /* fine, or a consequence */
-        char cause[96], name[32];
-        if (WIFEXITED(st))
-            snprintf(cause, sizeof cause, "exited with code %d%s", code,
-                     code == 77 ? " (skipped)" : "");
-        else
-            snprintf(cause, sizeof cause, "was killed by %s (%s)%s",
-                     sig_name(WTERMSIG(st), name, sizeof name),
-                     strsignal(WTERMSIG(st)), WCOREDUMP(st) ? ", core dumped" : "");
-        fprintf(stderr, "xcoll-run: rank %d (pid %d) %s", job->rank_offset + i,
-                (int)pid, cause);
-        if (job->nalive)
+        if (st == 0 || job->stopping) continue; /* fine, or a consequence */
+        r->failed = 1;
+        nfailed++;
+    }
+    if (nfailed == 0) return;
+    int blame = blamed_rank(job);
+    for (int i = 0; i < job->n; ++i) {
+        if (!job->ranks[i].failed) continue;
+        job->ranks[i].failed = 0;
+        print_failure(job, i);
+        if (i == blame && nfailed > 1)
+            fprintf(stderr, "; blamed, of %d failures found at once (%s)", nfailed,
+                    WIFSIGNALED(job->ranks[i].status)
+                        ? "a death by a signal comes before an exit code"
+                        : "the lowest rank: which failed first is not known");
+        if (i == blame && job->nalive)
             fprintf(stderr, "; stopping the %d other running rank%s", job->nalive,
                     job->nalive == 1 ? "" : "s");
         fputc('\n', stderr);
-        job->exit_code = code;
-        stop_job(job, SIGTERM);
     }
+    job->exit_code = status_code(job->ranks[blame].status);
+    stop_job(job, SIGTERM);
 }
 
 /* Act on the signals the handler queued in the self-pipe. */
@@ -863,6 +1012,7 @@ int main(int argc, char **argv)
     int rc = parse_args(&job, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     ensure_std_fds();
+    raise_fd_limit();
     if (install_signals() < 0) {
         perror("xcoll-run: signal setup");
         return 1;
@@ -890,6 +1040,7 @@ int main(int argc, char **argv)
     if ((rc = job_token(&job)) != 0) goto out;
     if ((rc = start_store(&job)) != 0) goto out;
     rc = 1;
+    if (check_fd_limit(&job) != 0) goto out;
     if (build_envs(&job) != 0) goto out;
     job.end_ns = job.timeout_s > 0
                      ? xc__now_ns() + (uint64_t)(job.timeout_s * 1e9)

@@ -22,6 +22,10 @@
  *                        pieces, then "tail R" without a newline
  *   longline LEN         one line of LEN 'x' in one write, then "end"
  *   port                 print a TCP port of 127.0.0.1 that is free now
+ *   sigdfl PROG [ARGS]   exec PROG with SIGINT, SIGQUIT, SIGTERM and SIGHUP
+ *                        at their default action: a background job of a
+ *                        script has SIGINT and SIGQUIT ignored, and
+ *                        xcoll-run leaves ignored signals ignored
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -197,6 +201,13 @@ int main(int argc, char **argv)
         free(line);
         printf("end\n");
         return w == a2 + 1 ? 0 : 1;
+    }
+    if (!strcmp(mode, "sigdfl") && argc > 2) {
+        static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+        for (size_t i = 0; i < sizeof sigs / sizeof *sigs; ++i) signal(sigs[i], SIG_DFL);
+        execvp(argv[2], argv + 2);
+        fprintf(stderr, "launch_ctl: cannot run '%s': %s\n", argv[2], strerror(errno));
+        return 127;
     }
     if (!strcmp(mode, "port")) {
         int port = free_port();

@@ -30,6 +30,37 @@ expect_le "rank 1 SIGKILLed: seconds taken" 10 $t
 expect_grep "rank 1 SIGKILLed: cause named" '^xcoll-run: rank 1 \(pid [0-9]+\) was killed by SIGKILL' "$TMP/err"
 expect_gone "rank 1 SIGKILLed: no rank left" "$TMP/out"
 
+# Two ranks fail while the launcher is stopped: rank 1 dies by SIGSEGV,
+# then rank 0 exits 1 (as a rank that lost its peer would, with
+# XC_ERR_PEER_LOST).  Both are zombies when it runs again and waitpid(-1)
+# returns rank 0 first, yet the crash is the cause: 128 + 11, and a line
+# for each.  Each rank waits for its go file, so the order is the test's.
+# rank_pid R: the pid rank R printed
+rank_pid() { sed -n "s/^\\[$1\\] pid=//p" "$TMP/out"; }
+# wait_dead PID: wait up to 10 s until PID has ended (a zombie counts)
+wait_dead() {
+    tries=0
+    while running "$1" && [ $tries -lt 100 ]; do sleep 0.1; tries=$((tries + 1)); done
+    running "$1" && fail "pid $1 did not end"
+}
+: >"$TMP/out"
+: >"$TMP/err"
+prog='echo "pid=$$"; while [ ! -e "$0.$XCOLL_RANK" ]; do sleep 0.05; done
+      [ "$XCOLL_RANK" = 1 ] && kill -SEGV $$; exit 1'
+(ulimit -c 0; exec "$XRUN" -n 2 sh -c "$prog" "$TMP/go") >"$TMP/out" 2>"$TMP/err" &
+lpid=$!
+wait_lines 2 'pid=' "$TMP/out" || fail "ranks did not start: $(cat "$TMP/out" "$TMP/err")"
+kill -STOP $lpid
+touch "$TMP/go.1"
+wait_dead "$(rank_pid 1)"
+touch "$TMP/go.0"
+wait_dead "$(rank_pid 0)"
+kill -CONT $lpid
+wait $lpid
+expect_eq "rank 1 SIGSEGV, then rank 0 exits 1: launcher exit code" 139 $?
+expect_count "rank 1 SIGSEGV, then rank 0 exits 1: the crash named" 1 '^xcoll-run: rank 1 \(pid [0-9]+\) was killed by SIGSEGV' "$TMP/err"
+expect_count "rank 1 SIGSEGV, then rank 0 exits 1: the exit named" 1 '^xcoll-run: rank 0 \(pid [0-9]+\) exited with code 1' "$TMP/err"
+
 # The others ignore SIGTERM: SIGKILL follows after --grace-ms.
 t0=$(now)
 "$XRUN" -n 3 --grace-ms 500 "$CTL" stubborn 0 5 60 >"$TMP/out" 2>"$TMP/err"

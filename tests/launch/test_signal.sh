@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_signal.sh XRUN CTL -- SIGTERM/SIGINT/SIGHUP sent to the launcher reach
-# every rank, the launcher exits 128+signal and leaves no rank behind; a
-# launcher killed outright takes its ranks with it; --timeout exits 124.
+# every rank, the launcher exits 128+signal and leaves no rank behind; one
+# the launcher was started with ignored stays ignored, there and in the
+# ranks; a launcher killed outright takes its ranks with it; --timeout
+# exits 124.
 XRUN=$1 CTL=$2
 . "$(dirname "$0")/lib.sh"
 
@@ -14,7 +16,9 @@ start_job() {
     # for this one's (the launcher would be signalled before it is ready).
     : >"$TMP/out"
     : >"$TMP/err"
-    "$XRUN" -n "$n" "$@" >"$TMP/out" 2>"$TMP/err" &
+    # A background job of a script starts with SIGINT ignored, and the
+    # launcher leaves an ignored signal ignored: sigdfl restores it.
+    "$CTL" sigdfl "$XRUN" -n "$n" "$@" >"$TMP/out" 2>"$TMP/err" &
     lpid=$!
     wait_lines "$n" 'pid=' "$TMP/out" || fail "ranks did not start: $(cat "$TMP/out" "$TMP/err")"
 }
@@ -40,6 +44,24 @@ for sig in INT TERM HUP; do
     expect_eq "SIG$sig: launcher exit code" $((128 + num)) $rc
     expect_count "SIG$sig: every rank caught it once" 3 "^\[[0-9]\] caught $num\$" "$TMP/out"
     expect_gone "SIG$sig: no orphans" "$TMP/out"
+done
+
+# A signal the launcher was started with ignored (nohup, `trap '' HUP`, a
+# background job of a script) stays ignored, in the launcher and in the
+# ranks: neither the launcher's hangup nor the ranks' own ends the job.
+for sig in HUP INT; do
+    : >"$TMP/out"
+    : >"$TMP/err"
+    (trap '' $sig; exec "$XRUN" -n 2 sh -c 'echo "pid=$$"; sleep 2') >"$TMP/out" 2>"$TMP/err" &
+    lpid=$!
+    wait_lines 2 'pid=' "$TMP/out" || fail "ranks did not start: $(cat "$TMP/out" "$TMP/err")"
+    kill -$sig $lpid
+    pgid=$(sed -n 's/^\[0\] pid=//p' "$TMP/out") # the ranks' group: rank 0's pid
+    kill -$sig -"$pgid"
+    wait $lpid
+    expect_eq "SIG$sig ignored at start: launcher exit code" 0 $?
+    expect_count "SIG$sig ignored at start: nothing caught or forwarded" 0 'caught|killed' "$TMP/err"
+    expect_gone "SIG$sig ignored at start: no orphans" "$TMP/out"
 done
 
 # The signal reaches the processes the ranks started (one process group).
