@@ -202,26 +202,21 @@ XC__INL __m256i okey64(__m256i u)
     __m256i sign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), u);
     return _mm256_xor_si256(u, _mm256_srli_epi64(sign, 1));
 }
-XC__INL kps_t kin_ps(__m256 x)
-{
-    kps_t r = {okey32(_mm256_castps_si256(x)), _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))};
-    return r;
-}
-XC__INL __m256 kout_ps(kps_t v)
-{
-    return _mm256_castsi256_ps(
-        _mm256_blendv_epi8(okey32(v.key), _mm256_set1_epi32(0x7fc00000), v.nan));
-}
-XC__INL kpd_t kin_pd(__m256d x)
-{
-    kpd_t r = {okey64(_mm256_castpd_si256(x)), _mm256_castpd_si256(_mm256_cmp_pd(x, x, _CMP_UNORD_Q))};
-    return r;
-}
-XC__INL __m256d kout_pd(kpd_t v)
-{
-    return _mm256_castsi256_pd(
-        _mm256_blendv_epi8(okey64(v.key), _mm256_set1_epi64x(0x7ff8000000000000), v.nan));
-}
+/* kin_<KT>: a register's keys and NaN lanes; kout_<KT>: back to values,
+ * NaN lanes canonical. */
+#define XC__KEY_CONV(KT, V, KEY, SET1, NAN)                                    \
+    XC__INL k##KT##_t kin_##KT(V x)                                            \
+    {                                                                          \
+        k##KT##_t r = {KEY(_mm256_cast##KT##_si256(x)),                        \
+                       _mm256_cast##KT##_si256(_mm256_cmp_##KT(x, x, _CMP_UNORD_Q))}; \
+        return r;                                                              \
+    }                                                                          \
+    XC__INL V kout_##KT(k##KT##_t v)                                           \
+    {                                                                          \
+        return _mm256_castsi256_##KT(_mm256_blendv_epi8(KEY(v.key), SET1(NAN), v.nan)); \
+    }
+XC__KEY_CONV(ps, __m256, okey32, _mm256_set1_epi32, 0x7fc00000)
+XC__KEY_CONV(pd, __m256d, okey64, _mm256_set1_epi64x, 0x7ff8000000000000)
 #define XC__KFOLD(KT, name, OP)                                                \
     XC__INL k##KT##_t name##_##KT(k##KT##_t a, k##KT##_t b)                    \
     {                                                                          \

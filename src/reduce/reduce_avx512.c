@@ -276,26 +276,22 @@ XC__INL __m512i okey64(__m512i u)
     return _mm512_ternarylogic_epi64(u, _mm512_srai_epi64(u, 63),
                                      _mm512_set1_epi64(0x7fffffffffffffff), 0x78);
 }
-XC__INL kps_t kin_ps(__m512 x)
-{
-    kps_t r = {okey32(_mm512_castps_si512(x)), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)};
-    return r;
-}
-XC__INL __m512 kout_ps(kps_t v)
-{
-    return _mm512_castsi512_ps(
-        _mm512_mask_mov_epi32(okey32(v.key), v.nan, _mm512_set1_epi32(0x7fc00000)));
-}
-XC__INL kpd_t kin_pd(__m512d x)
-{
-    kpd_t r = {okey64(_mm512_castpd_si512(x)), _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q)};
-    return r;
-}
-XC__INL __m512d kout_pd(kpd_t v)
-{
-    return _mm512_castsi512_pd(
-        _mm512_mask_mov_epi64(okey64(v.key), v.nan, _mm512_set1_epi64(0x7ff8000000000000)));
-}
+/* kin_<KT>: a register's keys and NaN lanes; kout_<KT>: back to values,
+ * NaN lanes canonical. */
+#define XC__KEY_CONV(KT, V, KEY, W, NAN)                                       \
+    XC__INL k##KT##_t kin_##KT(V x)                                            \
+    {                                                                          \
+        k##KT##_t r = {KEY(_mm512_cast##KT##_si512(x)),                        \
+                       _mm512_cmp_##KT##_mask(x, x, _CMP_UNORD_Q)};            \
+        return r;                                                              \
+    }                                                                          \
+    XC__INL V kout_##KT(k##KT##_t v)                                           \
+    {                                                                          \
+        return _mm512_castsi512_##KT(                                          \
+            _mm512_mask_mov_##W(KEY(v.key), v.nan, _mm512_set1_##W(NAN)));     \
+    }
+XC__KEY_CONV(ps, __m512, okey32, epi32, 0x7fc00000)
+XC__KEY_CONV(pd, __m512d, okey64, epi64, 0x7ff8000000000000)
 XC__INL kv2_t kin_v2(v2ps_t x)
 {
     kv2_t r = {kin_ps(x.ev), kin_ps(x.od)};
