@@ -101,6 +101,16 @@ def op_of(spec):
     raise _errors.invalid(f"unknown reduction op {spec!r}")
 
 
+def reduction_op(spec, bufs, what):
+    """op_of(spec), checked against the buffers it reduces: complex numbers
+    have no order and no bits, and their product is not the pairs'."""
+    op = op_of(spec)
+    if op not in (Op.SUM, Op.AVG) and any(b.complex for b in bufs):
+        raise _errors.invalid(f"{what}: {op.name} has no meaning for complex "
+                              f"buffers (only SUM and AVG)")
+    return op
+
+
 # --------------------------------------------------------------- Py_buffer
 class _PyBuffer(ctypes.Structure):
     _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
@@ -130,7 +140,8 @@ class Buffer:
     optional dtype override.  ``release()`` is idempotent.
     """
 
-    __slots__ = ("obj", "ptr", "nbytes", "dtype", "count", "_view")
+    __slots__ = ("obj", "ptr", "nbytes", "dtype", "count", "complex",
+                 "_view")
 
     def __init__(self, obj, writable, dtype=None, what="buffer"):
         self._view = None
@@ -150,6 +161,9 @@ class Buffer:
         self._view = view
         self.ptr = view.buf
         self.nbytes = view.len
+        # complex by its format ('Zf', 'Zd'): reduced as pairs of reals,
+        # which only SUM and AVG get right (dtype= reinterprets on purpose)
+        self.complex = False
         try:
             if dtype is None:
                 fmt = (view.format or b"B").decode().lstrip("@=<")
@@ -158,6 +172,7 @@ class Buffer:
                         f"{what}: no xcoll dtype for buffer format "
                         f"{fmt!r}; pass dtype=")
                 self.dtype = _FORMATS[fmt]
+                self.complex = fmt.startswith("Z")
             else:
                 self.dtype = dtype_of(dtype)
             size = _SIZES[self.dtype]

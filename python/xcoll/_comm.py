@@ -15,31 +15,53 @@ import ctypes
 import threading
 
 from . import _errors, _lib
-from ._buffer import Buffer, DType, Op, dtype_of, op_of
+from ._buffer import Buffer, DType, Op, dtype_of, reduction_op
 
 _check = _errors.check
 
-# Requests dropped while still pending: their buffers must stay acquired
-# until the library is done with them.  Reaped whenever a request is made.
+# What each operation in flight reads or writes, keyed by its request
+# handle: (Buffers, other objects), until the library is done with it.
+# Reachable from here, the Buffers are never finalized (released) by the
+# garbage collector under a pending operation, not even when its Request
+# is caught in a reference cycle.
+_inflight = {}
+
+# Requests dropped while still pending, as (handle, comm); reaped whenever
+# a request is made.  Appended without the lock (list.append is atomic),
+# and the lock is reentrant: a finalizer may run anywhere, inside _reap's
+# locked section too (the entries that one has taken are out of the list).
 _orphans = []
-_orphans_lock = threading.Lock()
+_orphans_lock = threading.RLock()
 
 
-def _reap(comm=None):
-    if not _orphans:
+def _free(h):
+    """xc_request_free, then release what the operation held.  Its entry
+    goes first: a new request may reuse the handle once it is freed."""
+    bufs, _ = _inflight.pop(h, ((), None))
+    _lib.request_free(h)
+    for b in bufs:
+        b.release()
+
+
+def _reap(comm=None, blocking=True):
+    """Free the orphans that completed (and all of `comm`'s: it is gone).
+    The lock covers the list only: freeing drops references (maybe a
+    Comm's last, whose __del__ reaps too), so it runs after the release.
+    A finalizer passes blocking=False."""
+    if not _orphans or not _orphans_lock.acquire(blocking):
         return
-    with _orphans_lock:
-        keep = []
-        for h, bufs, c in _orphans:
+    over, pending = [], []
+    try:
+        while _orphans:
+            o = _orphans.pop()
             done = ctypes.c_int(0)
-            _lib.request_test(h, ctypes.byref(done))
-            if done.value or (comm is not None and c is comm):
-                _lib.request_free(h)   # completed, or its comm is gone
-                for b in bufs:
-                    b.release()
-            else:
-                keep.append((h, bufs, c))
-        _orphans[:] = keep
+            _lib.request_test(o[0], ctypes.byref(done))
+            (over if done.value or o[1] is comm else pending).append(o)
+        _orphans.extend(pending)
+    finally:
+        _orphans_lock.release()
+    for h, _ in over:
+        _free(h)
 
 
 class Request:
@@ -48,14 +70,16 @@ class Request:
     may be called again after completion (same outcome).  ``result`` is
     the operation's output object (the receive buffer) once complete."""
 
-    __slots__ = ("_h", "_comm", "_bufs", "_out", "_finish", "_exc", "_lock",
-                 "_done", "_keep", "_source", "__weakref__")
+    __slots__ = ("_h", "_comm", "_out", "_finish", "_exc", "_lock",
+                 "_done", "_source", "__weakref__")
 
     def __init__(self, handle, comm, bufs, out, finish=None, keep=None):
         self._h = handle
         self._comm = comm        # keeps the communicator alive
-        self._bufs = bufs        # Buffers, released at completion
-        self._keep = keep        # other objects xcoll uses until completion
+        if bufs or keep is not None:
+            # Buffers, released at completion; other objects xcoll uses
+            # until then
+            _inflight[handle] = (bufs, keep)
         self._out = out
         self._finish = finish
         self._exc = None
@@ -69,12 +93,8 @@ class Request:
             self._exc = _errors._make(rc, _lib.last_error().decode(
                 errors="replace"))
         self._source = _lib.request_source(self._h)
-        _lib.request_free(self._h)
+        _free(self._h)
         self._h = None
-        for b in self._bufs:
-            b.release()
-        self._bufs = ()
-        self._keep = None
         if self._exc is None and self._finish is not None:
             try:
                 self._finish()
@@ -136,22 +156,9 @@ class Request:
         h = getattr(self, "_h", None)
         if h is not None:
             try:
-                with _orphans_lock:
-                    _orphans.append((h, (*self._bufs, _Held(self._keep)),
-                                     self._comm))
+                _orphans.append((h, self._comm))   # see _orphans: no lock
             except Exception:  # noqa: BLE001 -- interpreter shutting down
                 pass
-
-
-class _Held:
-    """Keeps objects referenced until release() (an orphan's tensors)."""
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def release(self):
-        self.obj = None
 
 
 def wait_all(requests):
@@ -190,8 +197,12 @@ class group:
         bufs = _tls.groups.pop()
         rc = _lib.group_end()
         msg = _lib.last_error().decode(errors="replace") if rc else ""
-        for b in bufs:
-            b.release()
+        if _tls.groups:
+            # nested: xc_group_end ran nothing, the outermost one will
+            _tls.groups[-1].extend(bufs)
+        else:
+            for b in bufs:
+                b.release()
         if rc and et is None:
             raise _errors._make(rc, msg)
         return False
@@ -358,6 +369,9 @@ class Comm:
     def close(self):
         """xc_comm_destroy (idempotent).  Pending operations get until
         their deadline, then fail with Aborted."""
+        self._close(True)
+
+    def _close(self, reap_blocking):
         life = getattr(self, "_life", None)
         if life is None:
             h, self._h = getattr(self, "_h", None), None
@@ -366,7 +380,7 @@ class Comm:
                 h, self._h = self._h, None
         if h is not None:
             rc = _lib.comm_destroy(h)
-            _reap(self)
+            _reap(self, reap_blocking)
             _check(rc)
 
     destroy = close
@@ -394,7 +408,9 @@ class Comm:
 
     def __del__(self):
         try:
-            self.close()
+            # a finalizer never waits for the orphans' lock (it may run on
+            # the thread holding it): a later reap frees what it leaves
+            self._close(False)
         except Exception:  # noqa: BLE001 -- nothing to report to at GC
             pass
 
@@ -524,8 +540,9 @@ class Comm:
                 raise _errors.invalid(
                     f"allreduce: recvbuf holds {r.count} elements, sendbuf "
                     f"{s.count}")
+        op = _op_or_release(bufs, op, "allreduce")
         return self._run(blocking, bufs, out, _lib.allreduce,
-                         (s.ptr, r.ptr, s.count, s.dtype, op_of(op)),
+                         (s.ptr, r.ptr, s.count, s.dtype, op),
                          _lib.iallreduce)
 
     def allreduce(self, sendbuf, recvbuf=None, op=Op.SUM, dtype=None):
@@ -546,8 +563,9 @@ class Comm:
                           f"reduce_scatter: sendbuf must hold size * "
                           f"recvcount = {self.size} * {r.count} elements, "
                           f"not {s.count}")
+        op = _op_or_release(bufs, op, "reduce_scatter")
         return self._run(blocking, bufs, recvbuf, _lib.reduce_scatter,
-                         (s.ptr, r.ptr, r.count, s.dtype, op_of(op)),
+                         (s.ptr, r.ptr, r.count, s.dtype, op),
                          _lib.ireduce_scatter)
 
     def reduce_scatter(self, sendbuf, recvbuf, op=Op.SUM, dtype=None):
@@ -593,9 +611,10 @@ class Comm:
             _check_or_release(bufs, s.dtype == r.dtype and
                               s.count == r.count, "reduce: recvbuf must "
                               "have sendbuf's dtype and length")
+        op = _op_or_release(bufs, op, "reduce")
         return self._run(blocking, bufs, out, _lib.reduce,
                          (s.ptr, r.ptr if r else None, s.count, s.dtype,
-                          op_of(op), root), _lib.ireduce)
+                          op, root), _lib.ireduce)
 
     def reduce(self, sendbuf, recvbuf=None, op=Op.SUM, root=0, dtype=None):
         """Reduction to `root`.  recvbuf is used on root only; on root,
@@ -731,3 +750,12 @@ def _check_or_release(bufs, ok, msg):
     if not ok:
         _release(bufs)
         raise _errors.invalid(msg)
+
+
+def _op_or_release(bufs, op, what):
+    """The op, checked against the buffers (released if it is rejected)."""
+    try:
+        return reduction_op(op, bufs, what)
+    except _errors.Error:
+        _release(bufs)
+        raise

@@ -27,6 +27,7 @@ import collections
 import os
 import sys
 import threading
+import time
 import weakref
 from datetime import timedelta
 
@@ -347,11 +348,26 @@ class _XcollWork(_Work):
 
     def wait(self, timeout=None):
         if self._req is not None:
+            if timeout:     # timedelta(0) is c10d's "no timeout"
+                self._poll(timeout)
             try:
                 self._req.wait()
             finally:
                 self._finished()
         return True
+
+    def _poll(self, timeout):
+        """Return once the operation is over; raise as c10d does if
+        `timeout` (a timedelta) runs out first, leaving it pending."""
+        end = time.monotonic() + timeout.total_seconds()
+        pause = 1e-4
+        while not self.is_completed():
+            if time.monotonic() >= end:
+                raise RuntimeError(f"xcoll: Operation timed out after "
+                                   f"{timeout} in Work.wait() (it is still "
+                                   f"pending)")
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
 
     def is_completed(self):
         if self._req is None:
@@ -879,14 +895,14 @@ def _shutdown(comm, holder, pending_reqs):
             return not r.test()
         except Exception:  # noqa: BLE001 -- failed: not pending
             return False
-    with cm._orphans_lock:
-        orphans = [h for h, _, c in cm._orphans if c is comm]
     stuck = any(pending(r) for r in list(pending_reqs.values()))
     pending_reqs.clear()
-    for h in orphans:
-        done = cm.ctypes.c_int(0)
-        _lib.request_test(h, cm.ctypes.byref(done))
-        stuck = stuck or not done.value
+    with cm._orphans_lock:      # no reaper frees the listed ones meanwhile
+        for h, c in list(cm._orphans):
+            if c is comm:
+                done = cm.ctypes.c_int(0)
+                _lib.request_test(h, cm.ctypes.byref(done))
+                stuck = stuck or not done.value
     if stuck:
         comm.abort()
     if holder[0] is not None:

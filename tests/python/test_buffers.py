@@ -1,10 +1,14 @@
 #!/usr/bin/python3
 """The binding's buffers: any object with the buffer protocol (bytearray,
 array.array, memoryview slices, bytes for sending), dtypes inferred from
-the buffer format (complex as pairs of reals), what is rejected and why,
-and buffers held for as long as a non-blocking operation uses them."""
+the buffer format (complex as pairs of reals, for SUM and AVG), what is
+rejected and why, and buffers held for as long as a non-blocking operation
+uses them (its request dropped, or collected in a cycle, too)."""
 import array
 import gc
+import threading
+import time
+import weakref
 
 import harness as h
 
@@ -59,6 +63,24 @@ def test_multidim_and_complex(comm):
     c64 = np.full(4, 2 - 1j, np.complex64)
     comm.allreduce(c64, op=xcoll.AVG)
     h.eq(c64, np.full(4, 2 - 1j, np.complex64), "complex64 avg")
+    # pairs of reals get no other reduction right: rejected on every rank
+    for op in (xcoll.PROD, xcoll.MIN, xcoll.MAX, xcoll.BAND, xcoll.BOR,
+               xcoll.BXOR):
+        for what, fn in [
+            ("allreduce", lambda: comm.allreduce(c, op=op)),
+            ("iallreduce", lambda: comm.iallreduce(c64, op=op)),
+            ("reduce", lambda: comm.reduce(c, np.zeros_like(c), op=op)),
+            ("reduce_scatter", lambda: comm.reduce_scatter(
+                np.zeros(n, np.complex64), np.zeros(1, np.complex64),
+                op=op))]:
+            e = h.raises(xcoll.InvalidArgument, fn,
+                         f"complex {what} {op.name}")
+            h.check("complex" in e.message, f"says why: {e}")
+    y = np.zeros(2, np.complex128)
+    comm.allreduce(y, op=xcoll.PROD, dtype=xcoll.FLOAT64)   # asked for
+    h.eq(y, np.zeros(2, np.complex128), "complex buffer as fp64, by dtype=")
+    comm.allreduce(c)
+    h.eq(c, np.full(4, n * s * (1 + 2j), np.complex128), "usable after")
 
 
 def test_rejected(comm):
@@ -120,7 +142,82 @@ def test_dropped_request(comm):
     h.eq(bytes(buf[:32]), bytes([left + 1]) * 32, "dropped receive landed")
 
 
+def test_request_in_cycle(comm):
+    """A pending request caught in a reference cycle: the garbage collector
+    finalizes it, yet its buffer stays alive and acquired until the
+    receive is over and reaped."""
+    r, n = comm.rank, comm.size
+    right, left = (r + 1) % n, (r - 1) % n
+    a = np.zeros(1 << 20)
+    w = weakref.ref(a)
+    q = comm.irecv(a, left, tag=23)
+    cycle = [q]
+    cycle.append(cycle)
+    del a, q, cycle
+    gc.collect()
+    h.check(w() is not None, "receive buffer freed under a pending receive")
+    comm.send(np.full(1 << 20, r + 1.0), right, tag=23)
+    a = w()
+    for _ in range(3000):               # lands (xcoll's progress thread)
+        if (a == left + 1).all():
+            break
+        time.sleep(0.01)
+    h.eq(a, np.full(1 << 20, left + 1.0), "received into the dropped buffer")
+    del a
+    reap_until(comm, lambda: w() is None, "buffer released when reaped")
+
+
+def test_reap_drops_comm(comm):
+    """Reaping frees a dropped request whose Comm was dropped too: the
+    Comm's finalizer (destroy, then reap its orphans) runs within the
+    reaper and must not wait for the reaper's lock (it did while other
+    orphans were left: a hang)."""
+    r, n = comm.rank, comm.size
+    right, left = (r + 1) % n, (r - 1) % n
+    child = comm.split(0)
+    wc = weakref.ref(child)
+    child.irecv(bytearray(4), left, tag=1)   # dropped, pending
+    buf = bytearray(8)
+    comm.irecv(buf, left, tag=24)       # dropped, unmatched for now
+    child.send(bytes(4), right, tag=1)  # the child's receives can complete
+    del child                           # its orphan holds it
+    comm.barrier()
+    t = threading.Thread(target=reap_until, daemon=True,
+                         args=(comm, lambda: wc() is None, "child reaped"))
+    t.start()
+    t.join(60)
+    h.check(not t.is_alive(), "reaping the child's orphan hung")
+    h.check(wc() is None, "the dropped child was destroyed")
+    h.raises(BufferError, lambda: buf.extend(b"x"), "irecv still holds it")
+    comm.send(bytes([r + 1]) * 8, right, tag=24)
+    reap_until(comm, lambda: resizable(buf), "receive reaped once matched")
+    h.eq(bytes(buf[:8]), bytes([left + 1]) * 8, "received")
+
+
+def resizable(b):
+    """Whether nothing holds bytearray b's buffer (it can grow)."""
+    try:
+        b.append(0)
+    except BufferError:
+        return False
+    b.pop()
+    return True
+
+
+def reap_until(comm, cond, what):
+    """Issue requests (each reaps the completed orphans) until cond() is
+    true on every rank: all ranks issue as many."""
+    for _ in range(3000):
+        ok = np.array([cond()], np.int32)
+        comm.iallreduce(ok, op=xcoll.MIN).wait()
+        if ok[0]:
+            return
+        time.sleep(0.01)
+    h.check(False, f"{what}: not within 30 s")
+
+
 if __name__ == "__main__":
     h.main([test_python_buffers, test_slices_in_place,
             test_multidim_and_complex, test_rejected, test_held_while_pending,
-            test_dropped_request], xcoll.init_env())
+            test_dropped_request, test_request_in_cycle,
+            test_reap_drops_comm], xcoll.init_env())

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Tagged point-to-point through the Python binding: blocking and
 non-blocking send/recv around a ring, tags keeping messages apart,
-messages to oneself, groups that make exchanges in both directions safe,
-and non-blocking receives posted before the matching sends."""
+messages to oneself, groups that make exchanges in both directions safe
+(nested ones too), and non-blocking receives posted before the matching
+sends."""
 import harness as h
 
 np = h.need("numpy")
@@ -115,6 +116,22 @@ def test_group_exchange(comm):
         h.eq(g, np.full(big, p * 10 + r, np.float64), f"from {p}")
 
 
+def test_nested_group(comm):
+    """An inner group's calls run when the outermost group ends (the inner
+    xc_group_end runs nothing): their buffers stay acquired until then."""
+    r, n = comm.rank, comm.size
+    right, left = (r + 1) % n, (r - 1) % n
+    b = bytearray(4096)
+    with xcoll.group():
+        with xcoll.group():
+            comm.recv(b, left, tag=6)
+        comm.send(bytes([r + 1]) * 4096, right, tag=6)
+        h.raises(BufferError, lambda: b.extend(b"x"),
+                 "resize after the inner group, the outer one still open")
+    h.eq(bytes(b), bytes([left + 1]) * 4096, "received at the outer end")
+    b.extend(b"x")                      # released by the outer end
+
+
 def test_dtype_override(comm):
     """dtype= reinterprets the bytes: bf16 through a uint16 buffer."""
     r, n = comm.rank, comm.size
@@ -129,4 +146,4 @@ def test_dtype_override(comm):
 if __name__ == "__main__":
     h.main([test_ring_blocking, test_ring_nonblocking, test_tags,
             test_posting_order, test_self, test_group_exchange,
-            test_dtype_override], xcoll.init_env())
+            test_nested_group, test_dtype_override], xcoll.init_env())

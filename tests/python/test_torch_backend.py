@@ -5,9 +5,10 @@ with its documented meaning (bool logical, complex as pairs, integer
 average truncating, a RuntimeError where an op has no meaning), every
 collective including the two gloo lacks (reduce_scatter_tensor,
 all_gather_into_tensor) and uneven all-to-all, non-contiguous tensors,
-work objects that progress while the caller computes, futures, subgroups,
-re-initialisation through other init methods, and DDP giving the same
-parameters as DDP over gloo.  Run by xcoll-run on N ranks."""
+work objects that progress while the caller computes, futures, waits
+with a timeout, subgroups, re-initialisation through other init methods,
+and DDP giving the same parameters as DDP over gloo.  Run by xcoll-run on
+N ranks."""
 import os
 import time
 from datetime import timedelta
@@ -376,6 +377,28 @@ def test_futures(_):
     h.eq(len(futs.wait()), 8, "collect_all")
 
 
+def test_wait_timeout(_):
+    """Work.wait(timeout) gives up with a RuntimeError naming the timeout
+    when it runs out; the operation stays pending and completes later."""
+    if WS == 1:
+        return
+    right, left = (RANK + 1) % WS, (RANK - 1) % WS
+    r = torch.zeros(4)
+    w = dist.irecv(r, left, tag=9)      # its send comes after the waits
+    limit = timedelta(milliseconds=200)
+    t0 = time.monotonic()
+    e = h.raises(RuntimeError, lambda: w.wait(timeout=limit),
+                 "wait with a timeout")
+    took = time.monotonic() - t0
+    h.check("timed out" in str(e) and str(limit) in str(e), f"message: {e}")
+    h.check(0.2 <= took < 10, f"gave up after {took:.2f} s")
+    h.check(not w.is_completed(), "still pending")
+    dist.barrier()                      # every rank's wait gave up
+    dist.send(torch.full((4,), RANK + 1.0), right, tag=9)
+    h.check(w.wait(timeout=timedelta(seconds=30)), "completes")
+    h.check(torch.equal(r, torch.full((4,), left + 1.0)), "received")
+
+
 def test_subgroups(_):
     if WS < 2:
         return
@@ -460,5 +483,6 @@ if __name__ == "__main__":
     init("file")
     h.main([test_identity, test_all_reduce_dtypes_ops, test_collectives,
             test_objects, test_p2p, test_non_contiguous, test_errors,
-            test_async_overlap, test_sync_calls_block, test_futures, test_subgroups,
+            test_async_overlap, test_sync_calls_block, test_futures,
+            test_wait_timeout, test_subgroups,
             test_ddp_matches_gloo, test_reinit])
