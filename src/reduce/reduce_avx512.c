@@ -219,32 +219,22 @@ XC__INL __m512d mul_pd(__m512d a, __m512d b) { return _mm512_mul_pd(a, b); }
  * floats and negative ones in reverse: "a below b" is the integer compare
  * flipped where both are negative (then equal bits pick a, the same).
  * The NaN test is a floating compare, which DAZ does not affect. */
-XC__INL __m512 pick_ps(__m512 a, __m512 b, int take_min)
-{
-    __m512i ua = _mm512_castps_si512(a), ub = _mm512_castps_si512(b);
-    __mmask16 both_neg = _mm512_movepi32_mask(_mm512_and_si512(ua, ub));
-    __mmask16 take_a = (take_min ? _mm512_cmplt_epi32_mask(ua, ub)
-                                 : _mm512_cmpgt_epi32_mask(ua, ub)) ^ both_neg;
-    __m512i r = _mm512_mask_blend_epi32(take_a, ub, ua);
-    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q),
-                              _mm512_set1_epi32(0x7fc00000));
-    return _mm512_castsi512_ps(r);
-}
-XC__INL __m512 min_ps(__m512 a, __m512 b) { return pick_ps(a, b, 1); }
-XC__INL __m512 max_ps(__m512 a, __m512 b) { return pick_ps(a, b, 0); }
-XC__INL __m512d pick_pd(__m512d a, __m512d b, int take_min)
-{
-    __m512i ua = _mm512_castpd_si512(a), ub = _mm512_castpd_si512(b);
-    __mmask8 both_neg = _mm512_movepi64_mask(_mm512_and_si512(ua, ub));
-    __mmask8 take_a = (take_min ? _mm512_cmplt_epi64_mask(ua, ub)
-                                : _mm512_cmpgt_epi64_mask(ua, ub)) ^ both_neg;
-    __m512i r = _mm512_mask_blend_epi64(take_a, ub, ua);
-    r = _mm512_mask_mov_epi64(r, _mm512_cmp_pd_mask(a, b, _CMP_UNORD_Q),
-                              _mm512_set1_epi64(0x7ff8000000000000));
-    return _mm512_castsi512_pd(r);
-}
-XC__INL __m512d min_pd(__m512d a, __m512d b) { return pick_pd(a, b, 1); }
-XC__INL __m512d max_pd(__m512d a, __m512d b) { return pick_pd(a, b, 0); }
+#define XC__PICK(KT, V, M, W, NAN)                                             \
+    XC__INL V pick_##KT(V a, V b, int take_min)                                \
+    {                                                                          \
+        __m512i ua = _mm512_cast##KT##_si512(a), ub = _mm512_cast##KT##_si512(b); \
+        M both_neg = _mm512_movep##W##_mask(_mm512_and_si512(ua, ub));         \
+        M take_a = (take_min ? _mm512_cmplt_ep##W##_mask(ua, ub)               \
+                             : _mm512_cmpgt_ep##W##_mask(ua, ub)) ^ both_neg;  \
+        __m512i r = _mm512_mask_blend_ep##W(take_a, ub, ua);                   \
+        r = _mm512_mask_mov_ep##W(r, _mm512_cmp_##KT##_mask(a, b, _CMP_UNORD_Q), \
+                                  _mm512_set1_ep##W(NAN));                     \
+        return _mm512_castsi512_##KT(r);                                       \
+    }                                                                          \
+    XC__INL V min_##KT(V a, V b) { return pick_##KT(a, b, 1); }                \
+    XC__INL V max_##KT(V a, V b) { return pick_##KT(a, b, 0); }
+XC__PICK(ps, __m512, __mmask16, i32, 0x7fc00000)
+XC__PICK(pd, __m512d, __mmask8, i64, 0x7ff8000000000000)
 
 /* Float min/max of more inputs in key space (see the file comment): each input's bits
  * become their order key once -- the magnitude bits flipped where the
