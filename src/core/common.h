@@ -62,6 +62,14 @@ static inline int xc__wire_code_ok(int64_t code)
     return (code < 0 && code >= XC_ERR_INTERNAL) || code == XC_ERR_REVOKED;
 }
 
+/* FNV-1a of a string (names and paths that ranks compare by hash). */
+static inline uint64_t xc__hash_str(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
 /* The size of a dtype's element, 0 for an invalid one (xc_dtype_size,
  * without a call on the hot paths): XC_INT8 .. XC_FLOAT64 in enum order,
  * four bits each. */

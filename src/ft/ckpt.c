@@ -37,11 +37,19 @@ static xc_result_t check_parts(const xc_ckpt_part_t *parts, int nparts, const ch
     return XC_OK;
 }
 
+/* A directory name every path under it fits with (a truncated path must
+ * never name another file). */
+static xc_result_t check_dir(const char *dir, const char *fn)
+{
+    if (!dir || !*dir) return xc__err(XC_ERR_INVALID, "%s: no directory", fn);
+    if (strlen(dir) > PATH_MAX - 128) return xc__err(XC_ERR_INVALID, "%s: directory name too long", fn);
+    return XC_OK;
+}
+
 static xc_result_t check_call(xc_comm_t *comm, const char *dir, uint64_t step, const char *fn)
 {
     if (!comm) return xc__err(XC_ERR_INVALID, "%s: comm is NULL", fn);
-    if (!dir || !*dir) return xc__err(XC_ERR_INVALID, "%s: no directory", fn);
-    if (strlen(dir) > PATH_MAX - 128) return xc__err(XC_ERR_INVALID, "%s: directory name too long", fn);
+    XC_CHECK(check_dir(dir, fn));
     if (step == XC_CKPT_LATEST) return xc__err(XC_ERR_INVALID, "%s: step %llu is reserved", fn,
                                                (unsigned long long)step);
     return XC_OK;
@@ -54,8 +62,7 @@ static xc_result_t agree_call(xc_comm_t *comm, xc_result_t mine, const char *dir
                               uint64_t step, const char *fn)
 {
     XC_CHECK(xc__agree_outcome(comm, mine, fn));
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *c = dir; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    uint64_t h = xc__hash_str(dir);
     uint64_t v[4] = {step, ~step, h, ~h}; /* maxima of each and of its complement */
     XC_CHECK(xc_allreduce(v, v, 4, XC_UINT64, XC_MAX, comm));
     if (v[0] != ~v[1])
@@ -364,10 +371,8 @@ xc_result_t xc_ckpt_load(xc_comm_t *comm, const char *dir, uint64_t step_in,
 {
     if (!comm) return xc__err(XC_ERR_INVALID, "xc_ckpt_load: comm is NULL");
     int size = xc_comm_size(comm), rank = xc_comm_rank(comm);
-    xc_result_t rc = !dir || !*dir ? xc__err(XC_ERR_INVALID, "xc_ckpt_load: no directory")
-                     : strlen(dir) > PATH_MAX - 128
-                         ? xc__err(XC_ERR_INVALID, "xc_ckpt_load: directory name too long")
-                         : check_parts(parts, nparts, "xc_ckpt_load");
+    xc_result_t rc = check_dir(dir, "xc_ckpt_load");
+    if (rc == XC_OK) rc = check_parts(parts, nparts, "xc_ckpt_load");
     uint32_t *crc = calloc((size_t)size, sizeof *crc);
     if (rc == XC_OK && !crc) rc = xc__err(XC_ERR_NOMEM, "checkpoint: out of memory");
     rc = agree_call(comm, rc, dir, step_in, "xc_ckpt_load");

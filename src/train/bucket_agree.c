@@ -33,18 +33,11 @@ typedef struct entry { /* 64 bytes on the wire, same layout on every rank */
     char name[NAME_LEN]; /* truncated, for messages */
 } entry_t;
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static void fill_entry(const xc__grad_t *g, entry_t *e)
 {
     memset(e, 0, sizeof *e);
     e->count = g->count;
-    e->name_hash = hash_str(g->name);
+    e->name_hash = xc__hash_str(g->name);
     e->dtype = (uint32_t)g->dtype;
     snprintf(e->name, sizeof e->name, "%s", g->name);
 }

@@ -87,6 +87,27 @@ static memstore_t g_store = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND
 static char g_dir[64];
 
 /* One rank: create, check queries, run an allreduce and a split. */
+/* A listening socket on a free loopback port (its address in *sa), or -1. */
+static int listener(struct sockaddr_in *sa)
+{
+    *sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof *sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)sa, sizeof *sa) != 0 || listen(fd, 8) != 0 ||
+                    getsockname(fd, (struct sockaddr *)sa, &sl) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
 /* A service that is not ours: reads what a client sends, closes. */
 static void *read_and_close(void *arg)
 {
@@ -200,22 +221,18 @@ int main(void)
      * jobs' keys would mix); XCOLL_STORE_EXTERNAL takes 0 or 1 only; held
      * by a live communicator of this process: a second one shares it. */
     {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t sl = sizeof sa;
-        EXPECT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, 8) == 0 &&
-                   getsockname(fd, (struct sockaddr *)&sa, &sl) == 0,
-               "a stranger's listening socket");
+        struct sockaddr_in sa;
+        int fd = listener(&sa);
+        EXPECT(fd >= 0, "a stranger's listening socket");
         char addr[64];
         snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
         xc_config_t cfg = XC_CONFIG_INIT;
         cfg.timeout_ms = 5000;
         xc_comm_t *c = NULL;
-        struct timespec t0, t1;
+        struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         xc_result_t rc = xc_comm_init(&c, 0, 1, addr, &cfg);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s_taken = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        double s_taken = seconds_since(&t0);
         EXPECT(rc == XC_ERR_SYSTEM && !c && strstr(xc_last_error(), "another job or service"),
                "rank 0 on a stranger's port: %s (%s)", xc_err_name(rc), xc_last_error());
         EXPECT(s_taken < 2.0, "rank 0 on a stranger's port took %.1f s", s_taken);
@@ -229,20 +246,15 @@ int main(void)
 
         /* A service that reads the hello and closes: a rank stops at
          * once (it retried until the deadline before). */
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        sl = sizeof sa;
-        sa.sin_port = 0;
-        EXPECT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, 8) == 0 &&
-                   getsockname(fd, (struct sockaddr *)&sa, &sl) == 0,
-               "a closing service's socket");
+        fd = listener(&sa);
+        EXPECT(fd >= 0, "a closing service's socket");
         pthread_t th;
         pthread_create(&th, NULL, read_and_close, &fd);
         char addr2[64];
         snprintf(addr2, sizeof addr2, "127.0.0.1:%d", ntohs(sa.sin_port));
         clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = xc_comm_init(&c, 1, 2, addr2, &cfg);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        s_taken = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        s_taken = seconds_since(&t0);
         EXPECT(rc == XC_ERR_PROTOCOL && strstr(xc_last_error(), "not an xcoll store"),
                "a service that closes: %s (%s)", xc_err_name(rc), xc_last_error());
         EXPECT(s_taken < 2.0, "a service that closes: %.1f s", s_taken);
