@@ -24,8 +24,8 @@
  * end page (a posix_memalign'd buffer leaves an untouched page before it)
  * and mostly rearranges what the process already has, touches no other
  * mapping, and costs (a 2 MiB copy) within 32x the bytes it speeds up.
- * The inner pages and each end page are collapsed by calls of their own:
- * a refusal costs only its page.  A collapse keeps every byte, so the
+ * Each page is collapsed by a call of its own: a refusal costs only its
+ * page.  A collapse keeps every byte, so the
  * owner of the memory around the buffer sees nothing.
  * That is what lets a malloc'd buffer of 64 KiB-2 MiB -- which never holds
  * a whole huge page -- be read at huge-page speed: a 2-rank exchange of
@@ -132,10 +132,18 @@ static int in_mapping_of(uintptr_t page, uintptr_t at)
     return in;
 }
 
-/* Collapse [lo, lo + bytes); 1 if the kernel did (or found it done). */
-static int collapse(uintptr_t lo, size_t bytes)
+/* Collapses the kernel refused for want of a huge page (ENOMEM) or with
+ * pages busy (EAGAIN): the machine's refusals, not promotion's choices. */
+static unsigned long short_count;
+
+unsigned long xc__promote_refusals(void) { return __atomic_load_n(&short_count, __ATOMIC_RELAXED); }
+
+/* Collapse the huge page at lo; 1 if the kernel did (or found it done). */
+static int collapse(uintptr_t lo)
 {
+    size_t bytes = HUGE;
     if (madvise((void *)lo, bytes, MADV_COLLAPSE) == 0) return 1;
+    if (errno == ENOMEM || errno == EAGAIN) __atomic_add_fetch(&short_count, 1, __ATOMIC_RELAXED);
     XC_TRACE("promote: MADV_COLLAPSE of %zu KiB at %p refused (%s): ordinary pages kept",
              bytes >> 10, (void *)lo, strerror(errno));
     return 0;
@@ -164,17 +172,19 @@ void xc__promote(const void *buf, size_t len, int after)
     if (!go) return;
     uint64_t t0 = xc__now_ns();
     /* The whole pages inside, then each end page the buffer shares with
-     * other memory, each on its own (one refusal must not cost the rest);
-     * `got`: bytes of the buffer now on huge pages. */
+     * other memory, each page by a call of its own (one refusal must not
+     * cost the rest, and `got` counts what the kernel did: bytes of the
+     * buffer now on huge pages). */
     uintptr_t ilo = (b + HUGE - 1) & ~(HUGE - 1), ihi = e & ~(HUGE - 1);
     size_t got = 0;
-    if (ihi > ilo && collapse(ilo, ihi - ilo)) got += ihi - ilo;
-    if (b > lo && end_page_ok(lo, b, e) && collapse(lo, HUGE))
+    for (uintptr_t pg = ilo; pg < ihi; pg += HUGE)
+        if (collapse(pg)) got += HUGE;
+    if (b > lo && end_page_ok(lo, b, e) && collapse(lo))
         got += (lo + HUGE < e ? lo + HUGE : e) - b;
     /* (A buffer inside one page that starts past its boundary was that
      * page's first end already.) */
     if (e < hi && (hi - HUGE > lo || b == lo) && end_page_ok(hi - HUGE, b, e) &&
-        collapse(hi - HUGE, HUGE))
+        collapse(hi - HUGE))
         got += e - (hi - HUGE > b ? hi - HUGE : b);
     XC_TRACE("promote: %zu of %zu KiB at %p on huge pages (%.0f us)", got >> 10, len >> 10, buf,
              (double)(xc__now_ns() - t0) / 1e3);

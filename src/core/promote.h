@@ -29,4 +29,9 @@ XC__HIDDEN void xc__promote(const void *buf, size_t len, int after);
  * single copy reads ordinary pages: slower, never wrong). */
 XC__HIDDEN int xc__promoted(const void *buf, size_t len);
 
+/* How many collapses the kernel has refused for want of a huge page or
+ * with pages busy (ENOMEM, EAGAIN) in this process: the machine's
+ * refusals, which tests tell apart from promotion's own choices. */
+XC__HIDDEN unsigned long xc__promote_refusals(void);
+
 #endif

@@ -131,6 +131,7 @@ typedef struct shrink {
     shrink_fixed_t me;       /* this rank's listening address, CPU mask */
     uint8_t *known, *sent;   /* [bm_bytes(n)] */
     uint64_t t0, deadline, silence_ns;
+    uint64_t grace;          /* the deadline for a peer that has taken part */
     char why[200];           /* the first failure this shrink found, for the log */
 } shrink_t;
 
@@ -315,7 +316,13 @@ static xc_result_t agree(shrink_t *s)
                         if (xc__failed_has(bm, q)) mark(s, q, by, 0);
                     continue;
                 }
-                /* Not heard from in this round: silent, or too late? */
+                /* Not heard from in this round: silent, or too late?  A
+                 * peer that has sent a frame of this shrink takes part:
+                 * its clock started when it called, so past this rank's
+                 * deadline it may still be finishing the round before;
+                 * it is waited for until the grace deadline (or found
+                 * silent). */
+                int took_part = in && in->buf && in->seq >> 32 == s->no;
                 uint64_t last = comm->conns[p] ? comm->conns[p]->last_rx_ns : 0;
                 if (last < s->t0) last = s->t0;
                 char why[120];
@@ -323,7 +330,7 @@ static xc_result_t agree(shrink_t *s)
                     snprintf(why, sizeof why, "sent nothing, not even a heartbeat, for %.1f s "
                              "during the shrink", (double)(now - last) * 1e-9);
                     mark(s, p, why, 1);
-                } else if (now >= s->deadline) {
+                } else if (now >= (took_part ? s->grace : s->deadline)) {
                     snprintf(why, sizeof why, "did not take part in the shrink within "
                              "XCOLL_TIMEOUT_MS=%d ms", comm->cfg.timeout_ms);
                     mark(s, p, why, 0);
@@ -425,6 +432,9 @@ xc_result_t xc_comm_shrink(xc_comm_t *comm, xc_comm_t **newcomm)
     s.t0 = xc__now_ns();
     s.deadline = xc__deadline_ns(cfg->timeout_ms);
     s.silence_ns = silence_ms < 0 ? UINT64_MAX : (uint64_t)silence_ms * 1000000ull;
+    /* A participant gets the timeout again (at least 1 s) past it. */
+    s.grace = cfg->timeout_ms < 0 ? UINT64_MAX
+              : s.deadline + 1000000ull * (uint64_t)(cfg->timeout_ms < 1000 ? 1000 : cfg->timeout_ms);
     memcpy(s.known, comm->failed, nb);
     __atomic_add_fetch(&comm->waiters, 1, __ATOMIC_RELAXED); /* the progress thread keeps to its heartbeats */
     /* The new communicator's socket; without it this rank withdraws, so

@@ -22,7 +22,11 @@
  *            the shrunk communicator, shrink again to 3
  *   invalid  NULL communicator or NULL out pointer: XC_ERR_INVALID, and the
  *            communicator is untouched
- *   late     3 healthy ranks: ranks 0 and 1 shrink (XCOLL_TIMEOUT_MS=2000),
+ *   late     3 healthy ranks: ranks 0 and 1 shrink (XCOLL_TIMEOUT_MS=2000;
+ *            rank 1 300 ms later, and the driver stops it from 1.8 to 2.6 s
+ *            into rank 0's shrink: rank 0 must wait for it past its own
+ *            deadline -- before 2026-12-07 it declared rank 1 late too and
+ *            settled alone, which CI caught once without the stop),
  *            settle without rank 2, compute and destroy the old
  *            communicator; then rank 2 calls xc_comm_shrink: XC_ERR_PEER_LOST
  *            ("declared this rank (2) failed"), no communicator -- not a
@@ -195,6 +199,9 @@ static int late_rank(int rank, int size)
     if (rank != 2) {
         int dead[XT_MAX_RANKS] = {0};
         dead[2] = 1;
+        /* Rank 1 comes 300 ms after rank 0: its deadline is later */
+        if (rank == 1) usleep(300 * 1000);
+        else atomic_store(&xt_shm->stamp_ns[0], xt_now_ns());
         return shrink_check_end(comm, rank, dead, XC_ERR_ABORTED);
     }
     double end = xt_now() + 30;
@@ -422,6 +429,20 @@ static int run_job(unsigned delay_us, int timeout_ms)
         usleep(delay_us);
         kill(job.pid[2], SIGKILL);
         xt_log("killed rank 2 %u us after it entered the shrink", delay_us);
+    } else if (!strcmp(scenario, "late")) {
+        /* Rank 1 stopped from 1.8 s to 2.6 s into rank 0's shrink: rank 0
+         * passes its 2 s deadline (rank 2 is marked, round 2 starts)
+         * while rank 1, which took part in round 1, cannot answer; rank 1
+         * resumes past its own deadline (2.3 s) and both settle on {2}. */
+        double end = xt_now() + 30;
+        while (!atomic_load(&xt_shm->stamp_ns[0]) && xt_now() < end) usleep(1000);
+        double t0 = (double)atomic_load(&xt_shm->stamp_ns[0]) / 1e9;
+        while (xt_now() < t0 + 1.8) usleep(1000);
+        kill(job.pid[1], SIGSTOP);
+        while (xt_now() < t0 + 2.6) usleep(1000);
+        kill(job.pid[1], SIGCONT);
+        xt_log("rank 1 stopped from %.3f s to %.3f s into rank 0's shrink", 1.8,
+               xt_now() - t0);
     } else if (!strcmp(scenario, "stop")) {
         wait_results(nranks - 1, 40); /* survivors done: then the stopped one goes */
         kill(job.pid[1], SIGKILL);
