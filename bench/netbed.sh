@@ -40,6 +40,10 @@
 #   --xcoll-run PATH     launcher (default: build/xcoll-run of this tree)
 #   --timeout SEC        per-host xcoll-run --timeout (default 600)
 #   --env VAR=VALUE      set in every rank's environment (repeatable)
+#   --addr0 HOST         host 0's launcher and ranks reach the store as
+#                        HOST:29500 (e.g. the machine's name, which may
+#                        resolve to a loopback alias), the others as
+#                        10.77.0.1:29500
 #   -q, --quiet          no set-up chatter
 # Exit status: COMMAND's (the first host's non-zero status; 77 if every
 # host's was 77), 0 after an iperf-only run, 77 = skipped, 2 = usage.
@@ -63,6 +67,7 @@ xrun="$here/../build/xcoll-run"
 timeout=600
 quiet=0
 envs=""
+addr0=""
 
 usage() {
     sed -n '/^# Usage:/,/^# Example/p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -90,6 +95,7 @@ while [ $# -gt 0 ]; do
         envs="$envs
 $2"
         shift 2 ;;
+    --addr0) need_arg "$@"; addr0=$2; shift 2 ;;
     -q | --quiet) quiet=1; shift ;;
     -h | --help) usage ;;
     --) shift; break ;;
@@ -330,7 +336,9 @@ if [ $# -gt 0 ]; then
     while [ $h -gt 0 ]; do
         h=$((h - 1))
         hostflag=""
+        haddr=$addr
         [ $h = 0 ] && hostflag=--host-store
+        [ $h = 0 ] && [ -n "$addr0" ] && haddr="$addr0:29500"
         (
             # Rank environment: the given --env values; the launcher sets the
             # rank variables itself.
@@ -340,7 +348,7 @@ if [ $# -gt 0 ]; then
             unset IFS
             [ -n "$token" ] && export XCOLL_TOKEN="$token"
             exec ip netns exec "$(host_ns $h)" "$xrun" -n "$ranks" --rank-offset $((h * ranks)) \
-                --world-size "$world" --addr "$addr" $hostflag --timeout "$timeout" -- "$@"
+                --world-size "$world" --addr "$haddr" $hostflag --timeout "$timeout" -- "$@"
         ) &
         jobpids="$! $jobpids"
         pids="$pids $!"

@@ -155,7 +155,8 @@ static void usage(FILE *f)
           "Options:\n"
           "  -n, --nproc N        ranks to start here (1..1024)\n"
           "      --addr HOST:PORT host the store there (default 127.0.0.1, a\n"
-          "                       free port); with --world-size, the address\n"
+          "                       free port; a host name other than localhost:\n"
+          "                       on every interface); with --world-size, the address\n"
           "                       of the store shared by every invocation\n"
           "      --host HOST      host the store on HOST, a free port\n"
           "      --rank-offset R  rank of the first process started here (0)\n"
@@ -487,7 +488,12 @@ static int start_store(job_t *job)
     int port = job->store_port;
     int whole = job->rank_offset == 0 && job->world == job->n;
     if (whole || job->host_store) {
-        const char *bind_host = strcmp(host, "*") ? host : "";
+        /* As xc_comm_init's rank 0: a name that is not a loopback
+         * spelling is bound on every interface (it may resolve to a
+         * loopback alias here and to a routable address elsewhere). */
+        const char *bind_host =
+            strcmp(host, "*") && (xc__host_is_numeric(host) || xc__host_is_loopback(host))
+                ? host : "";
         /* The server thread inherits this mask: signals go to main only. */
         sigset_t block, old;
         sigemptyset(&block);

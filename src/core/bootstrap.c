@@ -245,16 +245,6 @@ xc_result_t xc_comm_init_store(xc_comm_t **comm, int rank, int size, const xc_st
 }
 
 
-/* Is `host` a loopback address (127.0.0.0/8, ::1) or "localhost"? */
-static int loopback_host(const char *host)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (!strcmp(host, "localhost")) return 1;
-    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-}
-
 xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
                          const xc_config_t *ucfg)
 {
@@ -288,7 +278,7 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
          * name of the host may resolve to a loopback alias here (Debian
          * maps the hostname to 127.0.1.1) yet to a routable address on the
          * other nodes. */
-        const char *bind_host = loopback_host(host) ? host : NULL;
+        const char *bind_host = xc__host_is_loopback(host) ? host : NULL;
         if (xc__store_server_start(bind_host, port, &cfg.auth, &srv, &bound) != XC_OK) {
             /* Hosted by a live communicator of this process (keys are
              * namespaced per creation): use it as a client.  Anyone
@@ -312,7 +302,18 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
         return xc__err(rc, "rank %d: cannot reach the rendezvous store at %s: %s", rank, addr,
                        xc__tls_error());
     }
-    rc = init_store(comm, rank, size, &st, prefix, &local, &cfg, srv);
+    /* This rank's address for its peers is the one it reached the store
+     * from -- unless that is a loopback alias of a name that is not a
+     * loopback spelling (rank 0 reaching its own store by the host's
+     * name): peers on other machines could not connect to it, so an
+     * interface's address is chosen instead. */
+    const struct sockaddr_storage *hint = &local;
+    if (xc__addr_is_loopback(&local) && !xc__host_is_loopback(host)) {
+        XC_INFO("rank %d reached the store at %s over loopback: advertising an interface's "
+                "address instead", rank, addr);
+        hint = NULL;
+    }
+    rc = init_store(comm, rank, size, &st, prefix, hint, &cfg, srv);
     xc__tcp_store_close(&st);
     return rc;
 }

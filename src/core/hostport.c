@@ -10,6 +10,7 @@
  */
 #include "store.h"
 
+#include <arpa/inet.h>
 #include <string.h>
 
 /* Parse the decimal port at `p`; -1 if it is not 1..65535. */
@@ -84,4 +85,20 @@ xc_result_t xc__parse_hostport(const char *s, const char *what, char *host,
     host[hlen] = '\0';
     *port = p;
     return XC_OK;
+}
+
+int xc__host_is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (!strcmp(host, "localhost")) return 1;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+int xc__host_is_numeric(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
 }

@@ -71,4 +71,12 @@ XC__HIDDEN xc_result_t xc__parse_hostport(const char *s, const char *what,
                                           char *host, size_t hostcap,
                                           int *port);
 
+/* Is `host` a loopback spelling: 127.0.0.0/8, ::1 or "localhost"?  Such
+ * a rendezvous address means a job on this machine; any other name may
+ * resolve to a loopback alias on the store's machine (Debian maps the
+ * hostname to 127.0.1.1) yet to a routable address on the others. */
+XC__HIDDEN int xc__host_is_loopback(const char *host);
+/* Is `host` a numeric IPv4 or IPv6 address (not a name)? */
+XC__HIDDEN int xc__host_is_numeric(const char *host);
+
 #endif /* XC_STORE_H */

@@ -89,6 +89,11 @@ static int is_loopback(const struct sockaddr *sa)
     return 0;
 }
 
+int xc__addr_is_loopback(const struct sockaddr_storage *sa)
+{
+    return is_loopback((const struct sockaddr *)sa);
+}
+
 static int is_linklocal6(const struct sockaddr *sa)
 {
     return sa->sa_family == AF_INET6 &&

@@ -30,6 +30,9 @@ XC__HIDDEN xc_result_t xc__pick_local_addr(const char *ifname,
                                            const struct sockaddr_storage *hint,
                                            struct sockaddr_storage *out);
 
+/* Is `sa` a loopback address (127.0.0.0/8, ::1)? */
+XC__HIDDEN int xc__addr_is_loopback(const struct sockaddr_storage *sa);
+
 /* A non-blocking, close-on-exec listening socket on `addr` with an
  * ephemeral port; *bound receives the address with its port. */
 XC__HIDDEN xc_result_t xc__listen(const struct sockaddr_storage *addr, int *fd,

@@ -118,6 +118,19 @@ static int test_parse_hostport(void)
               XC_ERR_INVALID);
     EXPECT_RC(xc__parse_hostport(NULL, "addr", small, sizeof small, &port),
               XC_ERR_INVALID);
+    /* Loopback spellings (a job on this machine) against names, which may
+     * resolve to a loopback alias here and elsewhere to a routable address. */
+    static const char *const loop[] = {"localhost", "127.0.0.1", "127.0.1.1", "127.255.0.9", "::1"};
+    static const char *const other[] = {"10.77.0.1", "vm", "localhost.example", "128.0.0.1",
+                                        "::2", "fe80::1", "0.0.0.0"};
+    for (size_t i = 0; i < sizeof loop / sizeof *loop; i++)
+        EXPECT(xc__host_is_loopback(loop[i]) && xc__host_is_numeric(loop[i]) == (i > 0),
+               "%s: a loopback spelling", loop[i]);
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        EXPECT(!xc__host_is_loopback(other[i]), "%s: not a loopback spelling", other[i]);
+    EXPECT(xc__host_is_numeric("10.77.0.1") && xc__host_is_numeric("fe80::1") &&
+           !xc__host_is_numeric("vm") && !xc__host_is_numeric("localhost.example"),
+           "numeric addresses against names");
     return 0;
 }
 
