@@ -96,10 +96,13 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
     return XC_OK;
 }
 
-/* Create a communicator through `st`.  `prefix` namespaces the keys. */
+/* Create a communicator through `st`, by `deadline` (the creation's one
+ * deadline: reaching the store counts against it too).  `prefix`
+ * namespaces the keys. */
 static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_store_t *st,
                               const char *prefix, const struct sockaddr_storage *hint,
-                              const xc__config_t *cfg, xc__store_server_t *srv)
+                              const xc__config_t *cfg, xc__store_server_t *srv,
+                              uint64_t deadline)
 {
     xc_comm_t *c = NULL;
     int lfd = -1;
@@ -107,7 +110,6 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     char(*ids)[XC__NODEID_LEN] = NULL;
     xc__cpumask_t *cpus = NULL;
     xc_result_t rc;
-    uint64_t deadline = xc__deadline_ns(cfg->timeout_ms);
     char key[160];
 
     XC_CHECK_GOTO(xc__comm_alloc(rank, size, cfg, &c), rc, fail);
@@ -241,7 +243,8 @@ xc_result_t xc_comm_init_store(xc_comm_t **comm, int rank, int size, const xc_st
     XC_CHECK(check_rank_size(rank, size));
     xc__config_t cfg;
     XC_CHECK(xc__config_resolve(ucfg, &cfg));
-    return init_store(comm, rank, size, store, "xc/", NULL, &cfg, NULL);
+    return init_store(comm, rank, size, store, "xc/", NULL, &cfg, NULL,
+                      xc__deadline_ns(cfg.timeout_ms));
 }
 
 
@@ -255,13 +258,14 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     XC_CHECK(check_rank_size(rank, size));
     xc__config_t cfg;
     XC_CHECK(xc__config_resolve(ucfg, &cfg));
+    uint64_t deadline = xc__deadline_ns(cfg.timeout_ms);
     char prefix[48];
     snprintf(prefix, sizeof prefix, "xc/%d/", next_gen(addr, rank, size));
 
     if (!strncmp(addr, "file:", 5)) {
         xc_store_t st;
         XC_CHECK(xc__file_store_open(addr + 5, &st));
-        xc_result_t rc = init_store(comm, rank, size, &st, prefix, NULL, &cfg, NULL);
+        xc_result_t rc = init_store(comm, rank, size, &st, prefix, NULL, &cfg, NULL, deadline);
         xc__file_store_close(&st);
         return rc;
     }
@@ -296,7 +300,8 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     }
     xc_store_t st;
     struct sockaddr_storage local;
-    xc_result_t rc = xc__tcp_store_open(host, port, cfg.timeout_ms, &cfg.auth, &st, &local);
+    xc_result_t rc = xc__tcp_store_open(host, port, xc__poll_ms_left(deadline), &cfg.auth, &st,
+                                        &local);
     if (rc != XC_OK) {
         xc__store_server_stop(srv);
         return xc__err(rc, "rank %d: cannot reach the rendezvous store at %s: %s", rank, addr,
@@ -313,7 +318,7 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
                 "address instead", rank, addr);
         hint = NULL;
     }
-    rc = init_store(comm, rank, size, &st, prefix, hint, &cfg, srv);
+    rc = init_store(comm, rank, size, &st, prefix, hint, &cfg, srv, deadline);
     xc__tcp_store_close(&st);
     return rc;
 }

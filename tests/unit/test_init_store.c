@@ -86,7 +86,6 @@ static int ms_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len
 static memstore_t g_store = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 static char g_dir[64];
 
-/* One rank: create, check queries, run an allreduce and a split. */
 /* A listening socket on a free loopback port (its address in *sa), or -1. */
 static int listener(struct sockaddr_in *sa)
 {
@@ -122,6 +121,19 @@ static void *read_and_close(void *arg)
     return NULL;
 }
 
+/* Rank 0 of 3 joining `arg`'s address 1.2 s late (rank 2 never comes). */
+static void *late_rank0(void *arg)
+{
+    usleep(1200 * 1000);
+    xc_config_t cfg = XC_CONFIG_INIT;
+    cfg.timeout_ms = 1500;
+    xc_comm_t *c = NULL;
+    xc_result_t rc = xc_comm_init(&c, 0, 3, (const char *)arg, &cfg);
+    EXPECT(rc == XC_ERR_TIMEOUT && !c, "late rank 0: %s", xc_err_name(rc));
+    return NULL;
+}
+
+/* One rank: create, check queries, run an allreduce and a split. */
 static void run_rank(xc_comm_t *c, int rank)
 {
     EXPECT(xc_comm_rank(c) == rank, "rank %d", xc_comm_rank(c));
@@ -268,6 +280,32 @@ int main(void)
         EXPECT(rc == XC_OK, "second communicator sharing the first's store: %s", xc_last_error());
         if (b) xc_comm_destroy(b);
         if (a) xc_comm_destroy(a);
+    }
+
+    /* One deadline for the whole creation: a rank that waited 1.2 s for
+     * the store to come up has 0.3 s left of its 1.5 s for the rest
+     * (before 2026-12-07 each stage had its own timeout: 2.7 s). */
+    {
+        struct sockaddr_in sa;
+        int fd = listener(&sa);
+        EXPECT(fd >= 0, "a free port");
+        close(fd);
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+        pthread_t th;
+        pthread_create(&th, NULL, late_rank0, addr);
+        xc_config_t cfg = XC_CONFIG_INIT;
+        cfg.timeout_ms = 1500;
+        xc_comm_t *c = NULL;
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        xc_result_t rc = xc_comm_init(&c, 1, 3, addr, &cfg);
+        double s_taken = seconds_since(&t0);
+        EXPECT(rc == XC_ERR_TIMEOUT && !c && strstr(xc_last_error(), "rank 2"),
+               "rank 1 waiting for the store, then rank 2: %s (%s)", xc_err_name(rc),
+               xc_last_error());
+        EXPECT(s_taken < 2.3, "rank 1 gave up after %.2f s of its 1.5 s", s_taken);
+        pthread_join(th, NULL);
     }
 
     snprintf(g_dir, sizeof g_dir, "/tmp/xcoll-filestore-XXXXXX");
