@@ -21,13 +21,14 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define XC__INFO_MAGIC 0x58434932u /* "XCI2" */
+#define XC__INFO_MAGIC 0x58434933u /* "XCI3" */
 
 typedef struct rank_info {
     uint32_t magic;
     int32_t rank, size;
     uint32_t pad;
     uint64_t uid;
+    uint64_t nonce; /* this process's draw: another one under the same key is a duplicate */
     struct sockaddr_storage addr;
     char node[XC__NODEID_LEN];
     xc__cpumask_t cpus;
@@ -64,6 +65,28 @@ static int next_gen(const char *store_addr, int rank, int size)
 static xc_result_t store_code(int r)
 {
     return r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r : XC_ERR_SYSTEM;
+}
+
+/* Random 64 bits (the clock and pid if getrandom fails). */
+static uint64_t draw64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v) v = xc__now_ns() ^ ((uint64_t)getpid() << 32);
+    return v;
+}
+
+/* `other`, an entry of this communicator under this rank's key with
+ * another draw: a second process was started with this rank. */
+static xc_result_t duplicate_rank(const rank_info_t *other, int rank)
+{
+    char a[XC__ADDRSTR_LEN], node[XC__NODEID_LEN];
+    xc__addr_str(&other->addr, a, sizeof a);
+    memcpy(node, other->node, sizeof node);
+    node[sizeof node - 1] = 0;
+    return xc__err(XC_ERR_MISMATCH,
+                   "rank %d: another process joined this communicator as rank %d too (it "
+                   "listens at %s, node \"%s\"): two processes were started with the same rank",
+                   rank, rank, a, node);
 }
 
 static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, size_t cap,
@@ -128,9 +151,7 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
 
     snprintf(key, sizeof key, "%suid", prefix);
     if (rank == 0) {
-        while (c->uid == 0)
-            if (getrandom(&c->uid, sizeof c->uid, 0) != sizeof c->uid)
-                c->uid = xc__now_ns() ^ ((uint64_t)getpid() << 32);
+        while (c->uid == 0) c->uid = draw64();
         int r = st->set(st->ctx, key, &c->uid, sizeof c->uid);
         if (r != 0) {
             rc = xc__err(store_code(r), "rank 0: cannot publish to the store: %s",
@@ -143,10 +164,23 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
                       rc, fail);
     }
     rank_info_t me = {.magic = XC__INFO_MAGIC, .rank = rank, .size = size, .uid = c->uid,
-                      .addr = c->my_addr};
+                      .nonce = draw64(), .addr = c->my_addr};
     xc__node_id(cfg, me.node);
     xc__cpumask_self(&me.cpus);
     snprintf(key, sizeof key, "%srank/%d", prefix, rank);
+    if (rank != 0) {
+        /* This rank's key already holds an entry of this communicator:
+         * another process joined as this rank first.  (Rank 0 cannot tell
+         * a duplicate from a stale entry here -- a second rank 0 draws its
+         * own id -- it is checked only when its entry is read back.) */
+        rank_info_t prior;
+        size_t len = 0;
+        if (st->get(st->ctx, key, &prior, sizeof prior, &len, 0) == 0 && len == sizeof prior &&
+            prior.magic == XC__INFO_MAGIC && prior.rank == rank && prior.uid == c->uid) {
+            rc = duplicate_rank(&prior, rank);
+            goto fail;
+        }
+    }
     int sr = st->set(st->ctx, key, &me, sizeof me);
     if (sr != 0) {
         rc = xc__err(store_code(sr), "rank %d: cannot publish to the store: %s", rank,
@@ -166,6 +200,10 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
         if (info.size != size) {
             rc = xc__err(XC_ERR_MISMATCH, "rank %d was started with size %d, rank %d with size %d",
                          j, info.size, rank, size);
+            goto fail;
+        }
+        if (j == rank && info.nonce != me.nonce && info.uid == c->uid) {
+            rc = duplicate_rank(&info, rank); /* it wrote after this rank */
             goto fail;
         }
         if (info.uid != c->uid) {

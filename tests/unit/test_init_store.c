@@ -133,6 +133,70 @@ static void *late_rank0(void *arg)
     return NULL;
 }
 
+/* ---- two processes started as one rank ------------------------------ */
+/* A rank's view of a shared memstore: `blind`, it finds nothing when it
+ * looks without waiting (its look raced the other's write); `slow_key`,
+ * its reads of that key wait 400 ms first (its read-back comes late). */
+typedef struct dup_rank {
+    memstore_t *m;
+    int rank, delay_ms, blind;
+    const char *slow_key;
+    xc_result_t rc;
+    char msg[512];
+} dup_rank_t;
+
+static int dup_set(void *ctx, const char *key, const void *val, size_t len)
+{
+    return ms_set(((dup_rank_t *)ctx)->m, key, val, len);
+}
+
+static int dup_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len, int timeout_ms)
+{
+    dup_rank_t *d = ctx;
+    if (d->blind && timeout_ms == 0) return 1;
+    if (d->slow_key && !strcmp(key, d->slow_key) && timeout_ms > 0) usleep(400 * 1000);
+    return ms_get(d->m, key, buf, cap, len, timeout_ms);
+}
+
+/* Join as d->rank of 2 after d->delay_ms; on success, an all-reduce. */
+static void *dup_rank_main(void *arg)
+{
+    dup_rank_t *d = arg;
+    usleep((useconds_t)d->delay_ms * 1000);
+    xc_store_t st = {sizeof st, d, dup_set, dup_get, NULL};
+    xc_config_t cfg = XC_CONFIG_INIT;
+    cfg.timeout_ms = 5000;
+    xc_comm_t *c = NULL;
+    d->rc = xc_comm_init_store(&c, d->rank, 2, &st, &cfg);
+    snprintf(d->msg, sizeof d->msg, "%s", d->rc == XC_OK ? "" : xc_last_error());
+    if (c) {
+        int32_t x = 1;
+        xc_result_t rc = xc_allreduce(&x, &x, 1, XC_INT32, XC_SUM, c);
+        EXPECT(rc == XC_OK && x == 2, "rank %d's all-reduce: %s, %d", d->rank, xc_err_name(rc), x);
+        xc_comm_destroy(c);
+    }
+    return NULL;
+}
+
+/* Ranks 0, 1 and a second 1 (index 2, `late_ms` later) on one store:
+ * dup[i].rc and .msg say how each ended. */
+static void run_dup(dup_rank_t dup[3], int late_ms)
+{
+    memstore_t *m = calloc(1, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        dup[i].m = m;
+        dup[i].rank = i ? 1 : 0;
+        dup[i].delay_ms = i == 2 ? late_ms : 0;
+        pthread_create(&t[i], NULL, dup_rank_main, &dup[i]);
+    }
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < m->n; i++) free(m->kv[i].val);
+    free(m);
+}
+
 /* One rank: create, check queries, run an allreduce and a split. */
 static void run_rank(xc_comm_t *c, int rank)
 {
@@ -306,6 +370,31 @@ int main(void)
                xc_last_error());
         EXPECT(s_taken < 2.3, "rank 1 gave up after %.2f s of its 1.5 s", s_taken);
         pthread_join(th, NULL);
+    }
+
+    /* Two processes started as rank 1 (ranks as threads on a caller's
+     * store: no per-address generation apart).  The later one finds the
+     * first's entry and fails at once, naming the duplicate; the first
+     * and rank 0 form their communicator.  If the later one's look raced
+     * the first's write, the first finds its entry overwritten when it
+     * reads it back and fails instead (before 2026-12-07: the last writer
+     * won silently, and whoever had read the other address waited for
+     * the deadline). */
+    {
+        dup_rank_t dup[3] = {{0}};
+        run_dup(dup, 300);
+        EXPECT(dup[0].rc == XC_OK && dup[1].rc == XC_OK, "ranks 0 and 1: %s, %s (%s)",
+               xc_err_name(dup[0].rc), xc_err_name(dup[1].rc), dup[1].msg);
+        EXPECT(dup[2].rc == XC_ERR_MISMATCH && strstr(dup[2].msg, "started with the same rank"),
+               "the second rank 1: %s (%s)", xc_err_name(dup[2].rc), dup[2].msg);
+        dup_rank_t race[3] = {{0}};
+        race[1].slow_key = "xc/rank/1";
+        race[2].blind = 1;
+        run_dup(race, 150);
+        EXPECT(race[1].rc == XC_ERR_MISMATCH && strstr(race[1].msg, "started with the same rank"),
+               "the overwritten rank 1: %s (%s)", xc_err_name(race[1].rc), race[1].msg);
+        EXPECT(race[0].rc == XC_OK && race[2].rc == XC_OK, "rank 0 and the later rank 1: %s, "
+               "%s (%s)", xc_err_name(race[0].rc), xc_err_name(race[2].rc), race[2].msg);
     }
 
     snprintf(g_dir, sizeof g_dir, "/tmp/xcoll-filestore-XXXXXX");
