@@ -226,7 +226,8 @@ typedef struct xc_request xc_request_t;
  *   set:  store `len` bytes under `key` (overwrite allowed).
  *   get:  block until `key` exists or `timeout_ms` passes (return non-zero
  *         then); copy at most `cap` bytes into `buf`, the full length into
- *         *len.
+ *         *len.  `timeout_ms` is at least 1 (a look for a key that may be
+ *         there is a get of 1 ms).
  *   wait: optional (may be NULL): block until every key exists.
  * The keys xcoll uses start with "xc/"; give each communicator its own store
  * or prefix (as c10d's PrefixStore does).

@@ -271,6 +271,7 @@ class _StoreAdapter:
             v = self.store.get(key.decode(), int(timeout_ms))
             if v is None:
                 return 1
+            self.error = None  # an earlier miss (a look) is not the cause
             v = bytes(v)
             ctypes.memmove(buf, v, min(len(v), cap))
             lenp[0] = len(v)

@@ -95,7 +95,9 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
     size_t len = 0;
     int ms = xc__poll_ms_left(deadline_ns);
     uint64_t t0 = xc__now_ns();
-    int r = st->get(st->ctx, key, buf, cap, &len, ms < 0 ? 1 << 30 : ms);
+    /* (At least 1 ms: 0 may mean "no timeout" to a store -- c10d names zero
+     * kNoTimeout -- though torch 1.13's TCPStore.wait raised at once here.) */
+    int r = st->get(st->ctx, key, buf, cap, &len, ms < 0 ? 1 << 30 : ms < 1 ? 1 : ms);
     if (r != 0) {
         /* Built-in stores return an xc_result_t; callers' stores any
          * non-zero -- a timeout if it waited (nearly) all it was given:
@@ -169,13 +171,13 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     xc__cpumask_self(&me.cpus);
     snprintf(key, sizeof key, "%srank/%d", prefix, rank);
     if (rank != 0) {
-        /* This rank's key already holds an entry of this communicator:
-         * another process joined as this rank first.  (Rank 0 cannot tell
+        /* This rank's key already holds an entry of this communicator
+         * (a look of 1 ms): another process joined as this rank first.  (Rank 0 cannot tell
          * a duplicate from a stale entry here -- a second rank 0 draws its
          * own id -- it is checked only when its entry is read back.) */
         rank_info_t prior;
         size_t len = 0;
-        if (st->get(st->ctx, key, &prior, sizeof prior, &len, 0) == 0 && len == sizeof prior &&
+        if (st->get(st->ctx, key, &prior, sizeof prior, &len, 1) == 0 && len == sizeof prior &&
             prior.magic == XC__INFO_MAGIC && prior.rank == rank && prior.uid == c->uid) {
             rc = duplicate_rank(&prior, rank);
             goto fail;

@@ -136,7 +136,8 @@ static void *late_rank0(void *arg)
 /* ---- two processes started as one rank ------------------------------ */
 /* A rank's view of a shared memstore: `blind`, it finds nothing when it
  * looks without waiting (its look raced the other's write); `slow_key`,
- * its reads of that key wait 400 ms first (its read-back comes late). */
+ * its reads of that key wait 400 ms first (its read-back comes late).
+ * A look is a get of 1 ms. */
 typedef struct dup_rank {
     memstore_t *m;
     int rank, delay_ms, blind;
@@ -153,8 +154,9 @@ static int dup_set(void *ctx, const char *key, const void *val, size_t len)
 static int dup_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len, int timeout_ms)
 {
     dup_rank_t *d = ctx;
-    if (d->blind && timeout_ms == 0) return 1;
-    if (d->slow_key && !strcmp(key, d->slow_key) && timeout_ms > 0) usleep(400 * 1000);
+    EXPECT(timeout_ms >= 1, "a get of %d ms (0 may mean 'no timeout' to a store)", timeout_ms);
+    if (d->blind && timeout_ms == 1) return 1;
+    if (d->slow_key && !strcmp(key, d->slow_key) && timeout_ms > 1) usleep(400 * 1000);
     return ms_get(d->m, key, buf, cap, len, timeout_ms);
 }
 
