@@ -171,10 +171,11 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     xc__cpumask_self(&me.cpus);
     snprintf(key, sizeof key, "%srank/%d", prefix, rank);
     if (rank != 0) {
-        /* This rank's key already holds an entry of this communicator
-         * (a look of 1 ms): another process joined as this rank first.  (Rank 0 cannot tell
-         * a duplicate from a stale entry here -- a second rank 0 draws its
-         * own id -- it is checked only when its entry is read back.) */
+        /* This rank's key already holds an entry of this communicator (a
+         * look of 1 ms): another process joined as this rank first.
+         * (Rank 0 cannot tell a duplicate from a stale entry here -- a
+         * second rank 0 draws its own id -- it is checked only when its
+         * entry is read back.) */
         rank_info_t prior;
         size_t len = 0;
         if (st->get(st->ctx, key, &prior, sizeof prior, &len, 1) == 0 && len == sizeof prior &&

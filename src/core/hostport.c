@@ -9,6 +9,7 @@
  * to `host`/`port` on failure except possibly a truncated host.
  */
 #include "store.h"
+#include "../transport/net.h"
 
 #include <arpa/inet.h>
 #include <string.h>
@@ -87,18 +88,25 @@ xc_result_t xc__parse_hostport(const char *s, const char *what, char *host,
     return XC_OK;
 }
 
+/* `host` as a numeric IPv4 or IPv6 address in *ss; 0 if it is a name. */
+static int numeric(const char *host, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) return s4->sin_family = AF_INET, 1;
+    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) return s6->sin6_family = AF_INET6, 1;
+    return 0;
+}
+
 int xc__host_is_loopback(const char *host)
 {
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (!strcmp(host, "localhost")) return 1;
-    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    struct sockaddr_storage ss;
+    return !strcmp(host, "localhost") || (numeric(host, &ss) && xc__addr_is_loopback(&ss));
 }
 
 int xc__host_is_numeric(const char *host)
 {
-    struct in_addr a4;
-    struct in6_addr a6;
-    return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
+    struct sockaddr_storage ss;
+    return numeric(host, &ss);
 }
