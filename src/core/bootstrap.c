@@ -123,11 +123,14 @@ static xc_result_t store_get(const xc_store_t *st, const char *key, void *buf, s
 
 /* Create a communicator through `st`, by `deadline` (the creation's one
  * deadline: reaching the store counts against it too).  `prefix`
- * namespaces the keys. */
+ * namespaces the keys.  `look`: the store is a built-in one, whose get
+ * may time out harmlessly -- a caller's may not survive it (a c10d
+ * TCPStore's next request hung after a timed-out wait: its answer came
+ * later and was read as the next one's). */
 static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_store_t *st,
                               const char *prefix, const struct sockaddr_storage *hint,
                               const xc__config_t *cfg, xc__store_server_t *srv,
-                              uint64_t deadline)
+                              uint64_t deadline, int look)
 {
     xc_comm_t *c = NULL;
     int lfd = -1;
@@ -170,12 +173,13 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
     xc__node_id(cfg, me.node);
     xc__cpumask_self(&me.cpus);
     snprintf(key, sizeof key, "%srank/%d", prefix, rank);
-    if (rank != 0) {
+    if (rank != 0 && look) {
         /* This rank's key already holds an entry of this communicator (a
          * look of 1 ms): another process joined as this rank first.
          * (Rank 0 cannot tell a duplicate from a stale entry here -- a
-         * second rank 0 draws its own id -- it is checked only when its
-         * entry is read back.) */
+         * second rank 0 draws its own id -- nor can a caller's store be
+         * looked into: they are checked only when the entry is read
+         * back.) */
         rank_info_t prior;
         size_t len = 0;
         if (st->get(st->ctx, key, &prior, sizeof prior, &len, 1) == 0 && len == sizeof prior &&
@@ -285,7 +289,7 @@ xc_result_t xc_comm_init_store(xc_comm_t **comm, int rank, int size, const xc_st
     xc__config_t cfg;
     XC_CHECK(xc__config_resolve(ucfg, &cfg));
     return init_store(comm, rank, size, store, "xc/", NULL, &cfg, NULL,
-                      xc__deadline_ns(cfg.timeout_ms));
+                      xc__deadline_ns(cfg.timeout_ms), 0);
 }
 
 
@@ -306,7 +310,7 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
     if (!strncmp(addr, "file:", 5)) {
         xc_store_t st;
         XC_CHECK(xc__file_store_open(addr + 5, &st));
-        xc_result_t rc = init_store(comm, rank, size, &st, prefix, NULL, &cfg, NULL, deadline);
+        xc_result_t rc = init_store(comm, rank, size, &st, prefix, NULL, &cfg, NULL, deadline, 1);
         xc__file_store_close(&st);
         return rc;
     }
@@ -359,7 +363,7 @@ xc_result_t xc_comm_init(xc_comm_t **comm, int rank, int size, const char *addr,
                 "address instead", rank, addr);
         hint = NULL;
     }
-    rc = init_store(comm, rank, size, &st, prefix, hint, &cfg, srv, deadline);
+    rc = init_store(comm, rank, size, &st, prefix, hint, &cfg, srv, deadline, 1);
     xc__tcp_store_close(&st);
     return rc;
 }
