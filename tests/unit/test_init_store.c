@@ -101,11 +101,27 @@ static int listener(struct sockaddr_in *sa)
     return fd;
 }
 
-static double seconds_since(const struct timespec *t0)
+/* listener(), its address as "127.0.0.1:port" in addr[cap]. */
+static int listen_addr(char *addr, size_t cap)
 {
-    struct timespec t1;
+    struct sockaddr_in sa;
+    int fd = listener(&sa);
+    snprintf(addr, cap, "127.0.0.1:%d", fd >= 0 ? ntohs(sa.sin_port) : 1);
+    return fd;
+}
+
+/* xc_comm_init with a timeout; *secs: how long it took. */
+static xc_result_t timed_init(xc_comm_t **c, int rank, int size, const char *addr,
+                              int timeout_ms, double *secs)
+{
+    xc_config_t cfg = XC_CONFIG_INIT;
+    cfg.timeout_ms = timeout_ms;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    xc_result_t rc = xc_comm_init(c, rank, size, addr, &cfg);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+    *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return rc;
 }
 
 /* A service that is not ours: reads what a client sends, closes. */
@@ -126,10 +142,9 @@ static void *read_and_close(void *arg)
 static void *late_rank0(void *arg)
 {
     usleep(1200 * 1000);
-    xc_config_t cfg = XC_CONFIG_INIT;
-    cfg.timeout_ms = 1500;
     xc_comm_t *c = NULL;
-    xc_result_t rc = xc_comm_init(&c, 0, 3, (const char *)arg, &cfg);
+    double secs;
+    xc_result_t rc = timed_init(&c, 0, 3, (const char *)arg, 1500, &secs);
     EXPECT(rc == XC_ERR_TIMEOUT && !c, "late rank 0: %s", xc_err_name(rc));
     return NULL;
 }
@@ -299,18 +314,14 @@ int main(void)
      * jobs' keys would mix); XCOLL_STORE_EXTERNAL takes 0 or 1 only; held
      * by a live communicator of this process: a second one shares it. */
     {
-        struct sockaddr_in sa;
-        int fd = listener(&sa);
-        EXPECT(fd >= 0, "a stranger's listening socket");
         char addr[64];
-        snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+        int fd = listen_addr(addr, sizeof addr);
+        EXPECT(fd >= 0, "a stranger's listening socket");
         xc_config_t cfg = XC_CONFIG_INIT;
         cfg.timeout_ms = 5000;
         xc_comm_t *c = NULL;
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        xc_result_t rc = xc_comm_init(&c, 0, 1, addr, &cfg);
-        double s_taken = seconds_since(&t0);
+        double s_taken;
+        xc_result_t rc = timed_init(&c, 0, 1, addr, 5000, &s_taken);
         EXPECT(rc == XC_ERR_SYSTEM && !c && strstr(xc_last_error(), "another job or service"),
                "rank 0 on a stranger's port: %s (%s)", xc_err_name(rc), xc_last_error());
         EXPECT(s_taken < 2.0, "rank 0 on a stranger's port took %.1f s", s_taken);
@@ -324,15 +335,12 @@ int main(void)
 
         /* A service that reads the hello and closes: a rank stops at
          * once (it retried until the deadline before). */
-        fd = listener(&sa);
+        char addr2[64];
+        fd = listen_addr(addr2, sizeof addr2);
         EXPECT(fd >= 0, "a closing service's socket");
         pthread_t th;
         pthread_create(&th, NULL, read_and_close, &fd);
-        char addr2[64];
-        snprintf(addr2, sizeof addr2, "127.0.0.1:%d", ntohs(sa.sin_port));
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        rc = xc_comm_init(&c, 1, 2, addr2, &cfg);
-        s_taken = seconds_since(&t0);
+        rc = timed_init(&c, 1, 2, addr2, 5000, &s_taken);
         EXPECT(rc == XC_ERR_PROTOCOL && strstr(xc_last_error(), "not an xcoll store"),
                "a service that closes: %s (%s)", xc_err_name(rc), xc_last_error());
         EXPECT(s_taken < 2.0, "a service that closes: %.1f s", s_taken);
@@ -352,21 +360,15 @@ int main(void)
      * the store to come up has 0.3 s left of its 1.5 s for the rest
      * (before 2026-12-07 each stage had its own timeout: 2.7 s). */
     {
-        struct sockaddr_in sa;
-        int fd = listener(&sa);
+        char addr[64];
+        int fd = listen_addr(addr, sizeof addr);
         EXPECT(fd >= 0, "a free port");
         close(fd);
-        char addr[64];
-        snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
         pthread_t th;
         pthread_create(&th, NULL, late_rank0, addr);
-        xc_config_t cfg = XC_CONFIG_INIT;
-        cfg.timeout_ms = 1500;
         xc_comm_t *c = NULL;
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        xc_result_t rc = xc_comm_init(&c, 1, 3, addr, &cfg);
-        double s_taken = seconds_since(&t0);
+        double s_taken;
+        xc_result_t rc = timed_init(&c, 1, 3, addr, 1500, &s_taken);
         EXPECT(rc == XC_ERR_TIMEOUT && !c && strstr(xc_last_error(), "rank 2"),
                "rank 1 waiting for the store, then rank 2: %s (%s)", xc_err_name(rc),
                xc_last_error());
@@ -381,11 +383,8 @@ int main(void)
      * 2026-12-07: the last writer won silently, and whoever had read the
      * other address waited for the deadline). */
     {
-        struct sockaddr_in sa;
-        int fd = listener(&sa);
-        close(fd);
         char addr[64];
-        snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+        close(listen_addr(addr, sizeof addr));
         pid_t pid[3];
         int pipes[3][2];
         for (int i = 0; i < 3; i++) {
@@ -394,10 +393,9 @@ int main(void)
             pid[i] = fork();
             if (pid[i] == 0) {
                 if (i == 2) usleep(300 * 1000);
-                xc_config_t cfg = XC_CONFIG_INIT;
-                cfg.timeout_ms = 5000;
                 xc_comm_t *c = NULL;
-                xc_result_t rc = xc_comm_init(&c, i ? 1 : 0, 2, addr, &cfg);
+                double secs;
+                xc_result_t rc = timed_init(&c, i ? 1 : 0, 2, addr, 5000, &secs);
                 char msg[600];
                 int n = snprintf(msg, sizeof msg, "%d %s", (int)rc, rc ? xc_last_error() : "");
                 if (c) {
