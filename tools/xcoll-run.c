@@ -35,6 +35,7 @@
  *    the same token.
  */
 #include "core/store.h"
+#include "transport/shm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -866,6 +867,10 @@ static void reap(job_t *job)
         r->alive = 0;
         r->status = st;
         job->nalive--;
+        /* A rank that did not end cleanly may have died inside its
+         * communicator's set-up window, leaving its shared-memory segment
+         * behind: nobody else knows its name. */
+        if (st != 0) xc__shm_remove_of(pid);
         if (st == 0 || job->stopping) continue; /* fine, or a consequence */
         r->failed = 1;
         nfailed++;

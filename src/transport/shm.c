@@ -84,11 +84,13 @@ static xc_result_t locate(xc__shm_t *s)
 
 /* Segments are unlinked as soon as every rank has mapped them; only a job
  * killed inside that window (milliseconds at set-up) leaves one behind.
- * Their names carry the creator's pid: remove those whose creator is gone
- * -- and that are older than ten minutes: "no such process" holds only in
- * this PID namespace, and containers that share /dev/shm but not PIDs
- * would otherwise unlink each other's segments inside that window. */
-static void sweep_stale(void)
+ * Their names carry the creator's pid.  `dead` > 0: remove that pid's (its
+ * parent reaped it: xc__shm_remove_of).  Otherwise remove those whose
+ * creator is gone -- and that are older than ten minutes: "no such
+ * process" holds only in this PID namespace, and containers that share
+ * /dev/shm but not PIDs would otherwise unlink each other's segments
+ * inside that window. */
+static void sweep(pid_t dead)
 {
     DIR *d = opendir("/dev/shm");
     if (!d) return;
@@ -98,20 +100,27 @@ static void sweep_stale(void)
         if (sscanf(e->d_name, "xcoll-%d-%*16[0-9a-f]%n", &pid, &used) != 1 || pid <= 0 ||
             e->d_name[used] != 0)
             continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         char name[300];
         struct stat st;
         snprintf(name, sizeof name, "/dev/shm/%s", e->d_name);
-        if (stat(name, &st) != 0 || time(NULL) - st.st_mtime < 600) continue;
+        if (dead > 0 ? pid != (int)dead
+                     : (kill((pid_t)pid, 0) == 0 || errno != ESRCH || stat(name, &st) != 0 ||
+                        time(NULL) - st.st_mtime < 600))
+            continue;
         shm_unlink(name + 8); /* "/<name>" */
     }
     closedir(d);
 }
 
+void xc__shm_remove_of(pid_t pid)
+{
+    if (pid > 0) sweep(pid);
+}
+
 xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_bytes,
                            size_t chan_bytes, xc__shm_t **out)
 {
-    sweep_stale();
+    sweep(0);
     size_t bytes = layout(nranks, slot_bytes, chan_bytes).total;
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return xc__err(XC_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));

@@ -203,6 +203,11 @@ XC__HIDDEN void xc__shm_bump(xc__shm_t *s, int r);
 XC__HIDDEN void xc__shm_arm(xc__shm_t *s);
 XC__HIDDEN void xc__shm_disarm(xc__shm_t *s);
 
+/* Remove the segments process `pid` created (/dev/shm/xcoll-<pid>-*): its
+ * parent -- a launcher -- calls it once it has reaped that process, whose
+ * segment may outlive it if it died inside the set-up window. */
+XC__HIDDEN void xc__shm_remove_of(pid_t pid);
+
 /* Create (local rank 0) or open the segment `name` for `nranks` ranks,
  * with channels of `chan_bytes` (a power of two, or 0 for none). */
 XC__HIDDEN xc_result_t xc__shm_create(const char *name, int nranks, int me,

@@ -276,8 +276,61 @@ static void run_threads(void *(*fn)(void *))
     for (int r = 0; r < NR; r++) pthread_join(t[r], NULL);
 }
 
+/* Two processes started as rank 1 through a built-in store (they are
+ * processes: threads of one would count generations apart).  The later
+ * one finds the first's entry and fails at once, naming the duplicate;
+ * the first and rank 0 form their communicator (before 2026-12-07: the
+ * last writer won silently, and whoever had read the other address waited
+ * for the deadline).  Run first, while this process has no threads (TSan
+ * refuses threads in a child forked from a multi-threaded process). */
+static void test_duplicate_processes(void)
+{
+    char addr[64];
+    close(listen_addr(addr, sizeof addr));
+    pid_t pid[3];
+    int pipes[3][2];
+    for (int i = 0; i < 3; i++) {
+        if (pipe(pipes[i]) != 0) pipes[i][0] = pipes[i][1] = -1;
+        fflush(NULL);
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            if (i == 2) usleep(300 * 1000);
+            xc_comm_t *c = NULL;
+            double secs;
+            xc_result_t rc = timed_init(&c, i ? 1 : 0, 2, addr, 5000, &secs);
+            char msg[600];
+            int n = snprintf(msg, sizeof msg, "%d %s", (int)rc, rc ? xc_last_error() : "");
+            if (c) {
+                int32_t x = 1;
+                if (xc_allreduce(&x, &x, 1, XC_INT32, XC_SUM, c) != XC_OK || x != 2)
+                    n = snprintf(msg, sizeof msg, "%d all-reduce failed", (int)XC_ERR_INTERNAL);
+                usleep(600 * 1000); /* the store (rank 0's) outlives the late one */
+                xc_comm_destroy(c);
+            }
+            if (write(pipes[i][1], msg, (size_t)n) != n) _exit(3);
+            _exit(0);
+        }
+        close(pipes[i][1]);
+    }
+    for (int i = 0; i < 3; i++) {
+        char msg[600] = "";
+        ssize_t n = read(pipes[i][0], msg, sizeof msg - 1);
+        msg[n > 0 ? n : 0] = 0;
+        close(pipes[i][0]);
+        int st = 0;
+        waitpid(pid[i], &st, 0);
+        int rc = atoi(msg);
+        if (i < 2)
+            EXPECT(n > 0 && rc == XC_OK, "process %d (rank %d): %s", i, i ? 1 : 0, msg);
+        else
+            EXPECT(rc == XC_ERR_MISMATCH && strstr(msg, "started with the same rank"),
+                   "the second rank 1: %s", msg);
+    }
+}
+
 int main(void)
 {
+    test_duplicate_processes();
     run_threads(user_store_rank);
     EXPECT(g_store.sets >= NR + 1, "store sets %d", g_store.sets);
 
@@ -376,55 +429,6 @@ int main(void)
         pthread_join(th, NULL);
     }
 
-    /* Two processes started as rank 1 through a built-in store (they are
-     * processes: threads of one would count generations apart).  The
-     * later one finds the first's entry and fails at once, naming the
-     * duplicate; the first and rank 0 form their communicator (before
-     * 2026-12-07: the last writer won silently, and whoever had read the
-     * other address waited for the deadline). */
-    {
-        char addr[64];
-        close(listen_addr(addr, sizeof addr));
-        pid_t pid[3];
-        int pipes[3][2];
-        for (int i = 0; i < 3; i++) {
-            if (pipe(pipes[i]) != 0) pipes[i][0] = pipes[i][1] = -1;
-            fflush(NULL);
-            pid[i] = fork();
-            if (pid[i] == 0) {
-                if (i == 2) usleep(300 * 1000);
-                xc_comm_t *c = NULL;
-                double secs;
-                xc_result_t rc = timed_init(&c, i ? 1 : 0, 2, addr, 5000, &secs);
-                char msg[600];
-                int n = snprintf(msg, sizeof msg, "%d %s", (int)rc, rc ? xc_last_error() : "");
-                if (c) {
-                    int32_t x = 1;
-                    if (xc_allreduce(&x, &x, 1, XC_INT32, XC_SUM, c) != XC_OK || x != 2)
-                        n = snprintf(msg, sizeof msg, "%d all-reduce failed", (int)XC_ERR_INTERNAL);
-                    usleep(600 * 1000); /* the store (rank 0's) outlives the late one */
-                    xc_comm_destroy(c);
-                }
-                if (write(pipes[i][1], msg, (size_t)n) != n) _exit(3);
-                _exit(0);
-            }
-            close(pipes[i][1]);
-        }
-        for (int i = 0; i < 3; i++) {
-            char msg[600] = "";
-            ssize_t n = read(pipes[i][0], msg, sizeof msg - 1);
-            msg[n > 0 ? n : 0] = 0;
-            close(pipes[i][0]);
-            int st = 0;
-            waitpid(pid[i], &st, 0);
-            int rc = atoi(msg);
-            if (i < 2)
-                EXPECT(n > 0 && rc == XC_OK, "process %d (rank %d): %s", i, i ? 1 : 0, msg);
-            else
-                EXPECT(rc == XC_ERR_MISMATCH && strstr(msg, "started with the same rank"),
-                       "the second rank 1: %s", msg);
-        }
-    }
     /* Through a caller's store (which is not looked into: see dup_get)
      * the duplicate is caught when the first one reads its entry back and
      * finds the later one's: it fails, and the later one and rank 0 form
