@@ -287,36 +287,55 @@ static void test_duplicate_processes(void)
 {
     char addr[64];
     close(listen_addr(addr, sizeof addr));
+    /* results[i]: process i's outcome; created: the first rank 1 tells the
+     * second that its entry is in the store (no race in the order the
+     * test wants); release: closed by this process once the second rank 1
+     * has reported, so that rank 0's store outlives its attempt. */
+    int results[3][2], created[2], release[2];
+    if (pipe(created) != 0 || pipe(release) != 0) {
+        EXPECT(0, "pipe");
+        return;
+    }
     pid_t pid[3];
-    int pipes[3][2];
     for (int i = 0; i < 3; i++) {
-        if (pipe(pipes[i]) != 0) pipes[i][0] = pipes[i][1] = -1;
+        if (pipe(results[i]) != 0) results[i][0] = results[i][1] = -1;
         fflush(NULL);
         pid[i] = fork();
         if (pid[i] == 0) {
-            if (i == 2) usleep(300 * 1000);
+            char b;
+            close(release[1]);
+            if (i != 1) close(created[1]); /* EOF for rank 1's second if the first dies */
+            if (i != 2) close(created[0]);
+            if (i == 2 && read(created[0], &b, 1) != 1) _exit(4);
             xc_comm_t *c = NULL;
             double secs;
-            xc_result_t rc = timed_init(&c, i ? 1 : 0, 2, addr, 5000, &secs);
+            xc_result_t rc = timed_init(&c, i ? 1 : 0, 2, addr, 10000, &secs);
+            if (i == 1 && write(created[1], "c", 1) != 1) _exit(4);
             char msg[600];
             int n = snprintf(msg, sizeof msg, "%d %s", (int)rc, rc ? xc_last_error() : "");
             if (c) {
                 int32_t x = 1;
                 if (xc_allreduce(&x, &x, 1, XC_INT32, XC_SUM, c) != XC_OK || x != 2)
                     n = snprintf(msg, sizeof msg, "%d all-reduce failed", (int)XC_ERR_INTERNAL);
-                usleep(600 * 1000); /* the store (rank 0's) outlives the late one */
+                while (read(release[0], &b, 1) > 0) {
+                }
                 xc_comm_destroy(c);
             }
-            if (write(pipes[i][1], msg, (size_t)n) != n) _exit(3);
+            if (write(results[i][1], msg, (size_t)n) != n) _exit(3);
             _exit(0);
         }
-        close(pipes[i][1]);
+        close(results[i][1]);
     }
-    for (int i = 0; i < 3; i++) {
+    close(created[0]);
+    close(created[1]);
+    close(release[0]);
+    for (int k = 0; k < 3; k++) {
+        int i = (k + 2) % 3; /* the second rank 1 first, then release the others */
         char msg[600] = "";
-        ssize_t n = read(pipes[i][0], msg, sizeof msg - 1);
+        ssize_t n = read(results[i][0], msg, sizeof msg - 1);
         msg[n > 0 ? n : 0] = 0;
-        close(pipes[i][0]);
+        close(results[i][0]);
+        if (i == 2) close(release[1]);
         int st = 0;
         waitpid(pid[i], &st, 0);
         int rc = atoi(msg);
