@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #define XC__INFO_MAGIC 0x58434933u /* "XCI3" */
@@ -65,14 +64,6 @@ static int next_gen(const char *store_addr, int rank, int size)
 static xc_result_t store_code(int r)
 {
     return r < 0 && r >= XC_ERR_INTERNAL ? (xc_result_t)r : XC_ERR_SYSTEM;
-}
-
-/* Random 64 bits (the clock and pid if getrandom fails). */
-static uint64_t draw64(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = xc__now_ns() ^ ((uint64_t)getpid() << 32);
-    return v;
 }
 
 /* `other`, an entry of this communicator under this rank's key with
@@ -156,7 +147,7 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
 
     snprintf(key, sizeof key, "%suid", prefix);
     if (rank == 0) {
-        while (c->uid == 0) c->uid = draw64();
+        while (c->uid == 0) c->uid = xc__random64();
         int r = st->set(st->ctx, key, &c->uid, sizeof c->uid);
         if (r != 0) {
             rc = xc__err(store_code(r), "rank 0: cannot publish to the store: %s",
@@ -169,7 +160,7 @@ static xc_result_t init_store(xc_comm_t **out, int rank, int size, const xc_stor
                       rc, fail);
     }
     rank_info_t me = {.magic = XC__INFO_MAGIC, .rank = rank, .size = size, .uid = c->uid,
-                      .nonce = draw64(), .addr = c->my_addr};
+                      .nonce = xc__random64(), .addr = c->my_addr};
     xc__node_id(cfg, me.node);
     xc__cpumask_self(&me.cpus);
     snprintf(key, sizeof key, "%srank/%d", prefix, rank);

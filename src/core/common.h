@@ -98,6 +98,8 @@ XC__HIDDEN void xc__log_set_rank(int rank);
 
 /* Monotonic time. */
 XC__HIDDEN uint64_t xc__now_ns(void);
+/* 64 random bits (getrandom; the clock and pid if it has none to give). */
+XC__HIDDEN uint64_t xc__random64(void);
 static inline uint64_t xc__now_ms(void) { return xc__now_ns() / 1000000ull; }
 
 /* Deadline arithmetic: timeout_ms < 0 means "never". */

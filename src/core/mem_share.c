@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -89,10 +88,7 @@ static int own_table_locked(void)
         return -1;
     }
     madvise(t, TAB_BYTES, MADV_DONTFORK);
-    uint64_t nonce = 0;
-    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
-        nonce = xc__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)t;
-    t->nonce = nonce | 1;
+    t->nonce = (xc__random64() ^ (uint64_t)(uintptr_t)t) | 1;
     t->pid = getpid();
     __atomic_store_n(&t->magic, SHARE_MAGIC, __ATOMIC_RELEASE);
     own = t, own_fd = fd, own_pid = getpid();

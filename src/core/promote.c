@@ -25,8 +25,8 @@
  * and mostly rearranges what the process already has, touches no other
  * mapping, and costs (a 2 MiB copy) within 32x the bytes it speeds up.
  * Each page is collapsed by a call of its own: a refusal costs only its
- * page.  A collapse keeps every byte, so the
- * owner of the memory around the buffer sees nothing.
+ * page.  A collapse keeps every byte, so the owner of the memory around
+ * the buffer sees nothing.
  * That is what lets a malloc'd buffer of 64 KiB-2 MiB -- which never holds
  * a whole huge page -- be read at huge-page speed: a 2-rank exchange of
  * 256 KiB / 1 MiB / 2 MiB by one process_vm_readv each, 14 / 49-76 /
@@ -141,11 +141,10 @@ unsigned long xc__promote_refusals(void) { return __atomic_load_n(&short_count, 
 /* Collapse the huge page at lo; 1 if the kernel did (or found it done). */
 static int collapse(uintptr_t lo)
 {
-    size_t bytes = HUGE;
-    if (madvise((void *)lo, bytes, MADV_COLLAPSE) == 0) return 1;
+    if (madvise((void *)lo, HUGE, MADV_COLLAPSE) == 0) return 1;
     if (errno == ENOMEM || errno == EAGAIN) __atomic_add_fetch(&short_count, 1, __ATOMIC_RELAXED);
     XC_TRACE("promote: MADV_COLLAPSE of %zu KiB at %p refused (%s): ordinary pages kept",
-             bytes >> 10, (void *)lo, strerror(errno));
+             (size_t)(HUGE >> 10), (void *)lo, strerror(errno));
     return 0;
 }
 

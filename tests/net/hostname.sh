@@ -22,7 +22,7 @@ if [ -z "$xrun" ] || [ -z "$perf" ] || [ ! -x "$xrun" ] || [ ! -x "$perf" ]; the
     exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
-name=$(hostname)
+name=$(hostname 2>/dev/null || uname -n)
 resolved=$(getent hosts "$name" | awk '{print $1; exit}')
 case $resolved in
 127.* | ::1) echo "== $name resolves to $resolved (loopback) on every host" ;;
