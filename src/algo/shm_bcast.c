@@ -76,9 +76,11 @@ static const xc__shm_coll_t direct = {xc__shm_one, reads_direct, stage_addr, NUL
 
 static int single_copy(const xc_comm_t *comm, size_t bytes)
 {
+    const xc__model_topo_t *t = xc__shm_measured(comm);
     return xc__shm_use_cma(comm, bytes) &&
            bytes >= xc__shm_bcast_cma_min(comm->size, comm->oversub,
-                                          (size_t)comm->cfg.shm_cma_min_kb * 1024);
+                                          (size_t)comm->cfg.shm_cma_min_kb * 1024,
+                                          t ? t->bcast_cma_min : 0);
 }
 
 /* The ring entry of flagged lines below, in one step (xc__shm_express). */
@@ -100,14 +102,14 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
         ((xc__shm_op_t *)op->privbuf)->share = xc__shm_bcast_share(a->count * es, comm->size, coop);
         return XC_OK;
     }
+    /* In ring entries (the flagged lines' when it fits them): the root
+     * may run NSLOT x RING chunks ahead, one operation's or several's. */
     int lines;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
-    if (a->count * es <= comm->shm->slot_bytes / XC__SHM_RING) {
-        /* One ring entry (of the flagged lines if it fits them): the root
-         * may run 2 * RING operations ahead. */
-        XC_CHECK(xc__shm_op_init(comm, op, a, &staged, a->count ? a->count : 1, lines));
-        ((xc__shm_op_t *)op->privbuf)->ring = 1;
-        return XC_OK;
-    }
-    return xc__shm_op_init(comm, op, a, &staged, ce, lines);
+    if (!lines && bytes > comm->shm->slot_bytes / XC__SHM_RING)
+        ce = xc__shm_rooted_ce(comm->shm->slot_bytes, es);
+    else ce = a->count ? a->count : 1;
+    XC_CHECK(xc__shm_op_init(comm, op, a, &staged, ce, lines));
+    ((xc__shm_op_t *)op->privbuf)->ring = 1;
+    return XC_OK;
 }

@@ -197,11 +197,14 @@ XC__HIDDEN void xc__shm_cma_read(xc__shm_op_t *o, int j, int which, size_t off, 
 XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off, const void *src,
                                   size_t len);
 /* A broadcast on 2 ranks of an uncrowded node stays staged below this
- * many bytes (also above XCOLL_SHM_CMA_MIN_KB, unless that is 0): the root
- * runs ahead by ring entries (<= 64 KiB) or slots, and the staged copy
- * measured 2.4-2.5 against 4.8 us at 64 KiB and 4.3-4.5 against 5.7 at
- * 128 KiB; from 256 KiB the cooperative single copy wins (bench/RESULTS.md,
- * sixteenth session).  The runtime and the cost model use this one rule. */
+ * many bytes (also above XCOLL_SHM_CMA_MIN_KB, unless that is 0) until the
+ * profile has measured where single copy starts to lead (`measured`, the
+ * profile's shm_bcast_cma_min): the root runs ahead by ring entries, and
+ * on the sixteenth session's AMD VM the staged copy measured 2.4-2.5
+ * against 4.8 us at 64 KiB and 4.3-4.5 against 5.7 at 128 KiB, the
+ * cooperative single copy winning from 256 KiB (bench/RESULTS.md); on the
+ * forty-sixth session's, single copy led from 32-64 KiB.  The runtime and
+ * the cost model use this one rule. */
 #define XC__SHM_BCAST_CMA_MIN_2 (256 * 1024)
 /* `cfg_min`: XCOLL_SHM_CMA_MIN_KB in bytes; 0 asks for single copy at
  * every size (so that tests meet every count), here and in
@@ -214,11 +217,13 @@ XC__HIDDEN void xc__shm_cma_write(xc__shm_op_t *o, int j, int which, size_t off,
  * 4.3-4.7 at 1-16 MiB); 8 ranks 1.7 / 15.5, 1.05 / 2.7, 1.44 / 1.32
  * (bench/RESULTS.md, nineteenth session).  The all-gather stays staged
  * there too (xc__shm_allgather_cma_min); reduce keeps its single copy. */
-static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_min)
+static inline size_t xc__shm_bcast_cma_min(int nranks, int crowded, size_t cfg_min,
+                                           size_t measured)
 {
     if (!cfg_min) return 0;
     if (crowded) return SIZE_MAX;
-    return xc__shm_pair(nranks, crowded) ? XC__SHM_BCAST_CMA_MIN_2 : 0;
+    if (!xc__shm_pair(nranks, crowded)) return 0;
+    return measured ? measured : XC__SHM_BCAST_CMA_MIN_2;
 }
 
 /* An all-to-all on 2 ranks of an uncrowded node reads its peer's block
@@ -331,6 +336,19 @@ static inline size_t xc__shm_allgather_cma_min(int crowded, size_t cfg_min, size
  * g - NSLOT.  Ranks may then be that many operations apart, which the
  * description ring must cover (see shm_coll.c). */
 #define XC__SHM_RING 4
+
+/* Elements per chunk of a staged rooted pipeline (broadcast, a reduce
+ * whose root reads): a ring entry (slot / XC__SHM_RING, 64 KiB by
+ * default), so that the writer runs up to NSLOT x RING chunks ahead and
+ * its copy of chunk k+1 overlaps the reader's take of chunk k at every
+ * size above one entry; with slot-sized chunks a message of one slot
+ * (256 KiB) was one chunk, staged then taken in turn.  The runtime and the
+ * cost model use this one rule. */
+static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t es)
+{
+    size_t ce = slot_bytes / XC__SHM_RING / es & ~(size_t)15;
+    return ce ? ce : 1;
+}
 
 /* Ask for the lines of `n` bytes another rank just wrote (up to 8 KiB),
  * all at once: the reduction's or copy's own loads reach them one after

@@ -97,12 +97,14 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
         return XC_OK;
     }
     int lines;
-    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
-    if (bytes <= xc__shm_one_shot_max(comm->size) &&
-        bytes <= comm->shm->slot_bytes / XC__SHM_RING) {
-        /* One ring entry (of the flagged lines if it fits them): the
-         * non-roots may run 2 * RING operations ahead. */
-        XC_CHECK(xc__shm_op_init(comm, op, a, &small, a->count ? a->count : 1, lines));
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines), entry = comm->shm->slot_bytes / XC__SHM_RING;
+    if ((bytes <= xc__shm_one_shot_max(comm->size) && bytes <= entry) ||
+        (!lines && xc__shm_reduce_root_reads(comm->size, comm->oversub))) {
+        /* In ring entries (the flagged lines' if it fits them): the
+         * non-roots may run NSLOT x RING chunks ahead, of one operation
+         * (the root reads) or of several. */
+        ce = bytes > entry ? xc__shm_rooted_ce(comm->shm->slot_bytes, es) : a->count ? a->count : 1;
+        XC_CHECK(xc__shm_op_init(comm, op, a, &small, ce, lines));
         ((xc__shm_op_t *)op->privbuf)->ring = 1;
         return XC_OK;
     }
@@ -110,7 +112,5 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
      * the one-shot size). */
     if (lines || (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= comm->shm->slot_bytes))
         return xc__shm_op_init(comm, op, a, &small, lines ? ce : a->count ? a->count : 1, lines);
-    if (xc__shm_reduce_root_reads(comm->size, comm->oversub))
-        return xc__shm_op_init(comm, op, a, &small, ce, 0);
     return xc__shm_op_init(comm, op, a, &large, ce, 0);
 }

@@ -201,8 +201,8 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
 
 /* The rate at which this rank's code takes a chunk of `cb` bytes another
  * rank just staged, the first of an operation: shm_take for a 32 KiB
- * chunk, shm_take_big for one of shm_take_big_bytes (a slot), linear in
- * between.  Measured with reduces whose root reads (2 uncrowded ranks, or a
+ * chunk, shm_take_big for one of shm_take_big_bytes (a ring entry, the
+ * largest chunk), linear in between.  Measured with reduces whose root reads (2 uncrowded ranks, or a
  * crowded node: xc__shm_reduce_root_reads), whose one-chunk time is the
  * stager's copy plus this take: the rate holds the copy's cost beyond
  * memcpy's cache rate too. */
@@ -245,8 +245,8 @@ static double take_reduce(const xc__m_t *m, double cb, int later)
 
 /* A rooted operation staged in the slots (more than xc__shm_ll_max
  * bytes): one rank stages each chunk (a local copy), the other takes it
- * out of the slot (`take`).  The first chunk (up to the slot, 256 KiB by
- * default) is put, sync, taken, in turn: the chunk just written sits
+ * out of the slot (`take`).  The first chunk (up to a ring entry, 64 KiB by
+ * default: xc__shm_rooted_ce) is put, sync, taken, in turn: the chunk just written sits
  * modified in the writer's cache (priced as the slowest side of a
  * pipeline, the 2-128 KiB broadcasts and reduces of the grid came out
  * 65-80 % under, twenty-second session).  Every later chunk is staged
@@ -257,7 +257,7 @@ static double take_reduce(const xc__m_t *m, double cb, int later)
  * 256 KiB (twenty-third session). */
 static double rooted_staged(const xc__m_t *m, double (*take)(const xc__m_t *, double, int))
 {
-    double ce = chunk_elems(m, 1), full, last;
+    double ce = (double)xc__shm_rooted_ce(m->t->slot_bytes, (size_t)m->es), full, last;
     chunks((double)m->c->count, ce, &full, &last);
     double cb = ce * m->es, first = full > 0 ? cb : last * m->es;
     double t = sync_cost(m) + stage(m, first) + xc__m_copy(m, first) + take(m, first, 0);
@@ -411,7 +411,8 @@ XC__COST(shm_bcast)
     XC__COST_SETUP();
     if (!t_->shm) return -1;
     double B = xc__m_bytes(m);
-    if (use_cma(m, B) && B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded, m->t->cma_min)) {
+    if (use_cma(m, B) && B >= (double)xc__shm_bcast_cma_min(n, m->t->crowded, m->t->cma_min,
+                                                                m->t->bcast_cma_min)) {
         double h = (double)xc__shm_bcast_share((size_t)B, n, m->t->coop);
         if (h <= 0) return 2 * sync_cost(m) + cma(m, B);
         double root = (n - 1) * cma(m, h), reader = cma(m, B - h);

@@ -280,9 +280,9 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 
 /* The pair's probes: `reps` calls of the pair's all-reduce (PAIR_BYTES,
  * buf -> buf + PAIR_BYTES), all-gather (`mv_bytes` in blocks of half; in
- * place where twice that exceeds the buffer, else from buf + mv_bytes) or
- * all-to-all (`mv_bytes`, buf -> buf + mv_bytes) after `warm` untimed
- * ones, back to back, the
+ * place where twice that exceeds the buffer, else from buf + mv_bytes),
+ * all-to-all (`mv_bytes`, buf -> buf + mv_bytes) or broadcast (`mv_bytes`
+ * from rank 0) after `warm` untimed ones, back to back, the
  * algorithm forced to the shm one (the caller sets its mode): the median
  * of the slower rank's times (every rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
@@ -290,6 +290,8 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 #define AG_MID_BYTES (512u << 10)  /* all-gather's floor probe */
 #define A2A_MID_BYTES (64u << 10)  /* all-to-all's */
 #define A2A_HI_BYTES (256u << 10)  /* ... and where it ends (lead_end) */
+#define BC_MID_BYTES (64u << 10)   /* broadcast's, likewise */
+#define BC_HI_BYTES (256u << 10)
 #define PROBE_MAX_REPS 5
 #define FLOOR_LEAD 1.1 /* staging's lead that sets a floor */
 /* The largest point-to-point size timed through the ring as well, for the
@@ -300,6 +302,7 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
 {
     int algo = coll == XC_COLL_ALLGATHER  ? XC__ALGO_SHM_ALLGATHER
                : coll == XC_COLL_ALLTOALL ? XC__ALGO_SHM_ALLTOALL
+               : coll == XC_COLL_BCAST    ? XC__ALGO_SHM_BCAST
                                           : XC__ALGO_SHM_ALLREDUCE;
     size_t half = mv_bytes / 2;
     xc_result_t rc = XC_OK;
@@ -315,6 +318,8 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
                  ? xc_allgather(ag_in, buf, half, XC_UINT8, comm)
              : coll == XC_COLL_ALLTOALL
                  ? xc_alltoall(buf, buf + mv_bytes, half, XC_UINT8, comm)
+             : coll == XC_COLL_BCAST
+                 ? xc_bcast(buf, mv_bytes, XC_UINT8, 0, comm)
                  : xc_allreduce(buf, buf + PAIR_BYTES, PAIR_BYTES / sizeof(float), XC_FLOAT32,
                                 XC_SUM, comm);
         if (i >= 0) t[i] = now_s() - t0;
@@ -335,12 +340,13 @@ static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
     return rc;
 }
 
-/* The pair's all-gather or all-to-all of `bytes` single copy (cma 1) or
- * staged (0): `reps` calls after 1; staged by a threshold past the probe,
- * single copy with the threshold at most the block (all-to-all's pair
- * threshold is a quarter of XCOLL_SHM_CMA_MIN_KB) and no measured floor
- * or ceiling (comm->shm_probing: a profile already in place, on a
- * recalibration, would have them): the ranks set it alike. */
+/* The pair's all-gather, all-to-all or broadcast of `bytes` single copy
+ * (cma 1) or staged (0): `reps` calls after 1; staged by a threshold past
+ * the probe, single copy with the threshold at most the block (all-to-all's
+ * pair threshold is a quarter of XCOLL_SHM_CMA_MIN_KB; the broadcast's
+ * with none: below XC__SHM_BCAST_CMA_MIN_2 only that asks for it) and no
+ * measured floor or ceiling (comm->shm_probing: a profile already in
+ * place, on a recalibration, would have them): the ranks set it alike. */
 static xc_result_t time_moving(xc_comm_t *comm, xc_coll_t coll, int cma, char *buf, size_t bytes,
                                int reps, double *out)
 {
@@ -348,6 +354,7 @@ static xc_result_t time_moving(xc_comm_t *comm, xc_coll_t coll, int cma, char *b
     size_t block = bytes / 2, block_kb = coll == XC_COLL_ALLTOALL ? 4 * block / 1024 : block / 1024;
     comm->shm_probing = 1;
     if (!cma) comm->cfg.shm_cma_min_kb = (int)(CMA_PROBE_BYTES / 1024);
+    else if (coll == XC_COLL_BCAST) comm->cfg.shm_cma_min_kb = 0;
     else if ((size_t)min_kb > block_kb) comm->cfg.shm_cma_min_kb = (int)block_kb;
     xc_result_t rc = time_pair_call(comm, coll, 1, reps, buf, bytes, out);
     comm->cfg.shm_cma_min_kb = min_kb;
@@ -362,6 +369,8 @@ typedef struct pair_times {
     double ag_mid_cma, ag_mid_staged; /* ... of AG_MID_BYTES */
     double a2a_cma, a2a_staged;      /* all-to-all of A2A_MID_BYTES */
     double a2a_hi_cma, a2a_hi_staged; /* ... of A2A_HI_BYTES */
+    double bc_cma, bc_staged;        /* broadcast of BC_MID_BYTES */
+    double bc_hi_cma, bc_hi_staged;  /* ... of BC_HI_BYTES */
 } pair_times_t;
 
 /* The pair's probes (2 uncrowded ranks that may read each other): the
@@ -399,6 +408,8 @@ static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
             {XC_COLL_ALLTOALL, A2A_MID_BYTES, PROBE_MAX_REPS, &pt->a2a_cma, &pt->a2a_staged},
             {XC_COLL_ALLTOALL, A2A_HI_BYTES, PROBE_MAX_REPS, &pt->a2a_hi_cma,
              &pt->a2a_hi_staged},
+            {XC_COLL_BCAST, BC_MID_BYTES, PROBE_MAX_REPS, &pt->bc_cma, &pt->bc_staged},
+            {XC_COLL_BCAST, BC_HI_BYTES, PROBE_MAX_REPS, &pt->bc_hi_cma, &pt->bc_hi_staged},
         };
         for (size_t i = 0; i < sizeof pr / sizeof pr[0] && rc == XC_OK; i++) {
             rc = time_moving(comm, pr[i].coll, 1, buf, pr[i].bytes, pr[i].reps, pr[i].cma);
@@ -1284,9 +1295,12 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1;
-    pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     double t_take_big = -1, t_take_pipe = -1;
     /* A slot's worth of int32 (the staged take's second probe). */
+    /* int32 in a ring entry (the largest chunk a rooted operation
+     * stages) and in a slot */
+    size_t take_entry = comm->shm ? comm->shm->slot_bytes / XC__SHM_RING / 4 : 0;
     size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
     double t_rd = -1, t_ring = -1;
     probe_t pr[MAX_PROBES];
@@ -1346,10 +1360,9 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
          * elsewhere the chunked reduce's shares). */
         if (TAKE_COUNT * 4 <= comm->shm->slot_bytes) {
             pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, TAKE_COUNT, &t_take};
-            /* ... one of a whole slot, and two in a pipeline (the stager's
-             * copy runs at another rate per byte from ~176 KiB here). */
-            if (xc__shm_reduce_root_reads(comm->size, comm->oversub) && take_slot > TAKE_COUNT) {
-                pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, take_slot, &t_take_big};
+            /* ... one of a whole ring entry, and two slots in a pipeline. */
+            if (xc__shm_reduce_root_reads(comm->size, comm->oversub) && take_entry > TAKE_COUNT) {
+                pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, take_entry, &t_take_big};
                 pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2 * take_slot, &t_take_pipe};
             }
         }
@@ -1449,8 +1462,8 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
             p->shm_take_big = p->shm_take_pipe = 0;
         }
         if (t_take_big >= 0) {
-            p->shm_take_big_bytes = (double)take_slot * 4; /* the price asks it */
-            double r = solve_take(comm, p, &p->shm_take_big, take_slot, t_take_big);
+            p->shm_take_big_bytes = (double)take_entry * 4; /* the price asks it */
+            double r = solve_take(comm, p, &p->shm_take_big, take_entry, t_take_big);
             p->shm_take_big = r > 0 ? r : 0;
             if (r <= 0) p->shm_take_big_bytes = 0;
         }
@@ -1492,6 +1505,18 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
                      "%.1f / %.1f us staged: its single copy from %.0f B blocks (0: as configured)",
                      A2A_MID_BYTES, A2A_HI_BYTES, pt.a2a_cma * 1e6, pt.a2a_hi_cma * 1e6,
                      pt.a2a_staged * 1e6, pt.a2a_hi_staged * 1e6, p->shm_a2a_cma_min);
+        }
+        if (pt.bc_cma > 0 && pt.bc_staged > 0) {
+            /* Broadcast: likewise, from a page (XCOLL_SHM_CMA_MIN_KB
+             * decides) where single copy leads at the first probe. */
+            double msg[2] = {BC_MID_BYTES, BC_HI_BYTES};
+            double st[2] = {pt.bc_staged, pt.bc_hi_staged}, cm[2] = {pt.bc_cma, pt.bc_hi_cma};
+            int n = pt.bc_hi_cma > 0 && pt.bc_hi_staged > 0 ? 2 : 1;
+            p->shm_bcast_cma_min = xc__lead_end(msg, st, cm, n, 4096, 2 * msg[n - 1]);
+            XC_TRACE("cost model: 2-rank broadcast of %u / %u B took %.1f / %.1f us single copy, "
+                     "%.1f / %.1f us staged: its single copy from %.0f B",
+                     BC_MID_BYTES, BC_HI_BYTES, pt.bc_cma * 1e6, pt.bc_hi_cma * 1e6,
+                     pt.bc_staged * 1e6, pt.bc_hi_staged * 1e6, p->shm_bcast_cma_min);
         }
         if (pt.one > 0)
             p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,

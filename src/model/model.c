@@ -175,6 +175,7 @@ void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
                                                 : 0;
     t->ag_cma_min = pair_profile ? (size_t)comm->profile->shm_ag_cma_min : 0;
     t->a2a_cma_min = pair_profile ? (size_t)comm->profile->shm_a2a_cma_min : 0;
+    t->bcast_cma_min = pair_profile ? (size_t)comm->profile->shm_bcast_cma_min : 0;
     /* The CPUs this node's ranks may run on (the union of their affinity
      * masks, as the waiting policy uses); the machine's if unknown. */
     t->cores = comm->node_cpus > 0 ? comm->node_cpus : (int)sysconf(_SC_NPROCESSORS_ONLN);

@@ -149,7 +149,8 @@ typedef struct xc__profile {
      * (twenty-second session). */
     double shm_take;
     /* ... and the same for a bigger chunk, measured with one chunk of a
-     * slot (shm_take_big_bytes; 0: not measured, shm_take at every size):
+     * ring entry, the largest a rooted operation stages (xc__shm_rooted_ce;
+     * shm_take_big_bytes; 0: not measured, shm_take at every size):
      * between the two sizes the rate is interpolated.  On the Intel VM a
      * 32 KiB chunk took ~135 ps/B and a 256 KiB one ~90 (the stager's
      * memcpy runs 1.7x faster per byte from ~176 KiB, twenty-fourth
@@ -157,7 +158,7 @@ typedef struct xc__profile {
     double shm_take_big, shm_take_big_bytes;
     /* Seconds per byte of each later chunk of a pipelined rooted operation
      * (the stager puts chunk k+1 while the taker takes chunk k): the rate
-     * that prices a reduce of two slot-sized chunks at its time, where the
+     * that prices a reduce of two slots (eight ring entries) at its time, where the
      * reduction's own price does not already exceed it (0: not measured,
      * priced as the slower of the stager's copy and a single-copy read). */
     double shm_take_pipe;
@@ -201,6 +202,15 @@ typedef struct xc__profile {
      * 15.7-20.9) -- the reverse of the Intel VM's, where single copy led
      * from 16 KiB blocks. */
     double shm_a2a_cma_min;
+    /* ... and the smallest broadcast the pair reads single copy (0: not
+     * measured, XC__SHM_BCAST_CMA_MIN_2; a page where single copy led at
+     * the first probe, so XCOLL_SHM_CMA_MIN_KB alone decides): a
+     * 64 KiB and a 256 KiB bcast.shm both ways, where staging stops
+     * leading by 10 % (xc__lead_end).  The sixteenth session's AMD VM led
+     * staged at 64-128 KiB (2.4 against 4.8 us at 64 KiB); the forty-sixth
+     * session's led single copy from 32-64 KiB (64 KiB 4.3 against 7.1 us,
+     * 128 KiB 6.4 against 13.7; fresh inputs 5.2-5.7 against 11). */
+    double shm_bcast_cma_min;
     /* A schedule algorithm's call (select, build, queue, complete) beyond
      * its rounds' transfers. */
     double sched_call;
@@ -260,6 +270,7 @@ typedef struct xc__model_topo {
     size_t ag_cma_min;    /* ... and all-gather's from this size (0: cma_min alone;
                            * the profile's shm_ag_cma_min, on the pair) */
     size_t a2a_cma_min;   /* ... and all-to-all's (shm_a2a_cma_min) */
+    size_t bcast_cma_min; /* ... and broadcast's (shm_bcast_cma_min) */
     int cores;            /* cores of a node (0: unknown); more ranks than
                            * cores scale predictions, never choices */
     int crowded;          /* the runtime's agreed flag (comm->oversub: more

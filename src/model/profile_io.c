@@ -92,12 +92,12 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
                 "\"rooted_us\": %.4f, \"take_ps\": %.3f, \"take_big_ps\": %.3f, "
                 "\"take_big_bytes\": %.0f, \"take_pipe_ps\": %.3f, \"pair_chunk_ps\": %.3f, "
                 "\"pair_direct_ps\": %.3f, \"cma_max_kb\": %.0f, \"ag_cma_min_kb\": %.0f, "
-                "\"a2a_cma_min_kb\": %.0f},\n",
+                "\"a2a_cma_min_kb\": %.0f, \"bcast_cma_min_kb\": %.0f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US,
                 p->shm_stage_copy / US, p->shm_lines / US, p->shm_rooted / US, p->shm_take / PS,
                 p->shm_take_big / PS, p->shm_take_big_bytes, p->shm_take_pipe / PS,
                 p->pair_chunk / PS, p->pair_direct / PS, p->shm_cma_max / 1024,
-                p->shm_ag_cma_min / 1024, p->shm_a2a_cma_min / 1024);
+                p->shm_ag_cma_min / 1024, p->shm_a2a_cma_min / 1024, p->shm_bcast_cma_min / 1024);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     if (p->cold_alpha > 0 || p->cold_beta > 0)
         fprintf(f, "  \"cold_call\": {\"alpha_us\": %.3f, \"beta_ps\": %.3f},\n",
@@ -364,6 +364,8 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
                 p->shm_ag_cma_min = num(&r, s, "shm_sync", "ag_cma_min_kb", 1024);
             if (xc__json_get(s, "a2a_cma_min_kb"))
                 p->shm_a2a_cma_min = num(&r, s, "shm_sync", "a2a_cma_min_kb", 1024);
+            if (xc__json_get(s, "bcast_cma_min_kb"))
+                p->shm_bcast_cma_min = num(&r, s, "shm_sync", "bcast_cma_min_kb", 1024);
         }
     }
     const xc__json_t *sch = r.rc == XC_OK ? object(&r, root, "", "schedule", 0) : NULL;

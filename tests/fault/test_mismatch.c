@@ -10,12 +10,12 @@
  *          part of the bcast is over before anyone can see the difference
  *          may return XC_OK (with root 0's data); their next call must then
  *          fail with XC_ERR_MISMATCH within the same few seconds.
- *   bcast_cma  2 ranks bcast of 320 KiB (single copy -- on 2 ranks from
- *          256 KiB, xc__shm_bcast_cma_min --, cooperative:
- *          XCOLL_SHM_COOP=1, the root writes into the reader); rank 1
- *          passes a quarter of the count (so it stages instead): the root
- *          must not write into it, and nothing past rank 1's 80 KiB
- *          changes
+ *   bcast_cma  2 ranks bcast of 640 KiB (single copy -- on 2 ranks from
+ *          the measured floor, xc__shm_bcast_cma_min, at most 512 KiB --,
+ *          cooperative: XCOLL_SHM_COOP=1, the root writes into the
+ *          reader); rank 1 passes a sixteenth of the count (40 KiB, below
+ *          XCOLL_SHM_CMA_MIN_KB, so it stages instead): the root must not
+ *          write into it, and nothing past rank 1's 40 KiB changes
  *   lines  2 ranks allreduce of a few elements (shared memory's flagged
  *          lines, shm.h): rank 1 passes count 23 (92 bytes, two lines)
  *          instead of 11 (44 bytes, one line) -- rank 0 finds a line
@@ -103,16 +103,16 @@ static int run_root(xc_comm_t *comm, int rank, int size)
     return xc_bcast(fbuf, COUNT, XC_FLOAT32, rank == 3 ? 1 : 0, comm);
 }
 
-#define BIGC 81920 /* 320 KiB of fp32 */
+#define BIGC 163840 /* 640 KiB of fp32 */
 static float big[BIGC + 4096];
 
 static int run_bcast_cma(xc_comm_t *comm, int rank, int size)
 {
     (void)size;
     for (size_t k = 0; k < sizeof big / sizeof big[0]; k++) big[k] = rank ? 7.0f : 1.0f;
-    int rc = xc_bcast(big, rank ? BIGC / 4 : BIGC, XC_FLOAT32, 0, comm);
+    int rc = xc_bcast(big, rank ? BIGC / 16 : BIGC, XC_FLOAT32, 0, comm);
     if (rank)
-        for (size_t k = BIGC / 4; k < sizeof big / sizeof big[0]; k++)
+        for (size_t k = BIGC / 16; k < sizeof big / sizeof big[0]; k++)
             if (!XT_CHECK_DBL(big[k], ==, 7.0)) break;
     return rc;
 }
@@ -154,7 +154,7 @@ static const scenario_t scenarios[] = {
     {"dtype", 4, run_dtype, NULL, "float", NULL, "int32"},
     {"op", 4, run_op, NULL, "sum", NULL, "max"},
     {"root", 4, run_root, "root", "root", NULL, "broadcast"},
-    {"bcast_cma", 2, run_bcast_cma, "81920", "327680", "20480", "81920"},
+    {"bcast_cma", 2, run_bcast_cma, "163840", "655360", "10240", "40960"},
     {"coll", 4, run_coll, NULL, "all_gather", NULL, "all_reduce"},
     {"p2p", 2, run_p2p, "100", "400", "50", "200"},
     {"child", 4, run_count, "1000", "4000", "1001", "4004"},

@@ -598,7 +598,7 @@ static void test_shm_rules(void)
                 xc__shm_alltoall_cma_min(32, 1, 65536) == 65536 &&
                 xc__shm_alltoall_cma_min(4, 1, 0) == 0);
     /* XCOLL_SHM_CMA_MIN_KB=0: single copy at every size */
-    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 0) == 0 && xc__shm_bcast_cma_min(2, 0, 0) == 0);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 0) == 0 && xc__shm_bcast_cma_min(2, 0, 0, 0) == 0);
 
     xc__profile_t p = flat_profile(1e-6, 1e-10, 5e-11, 8e-11, 0.5e-6);
     xc__model_topo_t t = shm_topo(2);
@@ -719,12 +719,12 @@ static void test_shm_rules(void)
     }
 
     /* The root-reads reduce's take rates (2 uncrowded ranks, 256 KiB
-     * slots): the first chunk at take_ps up to 32 KiB, take_big_ps at
-     * take_big_bytes, linear in between; every later chunk at
-     * take_pipe_ps.  Each price is linear in its rate where the take is
-     * the slower side (a cheap reduction here). */
+     * slots, chunks of a 64 KiB ring entry): the first chunk at take_ps up
+     * to 32 KiB, take_big_ps at take_big_bytes (an entry), linear in
+     * between; every later chunk at take_pipe_ps.  Each price is linear in
+     * its rate where the take is the slower side (a cheap reduction here). */
     p = flat_profile(1e-6, 1e-10, 5e-11, 1e-12, 0.5e-6);
-    p.shm_take = 100e-12, p.shm_take_big = 50e-12, p.shm_take_big_bytes = 256 << 10;
+    p.shm_take = 100e-12, p.shm_take_big = 50e-12, p.shm_take_big_bytes = 64 << 10;
     p.shm_take_pipe = 40e-12;
     t = shm_topo(2);
     const double dr = 10e-12;
@@ -734,14 +734,14 @@ static void test_shm_rules(void)
     } k[] = {
         {32 << 10, &p.shm_take, 32 << 10},
         {32 << 10, &p.shm_take_big, 0},
-        {144 << 10, &p.shm_take, 0.5 * (144 << 10)}, /* halfway: half of each */
-        {144 << 10, &p.shm_take_big, 0.5 * (144 << 10)},
-        {256 << 10, &p.shm_take_big, 256 << 10},
-        {256 << 10, &p.shm_take_pipe, 0},
-        {512 << 10, &p.shm_take_big, 256 << 10}, /* the first chunk */
-        {512 << 10, &p.shm_take_pipe, 256 << 10}, /* the second */
-        {1 << 20, &p.shm_take_pipe, 3 * (256 << 10)},
-        {(256 + 64) << 10, &p.shm_take_pipe, 64 << 10}, /* a short last chunk */
+        {48 << 10, &p.shm_take, 0.5 * (48 << 10)}, /* halfway: half of each */
+        {48 << 10, &p.shm_take_big, 0.5 * (48 << 10)},
+        {64 << 10, &p.shm_take_big, 64 << 10},
+        {64 << 10, &p.shm_take_pipe, 0},
+        {128 << 10, &p.shm_take_big, 64 << 10}, /* the first chunk */
+        {128 << 10, &p.shm_take_pipe, 64 << 10}, /* the second */
+        {1 << 20, &p.shm_take_pipe, 15 * (64 << 10)},
+        {(64 + 16) << 10, &p.shm_take_pipe, 16 << 10}, /* a short last chunk */
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         xc__model_call_t c = {XC_COLL_REDUCE, k[i].bytes / 4, XC_FLOAT32, XC_SUM, 0};
@@ -755,11 +755,11 @@ static void test_shm_rules(void)
     }
     /* without the big chunk's rate: take_ps at every size of one chunk */
     p.shm_take_big = 0;
-    xc__model_call_t c256 = {XC_COLL_REDUCE, (256 << 10) / 4, XC_FLOAT32, XC_SUM, 0};
-    double q0 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c256);
+    xc__model_call_t c64 = {XC_COLL_REDUCE, (64 << 10) / 4, XC_FLOAT32, XC_SUM, 0};
+    double q0 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c64);
     p.shm_take += dr;
-    EXPECT_TRUE(fabs(xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c256) - q0 -
-                     dr * (256 << 10)) < 1e-12);
+    EXPECT_TRUE(fabs(xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c64) - q0 -
+                     dr * (64 << 10)) < 1e-12);
 }
 
 /* More ranks than cores: predictions scale by ranks/cores, choices do not
