@@ -20,11 +20,13 @@
  * chunk k.  A rank that has seen every other rank's `in` reach g-1 knows
  * they all finished reading g-2 (a rank stages a chunk only after reading
  * the previous one), so step 0 costs nothing in the common case.
- * Small rooted operations (bcast, reduce) go further: each slot is cut
- * into XC__SHM_RING entries and their chunk g uses entry (g / 2) % RING of
- * slot g % 2, so a rank may run 2 * RING chunks ahead of the slowest
- * reader -- with more ranks than cores a rank then does several operations
- * per time slice instead of handing the core over at every one.
+ * Rooted operations staged chunk by chunk (bcast, a reduce whose root
+ * reads) go further: each slot is cut into XC__SHM_RING entries and their
+ * chunk g (at most an entry: xc__shm_rooted_ce) uses entry (g / 2) % RING
+ * of slot g % 2, so a rank may run 2 * RING chunks ahead of the slowest
+ * reader -- with more ranks than cores a rank then does several small
+ * operations per time slice instead of handing the core over at every
+ * one, and a large one's copy-in of chunk k+1 overlaps the take of k.
  *
  * Each collective is a small vtable (one file each, shm_*.c) of chunk
  * geometry and the copy-in / reduce / copy-out of one chunk.
@@ -267,8 +269,9 @@ static inline size_t xc__shm_bcast_share(size_t bytes, int L, int coop)
     return bytes / (size_t)L & ~(size_t)4095;
 }
 /* The topology whose measured floors and ceiling (ag_cma_min, a2a_cma_min,
- * cma_max) all-gather and all-to-all obey: none before the profile, nor
- * while the calibration probes them (comm->shm_probing, measure.c). */
+ * cma_max; bcast_cma_min) all-gather, all-to-all and the broadcast obey:
+ * none before the profile, nor while the calibration probes them
+ * (comm->shm_probing, measure.c). */
 static inline const xc__model_topo_t *xc__shm_measured(const xc_comm_t *comm)
 {
     return comm->shm_probing ? NULL : xc__algo_topo(comm);

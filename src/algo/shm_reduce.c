@@ -3,9 +3,10 @@
  *
  * Small: every other rank stages its input and the root reduces them all
  * with its own, read in place.  On 2 ranks of an uncrowded node and on a
- * crowded node this runs at every size, chunk after slot-sized chunk
- * (xc__shm_reduce_root_reads): the other ranks stage chunk k+1 while the
- * root reduces chunk k, and return as soon as their last chunk is staged.
+ * crowded node this runs at every size, chunk after chunk of a ring entry
+ * (xc__shm_reduce_root_reads, xc__shm_rooted_ce): the other ranks stage
+ * chunk k+1 while the root reduces chunk k, and return as soon as their
+ * last chunk is staged.
  * Chunked (more ranks on cores of their own): as the chunked all-reduce, every
  * rank reduces its share into the result slot, and only the root copies it
  * out.

@@ -1297,7 +1297,6 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1;
     pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     double t_take_big = -1, t_take_pipe = -1;
-    /* A slot's worth of int32 (the staged take's second probe). */
     /* int32 in a ring entry (the largest chunk a rooted operation
      * stages) and in a slot */
     size_t take_entry = comm->shm ? comm->shm->slot_bytes / XC__SHM_RING / 4 : 0;

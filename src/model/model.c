@@ -135,6 +135,8 @@ xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, xc__model_topo_
     t->slot_bytes = (size_t)cfg.shm_slot_kb * 1024;
     t->cma_min = (size_t)cfg.shm_cma_min_kb * 1024;
     t->cma_max = cfg.shm_cma_max_kb > 0 ? (size_t)cfg.shm_cma_max_kb * 1024 : 0;
+    /* No profile: no measured floors (the configured thresholds decide). */
+    t->ag_cma_min = t->a2a_cma_min = t->bcast_cma_min = 0;
     t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     t->crowded = cfg.node_crowded >= 0 ? cfg.node_crowded : t->cores > 0 && ppn > t->cores;
     t->coop = xc__shm_coop(cfg.shm_coop, t->crowded);

@@ -599,6 +599,28 @@ static void test_shm_rules(void)
                 xc__shm_alltoall_cma_min(4, 1, 0) == 0);
     /* XCOLL_SHM_CMA_MIN_KB=0: single copy at every size */
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 0) == 0 && xc__shm_bcast_cma_min(2, 0, 0, 0) == 0);
+    /* The broadcast's floor: the pair's measured one, else 256 KiB; none
+     * past 2 uncrowded ranks, never single copy crowded. */
+    EXPECT_TRUE(xc__shm_bcast_cma_min(2, 0, 65536, 0) == XC__SHM_BCAST_CMA_MIN_2 &&
+                xc__shm_bcast_cma_min(2, 0, 65536, 90112) == 90112 &&
+                xc__shm_bcast_cma_min(2, 0, 0, 90112) == 0 &&
+                xc__shm_bcast_cma_min(4, 0, 65536, 90112) == 0 &&
+                xc__shm_bcast_cma_min(4, 1, 65536, 90112) == SIZE_MAX);
+    {
+        /* The model prices what the floor picks: a 128 KiB 2-rank
+         * broadcast single copy (as with XCOLL_SHM_CMA_MIN_KB=0) once the
+         * measured floor is below it, staged before. */
+        xc__profile_t q = flat_profile(1e-6, 1e-10, 5e-11, 8e-11, 0.5e-6);
+        xc__model_topo_t t2 = shm_topo(2), t0 = shm_topo(2);
+        xc__model_call_t b128 = {XC_COLL_BCAST, (128 << 10) / 4, XC_FLOAT32, XC_SUM, 0};
+        t0.cma_min = 0;
+        double cma_all = xc__model_predict(&q, &t0, XC__ALGO_SHM_BCAST, &b128);
+        double staged = xc__model_predict(&q, &t2, XC__ALGO_SHM_BCAST, &b128);
+        t2.bcast_cma_min = 96 << 10;
+        double floored = xc__model_predict(&q, &t2, XC__ALGO_SHM_BCAST, &b128);
+        EXPECT_NEAR(floored, cma_all);
+        EXPECT_TRUE(fabs(staged - cma_all) > 1e-9);
+    }
 
     xc__profile_t p = flat_profile(1e-6, 1e-10, 5e-11, 8e-11, 0.5e-6);
     xc__model_topo_t t = shm_topo(2);
