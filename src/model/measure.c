@@ -436,6 +436,21 @@ static double cma_floor(const char *coll, double cma, double staged, size_t byte
     return v;
 }
 
+/* A pair's single-copy floor from its two probes of sizes m (blocks or
+ * messages, ascending) timed staged and single copy (the second's -1: not
+ * measured): where staging stops leading (xc__lead_end); `from` where it
+ * does not lead at the first, twice the last size where it leads at each. */
+static double probe_floor(const char *coll, const char *unit, const double m[2],
+                          const double st[2], const double cm[2], double from)
+{
+    int n = cm[1] > 0 && st[1] > 0 ? 2 : 1;
+    double v = xc__lead_end(m, st, cm, n, from, 2 * m[n - 1]);
+    XC_TRACE("cost model: 2-rank %s, %s of %.0f / %.0f B, took %.1f / %.1f us single copy, "
+             "%.1f / %.1f us staged: its single copy from %.0f B (0: as configured)",
+             coll, unit, m[0], m[1], cm[0] * 1e6, cm[1] * 1e6, st[0] * 1e6, st[1] * 1e6, v);
+    return v;
+}
+
 /* The channels' single copy beyond the cache, from the pair's all-gather
  * probe (t: both ranks read CMA_PROBE_BYTES / 2 of the other's at once,
  * the exchange pattern, working set CMA_PROBE_BYTES): the shm link's
@@ -1498,24 +1513,14 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
              * at 8.8-9.8 us against 5.2-5.4 staged (thirty-sixth session). */
             double blk[2] = {A2A_MID_BYTES / 2, A2A_HI_BYTES / 2};
             double st[2] = {pt.a2a_staged, pt.a2a_hi_staged}, cm[2] = {pt.a2a_cma, pt.a2a_hi_cma};
-            int n = pt.a2a_hi_cma > 0 && pt.a2a_hi_staged > 0 ? 2 : 1;
-            p->shm_a2a_cma_min = xc__lead_end(blk, st, cm, n, 0, 2 * blk[n - 1]);
-            XC_TRACE("cost model: 2-rank all-to-all of %u / %u B took %.1f / %.1f us single copy, "
-                     "%.1f / %.1f us staged: its single copy from %.0f B blocks (0: as configured)",
-                     A2A_MID_BYTES, A2A_HI_BYTES, pt.a2a_cma * 1e6, pt.a2a_hi_cma * 1e6,
-                     pt.a2a_staged * 1e6, pt.a2a_hi_staged * 1e6, p->shm_a2a_cma_min);
+            p->shm_a2a_cma_min = probe_floor("all-to-all", "blocks", blk, st, cm, 0);
         }
         if (pt.bc_cma > 0 && pt.bc_staged > 0) {
             /* Broadcast: likewise, from a page (XCOLL_SHM_CMA_MIN_KB
              * decides) where single copy leads at the first probe. */
             double msg[2] = {BC_MID_BYTES, BC_HI_BYTES};
             double st[2] = {pt.bc_staged, pt.bc_hi_staged}, cm[2] = {pt.bc_cma, pt.bc_hi_cma};
-            int n = pt.bc_hi_cma > 0 && pt.bc_hi_staged > 0 ? 2 : 1;
-            p->shm_bcast_cma_min = xc__lead_end(msg, st, cm, n, 4096, 2 * msg[n - 1]);
-            XC_TRACE("cost model: 2-rank broadcast of %u / %u B took %.1f / %.1f us single copy, "
-                     "%.1f / %.1f us staged: its single copy from %.0f B",
-                     BC_MID_BYTES, BC_HI_BYTES, pt.bc_cma * 1e6, pt.bc_hi_cma * 1e6,
-                     pt.bc_staged * 1e6, pt.bc_hi_staged * 1e6, p->shm_bcast_cma_min);
+            p->shm_bcast_cma_min = probe_floor("broadcast", "messages", msg, st, cm, 4096);
         }
         if (pt.one > 0)
             p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,
