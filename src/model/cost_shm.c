@@ -286,7 +286,16 @@ static double allreduce_direct(const xc__m_t *m)
     double blk = xc__m_blk(m, n);
     double v = 3 * sync_cost(m) + cma_reduce_block(m, blk, 1) + (n - 1) * cma_x(m, blk, 1);
     if (!xc__shm_allreduce_one_shot_all(n, m->t->crowded)) return v;
-    double c = v + xc__m_bytes(m) * m->p->pair_direct;
+    double c = v + m->p->pair_direct0 + xc__m_bytes(m) * m->p->pair_direct;
+    return c > 0.5 * v ? c : 0.5 * v;
+}
+
+/* One shot per slot-sized chunk, each chunk with the per-byte correction
+ * (one_shot_chunk), the call with the constant one (pair_chunk0), never
+ * below half of the rest. */
+static double pair_one_shot(const xc__m_t *m)
+{
+    double v = over_chunks(m, one_shot_chunk), c = v + m->p->pair_chunk0;
     return c > 0.5 * v ? c : 0.5 * v;
 }
 
@@ -307,14 +316,14 @@ int xc__model_shm_pair_direct(const xc__profile_t *p_, const xc__model_topo_t *t
     if (!t_->shm || !xc__shm_allreduce_one_shot_all(n, t_->crowded)) return 0;
     double B = xc__m_bytes(m);
     if (!use_cma(m, B)) return 0;
-    return allreduce_direct(m) < over_chunks(m, one_shot_chunk);
+    return allreduce_direct(m) < pair_one_shot(m);
 }
 
 double xc__model_shm_pair_one_shot(const xc__profile_t *p_, const xc__model_topo_t *t_,
                                    const xc__model_call_t *c_)
 {
     XC__COST_SETUP();
-    return over_chunks(m, one_shot_chunk);
+    return pair_one_shot(m);
 }
 
 double xc__model_shm_pair_single_copy(const xc__profile_t *p_, const xc__model_topo_t *t_,
@@ -332,7 +341,7 @@ XC__COST(shm_allreduce)
     if (use_cma_reduce(m, B, XC__SHM_RED_ALL) || xc__model_shm_pair_direct(p_, t_, c_))
         return allreduce_direct(m);
     if (xc__shm_allreduce_one_shot_all(n, m->t->crowded) && B > LL_MAX(m))
-        return over_chunks(m, one_shot_chunk); /* one shot per slot-sized chunk */
+        return pair_one_shot(m); /* one shot per slot-sized chunk */
     if (one_shot_size(m, B)) return one_shot(m, B);
     return over_chunks(m, chunk_reduce);
 }

@@ -282,7 +282,8 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
  * buf -> buf + PAIR_BYTES), all-gather (`mv_bytes` in blocks of half; in
  * place where twice that exceeds the buffer, else from buf + mv_bytes),
  * all-to-all (`mv_bytes`, buf -> buf + mv_bytes) or broadcast (`mv_bytes`
- * from rank 0) after `warm` untimed ones, back to back, the
+ * from rank 0) after `warm` untimed ones, back to back (the all-reduce of
+ * `mv_bytes` where not 0), the
  * algorithm forced to the shm one (the caller sets its mode): the median
  * of the slower rank's times (every rank takes part; rank 0 keeps it). */
 #define PAIR_BYTES (2u << 20)
@@ -320,8 +321,8 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
                  ? xc_alltoall(buf, buf + mv_bytes, half, XC_UINT8, comm)
              : coll == XC_COLL_BCAST
                  ? xc_bcast(buf, mv_bytes, XC_UINT8, 0, comm)
-                 : xc_allreduce(buf, buf + PAIR_BYTES, PAIR_BYTES / sizeof(float), XC_FLOAT32,
-                                XC_SUM, comm);
+                 : xc_allreduce(buf, buf + PAIR_BYTES, (mv_bytes ? mv_bytes : PAIR_BYTES) /
+                                sizeof(float), XC_FLOAT32, XC_SUM, comm);
         if (i >= 0) t[i] = now_s() - t0;
     }
     comm->forced_algo[coll] = saved;
@@ -330,12 +331,12 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
     return rc;
 }
 
-/* The 2-rank all-reduce one shot per chunk (mode 1: the single copy held
- * off) or single copy (2): 5 calls after 2. */
-static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, double *out)
+/* The 2-rank all-reduce of `bytes` (0: PAIR_BYTES) one shot per chunk
+ * (mode 1: the single copy held off) or single copy (2): 5 calls after 2. */
+static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, size_t bytes, double *out)
 {
     comm->shm_one_shot = mode;
-    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLREDUCE, 2, PROBE_MAX_REPS, buf, 0, out);
+    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLREDUCE, 2, PROBE_MAX_REPS, buf, bytes, out);
     comm->shm_one_shot = 0;
     return rc;
 }
@@ -365,6 +366,7 @@ static xc_result_t time_moving(xc_comm_t *comm, xc_coll_t coll, int cma, char *b
 /* The pair's probes' times (-1: not measured). */
 typedef struct pair_times {
     double one, direct;              /* all-reduce one shot, single copy */
+    double one_slot, direct_slot;    /* ... of a slot (the corrections' second point) */
     double ag_cma, ag_staged;        /* all-gather of CMA_PROBE_BYTES */
     double ag_mid_cma, ag_mid_staged; /* ... of AG_MID_BYTES */
     double a2a_cma, a2a_staged;      /* all-to-all of A2A_MID_BYTES */
@@ -391,9 +393,14 @@ static xc_result_t pair_probes(xc_comm_t *comm, pair_times_t *pt)
         return rc != XC_OK ? rc : xc__err(XC_ERR_NOMEM, "out of memory measuring the cost model");
     }
     memset(buf, 0x3c, CMA_PROBE_BYTES);
-    rc = time_pair(comm, 1, buf, &pt->one);
-    if (rc == XC_OK && xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN)
-        rc = time_pair(comm, 2, buf, &pt->direct);
+    size_t slot = comm->shm->slot_bytes;
+    rc = time_pair(comm, 1, buf, 0, &pt->one);
+    if (rc == XC_OK && slot < PAIR_BYTES) rc = time_pair(comm, 1, buf, slot, &pt->one_slot);
+    if (rc == XC_OK && xc__shm_use_cma(comm, PAIR_BYTES) && PAIR_BYTES >= XC__SHM_PAIR_DIRECT_MIN) {
+        rc = time_pair(comm, 2, buf, 0, &pt->direct);
+        if (rc == XC_OK && slot < PAIR_BYTES && slot >= XC__SHM_PAIR_DIRECT_MIN)
+            rc = time_pair(comm, 2, buf, slot, &pt->direct_slot);
+    }
     if (rc == XC_OK && xc__shm_use_cma(comm, CMA_PROBE_BYTES / 2)) {
         /* All-gather's and all-to-all's single-copy ceiling (shm_cma_max),
          * all-gather's floor (shm_ag_cma_min), all-to-all's (shm_a2a_cma_min). */
@@ -473,19 +480,31 @@ static void cma_beyond_cache(xc__profile_t *p, double t)
 /* What the pair's PAIR_BYTES all-reduce took (t) beyond its formula
  * (`price`, with the correction `*term` it prices zeroed first), per byte,
  * signed; 0 where the formula is not positive. */
-static double pair_excess(xc_comm_t *comm, xc__profile_t *p, double *term,
-                          double (*price)(const xc__profile_t *, const xc__model_topo_t *,
-                                          const xc__model_call_t *),
-                          double t, const char *what)
+static void pair_excess(xc_comm_t *comm, xc__profile_t *p, double *c0, double *c1,
+                        double (*price)(const xc__profile_t *, const xc__model_topo_t *,
+                                        const xc__model_call_t *),
+                        double t, double t_slot, const char *what)
 {
     xc__model_topo_t topo;
     xc__model_topo_of(comm, &topo);
+    size_t slot = comm->shm->slot_bytes;
     xc__model_call_t call = {XC_COLL_ALLREDUCE, PAIR_BYTES / sizeof(float), XC_FLOAT32, XC_SUM, 0};
-    *term = 0;
-    double rest = price(p, &topo, &call);
-    XC_TRACE("cost model: 2-rank %s all-reduce of %u B took %.1f us, its formula %.1f us", what,
-             PAIR_BYTES, t * 1e6, rest * 1e6);
-    return rest > 0 ? (t - rest) / PAIR_BYTES : 0;
+    xc__model_call_t small = {XC_COLL_ALLREDUCE, slot / sizeof(float), XC_FLOAT32, XC_SUM, 0};
+    *c0 = *c1 = 0;
+    double rest = price(p, &topo, &call), rest_s = t_slot > 0 ? price(p, &topo, &small) : -1;
+    if (rest <= 0) return;
+    if (rest_s > 0 && slot < PAIR_BYTES) {
+        /* affine through both */
+        double e = t - rest, es = t_slot - rest_s;
+        *c1 = (e - es) / (double)(PAIR_BYTES - slot);
+        *c0 = es - *c1 * (double)slot;
+    } else {
+        *c1 = (t - rest) / PAIR_BYTES;
+    }
+    XC_TRACE("cost model: 2-rank %s all-reduce of %u B took %.1f us, its formula %.1f us; of "
+             "%zu B %.1f / %.1f us: %+.2f us %+.1f ps/B",
+             what, PAIR_BYTES, t * 1e6, rest * 1e6, slot, t_slot * 1e6, rest_s * 1e6, *c0 * 1e6,
+             *c1 * 1e12);
 }
 
 /* The calibration repeats each series: the engine's busy-poll budget
@@ -1310,7 +1329,7 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
     uint64_t t0 = xc__now_ns();
     int shm_link_from_copy = 0;
     double t_sync = -1, t_stage = -1, t_stage_copy = -1, t_lines = -1, t_rooted = -1, t_take = -1;
-    pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    pair_times_t pt = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     double t_take_big = -1, t_take_pipe = -1;
     /* int32 in a ring entry (the largest chunk a rooted operation
      * stages) and in a slot */
@@ -1523,11 +1542,11 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
             p->shm_bcast_cma_min = probe_floor("broadcast", "messages", msg, st, cm, 4096);
         }
         if (pt.one > 0)
-            p->pair_chunk = pair_excess(comm, p, &p->pair_chunk, xc__model_shm_pair_one_shot,
-                                        pt.one, "one-shot");
+            pair_excess(comm, p, &p->pair_chunk0, &p->pair_chunk, xc__model_shm_pair_one_shot,
+                        pt.one, pt.one_slot, "one-shot");
         if (pt.direct > 0)
-            p->pair_direct = pair_excess(comm, p, &p->pair_direct,
-                                         xc__model_shm_pair_single_copy, pt.direct, "single-copy");
+            pair_excess(comm, p, &p->pair_direct0, &p->pair_direct, xc__model_shm_pair_single_copy,
+                        pt.direct, pt.direct_slot, "single-copy");
     }
     return XC_OK;
 }

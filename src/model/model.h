@@ -174,6 +174,14 @@ typedef struct xc__profile {
      * (on the AMD EPYC VM of the twenty-seventh session the formula priced
      * 256 KiB at 16.6 us; it took 41-52, one shot per chunk 30). */
     double pair_direct;
+    /* The two corrections' constant parts (seconds a call, signed; 0 where
+     * only the 2 MiB call was timed): with a second call of a slot (256
+     * KiB) timed too, each correction is affine in the size, through
+     * both.  Per byte alone, the single copy's (fitted at 2 MiB: the
+     * formula priced it 330 us, it took 207) priced 256 KiB at 18 us on
+     * the forty-sixth session's AMD VM, where it took 39 and
+     * allreduce.rhd 22-26: allreduce.shm took that size from rhd. */
+    double pair_chunk0, pair_direct0;
     /* On 2 uncrowded ranks, the largest block all-gather and all-to-all
      * read single copy (not the broadcast: shm_coll.h); 0:
      * no ceiling.  Measured at creation: an 8 MiB allgather.shm (4 MiB

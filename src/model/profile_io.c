@@ -91,12 +91,13 @@ xc_result_t xc__profile_write(const xc__profile_t *p, const char *path)
                 "\"stage_us\": %.4f, \"stage_copy_us\": %.4f, \"lines_us\": %.4f, "
                 "\"rooted_us\": %.4f, \"take_ps\": %.3f, \"take_big_ps\": %.3f, "
                 "\"take_big_bytes\": %.0f, \"take_pipe_ps\": %.3f, \"pair_chunk_ps\": %.3f, "
+                "\"pair_chunk_us\": %.4f, \"pair_direct_us\": %.4f, "
                 "\"pair_direct_ps\": %.3f, \"cma_max_kb\": %.0f, \"ag_cma_min_kb\": %.0f, "
                 "\"a2a_cma_min_kb\": %.0f, \"bcast_cma_min_kb\": %.0f},\n",
                 p->sync_alpha / US, p->sync_per_rank / US, p->shm_stage / US,
                 p->shm_stage_copy / US, p->shm_lines / US, p->shm_rooted / US, p->shm_take / PS,
                 p->shm_take_big / PS, p->shm_take_big_bytes, p->shm_take_pipe / PS,
-                p->pair_chunk / PS, p->pair_direct / PS, p->shm_cma_max / 1024,
+                p->pair_chunk / PS, p->pair_chunk0 / US, p->pair_direct0 / US, p->pair_direct / PS, p->shm_cma_max / 1024,
                 p->shm_ag_cma_min / 1024, p->shm_a2a_cma_min / 1024, p->shm_bcast_cma_min / 1024);
     fprintf(f, "  \"schedule\": {\"call_us\": %.4f},\n", p->sched_call / US);
     if (p->cold_alpha > 0 || p->cold_beta > 0)
@@ -356,6 +357,10 @@ xc_result_t xc__profile_parse(const char *text, size_t len, const char *name, xc
                 p->shm_take_pipe = num(&r, s, "shm_sync", "take_pipe_ps", PS);
             if (xc__json_get(s, "pair_chunk_ps"))
                 p->pair_chunk = snum(&r, s, "shm_sync", "pair_chunk_ps", PS);
+            if (xc__json_get(s, "pair_chunk_us"))
+                p->pair_chunk0 = snum(&r, s, "shm_sync", "pair_chunk_us", US);
+            if (xc__json_get(s, "pair_direct_us"))
+                p->pair_direct0 = snum(&r, s, "shm_sync", "pair_direct_us", US);
             if (xc__json_get(s, "pair_direct_ps"))
                 p->pair_direct = snum(&r, s, "shm_sync", "pair_direct_ps", PS);
             if (xc__json_get(s, "cma_max_kb"))

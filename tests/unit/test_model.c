@@ -723,6 +723,17 @@ static void test_shm_rules(void)
         EXPECT_TRUE(f > 0 && os > 0);
         q.pair_direct = 1e-12;
         EXPECT_NEAR(xc__model_shm_pair_single_copy(&q, &t, &m1), f + mib * 1e-12);
+        /* ... and its constant part, once a call (affine: both fitted) */
+        q.pair_direct0 = 3e-6;
+        EXPECT_NEAR(xc__model_shm_pair_single_copy(&q, &t, &m1), f + 3e-6 + mib * 1e-12);
+        q.pair_direct0 = 0;
+        /* likewise one shot per chunk: pair_chunk per byte, pair_chunk0 a call */
+        q.pair_chunk = 1e-12;
+        q.pair_chunk0 = 2e-6;
+        EXPECT_NEAR(xc__model_shm_pair_one_shot(&q, &t, &m1), os + 2e-6 + mib * 1e-12);
+        q.pair_chunk0 = -1.0; /* far below: half the rest */
+        EXPECT_NEAR(xc__model_shm_pair_one_shot(&q, &t, &m1), 0.5 * (os + mib * 1e-12));
+        q.pair_chunk = q.pair_chunk0 = 0;
         q.pair_direct = -1.0; /* far below: half the formula */
         EXPECT_NEAR(xc__model_shm_pair_single_copy(&q, &t, &m1), 0.5 * f);
         /* priced above one shot per chunk: never chosen; far below: chosen
@@ -994,6 +1005,9 @@ static void test_roundtrip(void)
     p.shm_stage = 0.1875e-6;
     p.shm_take = 135.5e-12, p.shm_take_big = 87.25e-12, p.shm_take_big_bytes = 262144;
     p.shm_take_pipe = 21.125e-12;
+    p.pair_chunk = 36.25e-12, p.pair_chunk0 = 0.625e-6;
+    p.pair_direct = -50.875e-12, p.pair_direct0 = 23.5e-6;
+    p.shm_bcast_cma_min = 90112;
     p.cold_alpha = 52.5e-6, p.cold_beta = 237.5e-12;
     p.cold_huge_alpha = 12.5e-6, p.cold_huge_beta = 81.5e-12, p.cold_xcmem = 1;
     p.copy_cache = 6.5e-12;
@@ -1048,6 +1062,11 @@ static void test_roundtrip(void)
     EXPECT_NEAR(q.shm_take_big, p.shm_take_big);
     EXPECT_NEAR(q.shm_take_big_bytes, p.shm_take_big_bytes);
     EXPECT_NEAR(q.shm_take_pipe, p.shm_take_pipe);
+    EXPECT_NEAR(q.pair_chunk, p.pair_chunk);
+    EXPECT_NEAR(q.pair_chunk0, p.pair_chunk0);
+    EXPECT_NEAR(q.pair_direct, p.pair_direct);
+    EXPECT_NEAR(q.pair_direct0, p.pair_direct0);
+    EXPECT_NEAR(q.shm_bcast_cma_min, p.shm_bcast_cma_min);
     EXPECT_NEAR(q.cold_alpha, p.cold_alpha);
     EXPECT_NEAR(q.cold_beta, p.cold_beta);
     EXPECT_NEAR(q.cold_huge_alpha, p.cold_huge_alpha);
