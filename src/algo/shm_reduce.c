@@ -98,7 +98,8 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
         return XC_OK;
     }
     int lines;
-    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines), entry = comm->shm->slot_bytes / XC__SHM_RING;
+    size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
+    size_t entry = comm->shm->slot_bytes / XC__SHM_RING;
     if ((bytes <= xc__shm_one_shot_max(comm->size) && bytes <= entry) ||
         (!lines && xc__shm_reduce_root_reads(comm->size, comm->oversub))) {
         /* In ring entries (the flagged lines' if it fits them): the

@@ -202,10 +202,11 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
 /* The rate at which this rank's code takes a chunk of `cb` bytes another
  * rank just staged, the first of an operation: shm_take for a 32 KiB
  * chunk, shm_take_big for one of shm_take_big_bytes (a ring entry, the
- * largest chunk), linear in between.  Measured with reduces whose root reads (2 uncrowded ranks, or a
- * crowded node: xc__shm_reduce_root_reads), whose one-chunk time is the
- * stager's copy plus this take: the rate holds the copy's cost beyond
- * memcpy's cache rate too. */
+ * largest chunk), linear in between.  Measured with reduces whose root
+ * reads (2 uncrowded ranks, or a crowded node:
+ * xc__shm_reduce_root_reads), whose one-chunk time is the stager's copy
+ * plus this take: the rate holds the copy's cost beyond memcpy's cache
+ * rate too. */
 static double take_rate(const xc__m_t *m, double cb)
 {
     const xc__profile_t *p = m->p;
@@ -245,11 +246,11 @@ static double take_reduce(const xc__m_t *m, double cb, int later)
 
 /* A rooted operation staged in the slots (more than xc__shm_ll_max
  * bytes): one rank stages each chunk (a local copy), the other takes it
- * out of the slot (`take`).  The first chunk (up to a ring entry, 64 KiB by
- * default: xc__shm_rooted_ce) is put, sync, taken, in turn: the chunk just written sits
- * modified in the writer's cache (priced as the slowest side of a
- * pipeline, the 2-128 KiB broadcasts and reduces of the grid came out
- * 65-80 % under, twenty-second session).  Every later chunk is staged
+ * out of the slot (`take`).  The first chunk (up to a ring entry, 64 KiB
+ * by default: xc__shm_rooted_ce) is put, sync, taken, in turn: the chunk
+ * just written sits modified in the writer's cache (priced as the
+ * slowest side of a pipeline, the 2-128 KiB broadcasts and reduces of the
+ * grid came out 65-80 % under, twenty-second session).  Every later chunk is staged
  * while the one before is taken: a sync and the slower side each
  * (take_chunk).  With the later chunks priced as single-copy reads and the
  * one chunk at the 32 KiB rate, a 512 KiB reduce was priced 21.5 us (39.3

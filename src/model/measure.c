@@ -345,7 +345,7 @@ static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, size_t bytes,
  * (cma 1) or staged (0): `reps` calls after 1; staged by a threshold past
  * the probe, single copy with the threshold at most the block (all-to-all's
  * pair threshold is a quarter of XCOLL_SHM_CMA_MIN_KB; the broadcast's
- * with none: below XC__SHM_BCAST_CMA_MIN_2 only that asks for it) and no
+ * threshold 0, the only value that makes it single copy below its floor) and no
  * measured floor or ceiling (comm->shm_probing: a profile already in
  * place, on a recalibration, would have them): the ranks set it alike. */
 static xc_result_t time_moving(xc_comm_t *comm, xc_coll_t coll, int cma, char *buf, size_t bytes,
