@@ -340,15 +340,17 @@ static inline size_t xc__shm_allgather_cma_min(int crowded, size_t cfg_min, size
  * description ring must cover (see shm_coll.c). */
 #define XC__SHM_RING 4
 
-/* Elements per chunk of a staged rooted pipeline (broadcast, a reduce
- * whose root reads): a ring entry (slot / XC__SHM_RING, 64 KiB by
- * default), so that the writer runs up to NSLOT x RING chunks ahead and
- * its copy of chunk k+1 overlaps the reader's take of chunk k at every
- * size above one entry; with slot-sized chunks a message of one slot
- * (256 KiB) was one chunk, staged then taken in turn.  The runtime and the
- * cost model use this one rule. */
-static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t es)
+/* Elements per chunk of a staged rooted operation (broadcast, a reduce
+ * whose root reads) of `count` elements of `es` bytes: all of them where
+ * they fit a ring entry (slot / XC__SHM_RING, 64 KiB by default; at least
+ * one chunk), else an entry's worth, so that the writer runs up to NSLOT x
+ * RING chunks ahead and its copy of chunk k+1 overlaps the reader's take
+ * of chunk k; with slot-sized chunks a message of one slot (256 KiB) was
+ * one chunk, staged then taken in turn.  The runtime and the cost model
+ * use this one rule. */
+static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t count, size_t es)
 {
+    if (count * es <= slot_bytes / XC__SHM_RING) return count ? count : 1;
     size_t ce = slot_bytes / XC__SHM_RING / es & ~(size_t)15;
     return ce ? ce : 1;
 }

@@ -160,6 +160,12 @@ static inline void xc__shm_copy_result(xc__shm_op_t *o, uint64_t k)
     if (n) memcpy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, o->base + k + 1), n * o->es);
 }
 
+/* XC__SHM_LINES_INPUT where a staged payload of `staged` bytes fits the
+ * flagged lines, else 0. */
+static inline int xc__shm_lines_for(const xc_comm_t *comm, size_t staged)
+{
+    return staged <= xc__shm_ll_max(comm->size) ? XC__SHM_LINES_INPUT : 0;
+}
 /* Geometry shared by most collectives: one chunk in the flagged lines
  * (`lines` XC__SHM_LINES_INPUT) when the whole staged payload fits them,
  * else chunks of `per` elements through the slots (`lines` 0). */
@@ -167,7 +173,7 @@ static inline size_t xc__shm_ce(const xc_comm_t *comm, size_t count, size_t es, 
                                 int *lines)
 {
     size_t staged = count * es * blocks;
-    *lines = staged <= xc__shm_ll_max(comm->size) ? XC__SHM_LINES_INPUT : 0;
+    *lines = xc__shm_lines_for(comm, staged);
     if (*lines) return count ? count : 1;
     size_t ce = comm->shm->slot_bytes / (es * blocks);
     ce &= ~(size_t)15; /* keep chunk edges vector- and line-friendly */

@@ -258,7 +258,8 @@ static double take_reduce(const xc__m_t *m, double cb, int later)
  * 256 KiB (twenty-third session). */
 static double rooted_staged(const xc__m_t *m, double (*take)(const xc__m_t *, double, int))
 {
-    double ce = (double)xc__shm_rooted_ce(m->t->slot_bytes, (size_t)m->es), full, last;
+    double ce = (double)xc__shm_rooted_ce(m->t->slot_bytes, m->c->count, (size_t)m->es);
+    double full, last;
     chunks((double)m->c->count, ce, &full, &last);
     double cb = ce * m->es, first = full > 0 ? cb : last * m->es;
     double t = sync_cost(m) + stage(m, first) + xc__m_copy(m, first) + take(m, first, 0);
