@@ -472,6 +472,7 @@ static void finish(xc_comm_t *comm, xc__shm_op_t *o)
 {
     if (o->ll) ll_own_next(o, o->base + o->nk);
     else if (o->nk == 1 && !o->ring && o->vt->stage) slot_own_next(o);
+    xc__wcopy_end(&o->shm->wcopy, o->a.count * o->es, o->staged, o->nt, o->t0);
     account(comm, o);
 }
 
@@ -545,6 +546,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             o->base = xc__shm_load(&me->in);
             o->n = comm->shm_ops++;
             o->hash = desc_hash(comm, op->seq, &op->desc);
+            if (o->vt->stage && !o->ll) o->nt = xc__wcopy_begin(&s->wcopy, o->a.count * o->es, &o->t0);
             o->phase = 0;
         }
     }

@@ -70,18 +70,23 @@ struct xc__shm_op {
     size_t es;          /* element size */
     size_t ce;          /* elements per chunk (per block, for blocked layouts) */
     int ll;             /* payload carried in the flagged lines (shm.h) */
+    int nt;             /* this rank's staged chunks written non-temporally
+                         * (transport/wcopy.h) */
     size_t ll_bytes;    /* their payload: each rank's staged bytes less ll_gap */
     size_t ll_gap;      /* blocked layouts (all-to-all, reduce-scatter): the
                          * bytes of the block a rank sends itself, which it
                          * leaves out of its lines (rank j's lines carry its
                          * staging less block j); 0: none */
     int ring;           /* payload in a slot's ring entry (<= slot / XC__SHM_RING) */
+    uint32_t t0;        /* the operation's start, low bits of the time-stamp
+                         * counter (0: not timed; xc__wcopy_begin) */
     uint64_t base;      /* global chunk number before this operation */
     uint64_t n;         /* this rank's shared-memory operation number (its
                          * description ring entry: n % XC__SHM_DESC_RING) */
     uint64_t k, nk;
     uint64_t need;      /* phase 0: the `out` every other rank must reach */
     int phase;
+    uint32_t staged;    /* bytes this rank staged, up to UINT32_MAX */
     uint64_t hash;      /* of (seq, description) */
     int err, err_peer;  /* a failed single-copy read or write */
     char *tmp;          /* single-copy reductions: (L-1) pieces of scratch */

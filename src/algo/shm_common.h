@@ -29,6 +29,14 @@ static inline void xc__shm_reduce(const xc__shm_op_t *o, void *dst, const void *
     xc__reduce_many(dst, srcs, n, count, o->a.dtype, o->a.op);
 }
 
+/* Copy a piece of this rank's input into its slot, the way the
+ * operation writes (transport/wcopy.h). */
+static inline void xc__shm_put(xc__shm_op_t *o, char *dst, const char *src, size_t bytes)
+{
+    xc__wcopy(dst, src, bytes, o->nt);
+    o->staged = bytes < UINT32_MAX - o->staged ? o->staged + (uint32_t)bytes : UINT32_MAX;
+}
+
 /* Stage chunk k of each of the L blocks (of o->a.count elements) of the
  * input, packed block after block, but the own block (this rank reads it
  * from its input, xc__shm_block_src; its place in the slot is left as it
@@ -40,8 +48,8 @@ static inline void xc__shm_stage_blocks(xc__shm_op_t *o, uint64_t k, char *slot)
     if (!n) return; /* empty operations may pass NULL buffers */
     for (int b = 0; b < o->L; b++)
         if (b != o->me)
-            memcpy(slot + (size_t)b * n * o->es, in + ((size_t)b * o->a.count + off) * o->es,
-                   n * o->es);
+            xc__shm_put(o, slot + (size_t)b * n * o->es,
+                        in + ((size_t)b * o->a.count + off) * o->es, n * o->es);
 }
 
 /* Chunk k of rank j's staged block `me` -- for j == me straight from the
@@ -115,7 +123,7 @@ static inline void xc__shm_cma_reduce(xc__shm_op_t *o, char *dst, size_t eoff, s
 static inline void xc__shm_stage_input(xc__shm_op_t *o, uint64_t k, char *slot)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    if (n) memcpy(slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
+    if (n) xc__shm_put(o, slot, (const char *)o->a.sbuf + off * o->es, n * o->es);
 }
 
 /* Reduce chunk k of every rank's staged input (whole, in rank order) into

@@ -109,6 +109,9 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = -1;
     XC_CHECK(xc__env_int("XCOLL_SHM_CMA_MAX_KB", -1, 1 << 30, &v));
     c->shm_cma_max_kb = (int)v;
+    v = -1;
+    XC_CHECK(xc__env_int("XCOLL_SHM_NT", -1, 1, &v));
+    c->shm_nt = (int)v;
     v = 64;
     XC_CHECK(xc__env_int("XCOLL_SHM_CHAN_KB", 0, 1 << 16, &v));
     c->shm_chan_kb = (int)v;

@@ -27,6 +27,8 @@ typedef struct xc__config {
                              * auto, comm->p2p_cma_min) */
     int shm_cma_max_kb;   /* all-gather / all-to-all blocks above this are
                              staged: -1 the measured ceiling, 0 none */
+    int shm_nt;           /* staged chunks written with non-temporal stores:
+                             1 always, 0 never, -1 as measured (wcopy.h) */
     int shm_chan_kb;      /* ring per pair of local ranks (KiB), 0 = none */
     int shm_promote;      /* single-copy sources collapse into huge pages at
                              their this-many-th use (core/promote.c); 0 never */

@@ -27,6 +27,7 @@
 
 #include "../core/common.h"
 #include "../engine/msg.h"
+#include "wcopy.h"
 
 #include <sys/types.h>
 
@@ -139,6 +140,8 @@ typedef struct xc__shm {
     uint64_t pubs;          /* this process's publications (rings) here: a
                              * waiter that published since it last looked
                              * made progress (xc__shm_pubs) */
+    xc__wcopy_t wcopy;      /* how this process writes chunks into its
+                             * slots (wcopy.h; mode: XCOLL_SHM_NT) */
 } xc__shm_t;
 
 static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)

@@ -1,0 +1,107 @@
+/*
+ * wcopy.c -- slot chunks written with ordinary or non-temporal stores,
+ * whichever recent operations of the same size class found faster
+ * (wcopy.h).
+ *
+ * An operation is timed from its start to its end on this rank with the
+ * time-stamp counter (two reads against the tens of microseconds of an
+ * operation of 64 KiB or more).  In a loop, a writer's next operation
+ * waits for its slots until the readers took the previous one, so its
+ * time follows theirs.  A way's cost follows its samples quickly down
+ * and slowly up (a sample is capped at twice the cost: a preempted
+ * operation must not swing the choice).  One operation in
+ * XC__WCOPY_EXPLORE takes the other way, so a change of placement is
+ * seen within a few dozen operations.
+ */
+#include "wcopy.h"
+
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#include <x86intrin.h>
+
+/* Non-temporal stores of whole aligned lines, ordinary ones for the
+ * unaligned head and the tail, then a fence: the caller's release store
+ * that publishes the chunk comes after every byte of it. */
+static void copy_nt(char *d, const char *s, size_t n)
+{
+    size_t head = (size_t)(-(uintptr_t)d) & 63;
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    size_t body = n & ~(size_t)63;
+    for (size_t i = 0; i < body; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
+        _mm_stream_si128((__m128i *)(d + i), a);
+        _mm_stream_si128((__m128i *)(d + i + 16), b);
+        _mm_stream_si128((__m128i *)(d + i + 32), c);
+        _mm_stream_si128((__m128i *)(d + i + 48), e);
+    }
+    memcpy(d + body, s + body, n - body);
+    _mm_sfence();
+}
+
+static uint64_t ticks(void) { return __rdtsc(); }
+#define XC__WCOPY_NT 1
+#else
+static void copy_nt(char *d, const char *s, size_t n) { memcpy(d, s, n); }
+static uint64_t ticks(void) { return 0; }
+#define XC__WCOPY_NT 0
+#endif
+
+/* The size class of an operation of `bytes` (>= XC__WCOPY_OP_MIN). */
+static int size_class(size_t bytes)
+{
+    int c = 0;
+    for (size_t b = XC__WCOPY_OP_MIN * 2; b <= bytes && c < XC__WCOPY_CLASSES - 1; b *= 2) c++;
+    return c;
+}
+
+int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
+{
+    if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
+    if (w->mode >= 0) return w->mode;
+    int c = size_class(bytes);
+    const double *cost = w->cost[c];
+    /* Each way until it is timed once, then the cheaper, but for a run
+     * of the other every XC__WCOPY_EXPLORE operations. */
+    if (cost[0] <= 0) return 0;
+    if (cost[1] <= 0) return 1;
+    int best = cost[1] < cost[0];
+    return w->ops[c] % XC__WCOPY_EXPLORE < XC__WCOPY_RUN ? !best : best;
+}
+
+int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, uint32_t *t0)
+{
+    *t0 = 0;
+    int nt = xc__wcopy_pick(w, bytes);
+    if (bytes < XC__WCOPY_OP_MIN || !XC__WCOPY_NT) return nt;
+    int c = size_class(bytes);
+    w->ops[c]++;
+    if (w->way[c] != nt) w->way[c] = (int8_t)nt, w->run[c] = 0;
+    w->run[c]++;
+    w->nt_ops += (uint64_t)nt;
+    if (w->mode < 0 && w->run[c] > XC__WCOPY_SETTLE) *t0 = (uint32_t)ticks() | 1;
+    return nt;
+}
+
+void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t t0)
+{
+    if (!t0 || staged < XC__WCOPY_OP_MIN) return;
+    uint32_t dt = (uint32_t)ticks() - t0;
+    if (!dt) return;
+    double c = (double)dt * 1024.0 / (double)bytes, *cost = &w->cost[size_class(bytes)][nt];
+    if (*cost <= 0) *cost = c;
+    else if (c < *cost) *cost = (*cost + 3 * c) / 4;
+    else *cost = (3 * *cost + (c < 2 * *cost ? c : 2 * *cost)) / 4;
+}
+
+void xc__wcopy(void *dst, const void *src, size_t bytes, int nt)
+{
+    if (nt && bytes >= XC__WCOPY_PIECE_MIN) copy_nt(dst, src, bytes);
+    else memcpy(dst, src, bytes);
+}

@@ -1,0 +1,73 @@
+/*
+ * wcopy.h -- writing chunks into shared memory that another core reads
+ * next (a staging slot): with ordinary or with non-temporal stores,
+ * whichever this process's recent operations found faster.
+ *
+ * An ordinary store needs its line owned: where the reader still holds
+ * it (it read the slot's previous chunk) that is an invalidation round
+ * trip per line, whose price depends on where the hypervisor put the two
+ * vCPUs.  On the 2-vCPU AMD EPYC VM (forty-seventh session) a 64 KiB
+ * chunk written into lines the other core had just read took 1.2 us in
+ * one placement, 7-10 us in another and 28-42 us in a third, against
+ * 2-8 us with non-temporal stores in all three.  Those leave the lines in
+ * memory, so the reader's take is slower where the two cores share a
+ * cache: the whole operation, not the copy, decides.  The placement
+ * changes every few seconds, so the choice is measured on the operations
+ * themselves (docs/shm.md, "Writing a slot").
+ *
+ * The state is per process and per segment (xc__shm_t), touched under
+ * the communicator's lock.  Either way the bytes are the same: the
+ * readers cannot tell, so ranks need not agree.
+ */
+#ifndef XC_WCOPY_H
+#define XC_WCOPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Operations staging at least this many bytes are timed and may write
+ * non-temporally; size classes double from there. */
+#define XC__WCOPY_OP_MIN ((size_t)64 << 10)
+#define XC__WCOPY_CLASSES 8
+/* Pieces below this are copied ordinarily whatever the operation's way
+ * (partial lines would flush the write-combining buffers half empty). */
+#define XC__WCOPY_PIECE_MIN ((size_t)4 << 10)
+/* Every this many operations of a size class, a run of XC__WCOPY_RUN
+ * takes the way that is not the current choice.  The first
+ * XC__WCOPY_SETTLE operations after a change of way are not timed: a
+ * writer may run XC__SHM_NSLOT operations ahead of its readers, so its
+ * first waits are for the operations before, written the other way. */
+#define XC__WCOPY_EXPLORE 128
+#define XC__WCOPY_RUN 6
+#define XC__WCOPY_SETTLE 2
+
+typedef struct xc__wcopy {
+    int mode;                               /* -1 measured, 0 ordinary, 1 non-temporal */
+    uint32_t ops[XC__WCOPY_CLASSES];        /* operations per class */
+    uint32_t run[XC__WCOPY_CLASSES];        /* ... since its way last changed */
+    int8_t way[XC__WCOPY_CLASSES];          /* ... and the way of its last one */
+    double cost[XC__WCOPY_CLASSES][2];      /* recent ticks per KiB of each way, 0: untried */
+    uint64_t nt_ops;                        /* operations written non-temporally */
+} xc__wcopy_t;
+
+/* An operation staging `bytes` starts: the way its chunks take (1
+ * non-temporal); *t0 the low 32 bits of the time-stamp counter at its
+ * start (an operation is timed modulo 2^32 ticks, over a second), 0 when
+ * it is not timed. */
+int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, uint32_t *t0);
+
+/* It ended, having staged `staged` bytes with way `nt`: its time per KiB
+ * of `bytes` joins that way's cost (nothing when t0 is 0 or it staged
+ * less than XC__WCOPY_OP_MIN: a rank that only read learns nothing). */
+void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t t0);
+
+/* Copy a piece into a slot, the way given; the stores are visible before
+ * the caller's next release store (the non-temporal way ends with a
+ * store fence). */
+void xc__wcopy(void *dst, const void *src, size_t bytes, int nt);
+
+/* The way the next operation of `bytes` takes (xc__wcopy_begin's choice
+ * without counting it). */
+int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes);
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * test_wcopy.c -- a slot's chunk written ordinarily or non-temporally
+ * (src/transport/wcopy.c): both ways copy exactly the bytes asked at
+ * every length and misalignment (no byte before or after touched); the
+ * choice between them -- each way timed once, then the cheaper but for a
+ * run of the other every XC__WCOPY_EXPLORE operations, per size class;
+ * forced modes; small operations never timed; a timed operation's cost
+ * recorded only after the settling operations of its way.
+ */
+#include "expect.h"
+#include "transport/wcopy.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#define GUARD 64
+
+static void check_copy(int nt, size_t n, size_t dmis, size_t smis)
+{
+    size_t cap = n + 2 * GUARD + 128;
+    unsigned char *src = malloc(cap), *dst = malloc(cap);
+    if (!src || !dst) {
+        EXPECT(0, "out of memory");
+        free(src);
+        free(dst);
+        return;
+    }
+    for (size_t i = 0; i < cap; i++) src[i] = (unsigned char)(i * 131 + 7), dst[i] = 0xAA;
+    /* dst at a chosen distance from a 64-byte boundary */
+    unsigned char *d = dst + GUARD + ((64 - ((uintptr_t)(dst + GUARD) & 63)) & 63) + dmis;
+    const unsigned char *s = src + GUARD + smis;
+    xc__wcopy(d, s, n, nt);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += d[i] != s[i];
+    EXPECT(bad == 0, "nt=%d n=%zu dst+%zu src+%zu: %zu bytes differ", nt, n, dmis, smis, bad);
+    for (unsigned char *p = dst; p < d; p++)
+        if (*p != 0xAA) {
+            EXPECT(0, "nt=%d n=%zu dst+%zu: byte %td before the copy written", nt, n, dmis, d - p);
+            break;
+        }
+    for (unsigned char *p = d + n; p < dst + cap; p++)
+        if (*p != 0xAA) {
+            EXPECT(0, "nt=%d n=%zu dst+%zu: byte %td after the copy written", nt, n, dmis,
+                   p - (d + n));
+            break;
+        }
+    free(src);
+    free(dst);
+}
+
+static void copies(void)
+{
+    static const size_t lens[] = {0,    1,    63,   64,   65,    127,         4095,
+                                  4096, 4097, 8191, 8192, 65549, 300000 + 17};
+    static const size_t dmis[] = {0, 1, 17, 63};
+    static const size_t smis[] = {0, 5};
+    for (int nt = 0; nt < 2; nt++)
+        for (size_t i = 0; i < sizeof lens / sizeof *lens; i++)
+            for (size_t j = 0; j < sizeof dmis / sizeof *dmis; j++)
+                for (size_t k = 0; k < sizeof smis / sizeof *smis; k++)
+                    check_copy(nt, lens[i], dmis[j], smis[k]);
+}
+
+static const size_t BIG = XC__WCOPY_OP_MIN; /* size class 0 */
+
+/* One operation of `bytes` through begin and end: its way. */
+static int op(xc__wcopy_t *w, size_t bytes, uint32_t *t0)
+{
+    int nt = xc__wcopy_begin(w, bytes, t0);
+    xc__wcopy_end(w, bytes, bytes, nt, *t0);
+    return nt;
+}
+
+static void choice(void)
+{
+    uint32_t t0;
+    /* Small operations: ordinary, never timed, whatever the mode. */
+    for (int mode = -1; mode <= 1; mode++) {
+        xc__wcopy_t w = {.mode = mode};
+        int nt = xc__wcopy_begin(&w, BIG - 1, &t0);
+        EXPECT(nt == 0 && t0 == 0, "mode %d, %zu B: way %d, t0 %u", mode, BIG - 1, nt, t0);
+    }
+#if defined(__x86_64__)
+    /* Forced modes take their way and time nothing. */
+    for (int mode = 0; mode <= 1; mode++) {
+        xc__wcopy_t w = {.mode = mode};
+        for (int i = 0; i < 200; i++) {
+            int nt = op(&w, BIG, &t0);
+            EXPECT(nt == mode && t0 == 0, "forced %d: op %d way %d t0 %u", mode, i, nt, t0);
+        }
+        EXPECT(w.cost[0][0] == 0 && w.cost[0][1] == 0, "forced %d: a cost recorded", mode);
+    }
+    /* Measured: the ordinary way until it is timed (after the settling
+     * operations), then the non-temporal one until it is, then the
+     * cheaper. */
+    xc__wcopy_t w = {.mode = -1};
+    for (int i = 0; i < XC__WCOPY_SETTLE; i++) {
+        EXPECT(op(&w, BIG, &t0) == 0 && t0 == 0, "settling op %d: ordinary, untimed", i);
+    }
+    EXPECT(op(&w, BIG, &t0) == 0 && t0 != 0, "first timed op: ordinary");
+    EXPECT(w.cost[0][0] > 0, "the ordinary way's cost recorded");
+    for (int i = 0; i < XC__WCOPY_SETTLE; i++)
+        EXPECT(op(&w, BIG, &t0) == 1 && t0 == 0, "non-temporal settling op %d", i);
+    EXPECT(op(&w, BIG, &t0) == 1 && t0 != 0, "first timed non-temporal op");
+    EXPECT(w.cost[0][1] > 0, "the non-temporal way's cost recorded");
+    /* Another size class has its own costs: still untried there. */
+    EXPECT(xc__wcopy_pick(&w, 2 * BIG) == 0, "class 1 starts ordinary");
+    EXPECT(w.cost[1][0] == 0 && w.cost[1][1] == 0, "class 1 untouched");
+    /* The cheaper way, but for XC__WCOPY_RUN of every XC__WCOPY_EXPLORE. */
+    for (int best = 0; best < 2; best++) {
+        xc__wcopy_t v = {.mode = -1};
+        for (int i = 0; i < 3 * XC__WCOPY_EXPLORE; i++) {
+            v.cost[0][best] = 100, v.cost[0][!best] = 1000; /* what end() learnt is reset */
+            int nt = xc__wcopy_begin(&v, BIG, &t0);
+            int explore = (v.ops[0] - 1) % XC__WCOPY_EXPLORE < XC__WCOPY_RUN;
+            EXPECT(nt == (explore ? !best : best), "best %d, op %d: way %d", best, i, nt);
+        }
+        EXPECT(v.nt_ops == (uint64_t)(best ? 3 * (XC__WCOPY_EXPLORE - XC__WCOPY_RUN)
+                                           : 3 * XC__WCOPY_RUN),
+               "best %d: %llu non-temporal operations", best, (unsigned long long)v.nt_ops);
+    }
+    /* A cost follows its samples down quickly and up slowly, a sample
+     * capped at twice the cost. */
+    xc__wcopy_t c = {.mode = -1};
+    c.cost[0][0] = 1000;
+    xc__wcopy_end(&c, BIG, BIG, 0, 1); /* t0 = 1: some time ago */
+    EXPECT(c.cost[0][0] > 1000 && c.cost[0][0] <= 1250, "a slow sample moves the cost %g",
+           c.cost[0][0]);
+    /* An operation that staged less than the minimum teaches nothing. */
+    double before = c.cost[0][1];
+    xc__wcopy_end(&c, BIG, BIG - 1, 1, 1);
+    EXPECT(c.cost[0][1] == before, "a rank that staged little recorded a cost");
+#endif
+}
+
+int main(void)
+{
+    copies();
+    choice();
+    if (failures) fprintf(stderr, "test_wcopy: %d failures\n", failures);
+    else printf("test_wcopy: ok\n");
+    return failures ? 1 : 0;
+}
