@@ -546,7 +546,10 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             o->base = xc__shm_load(&me->in);
             o->n = comm->shm_ops++;
             o->hash = desc_hash(comm, op->seq, &op->desc);
-            if (o->vt->stage && !o->ll) o->nt = xc__wcopy_begin(&s->wcopy, o->a.count * o->es, &o->t0);
+            if (o->vt->stage && !o->ll)
+                o->nt = xc__wcopy_begin(&s->wcopy, o->a.count * o->es,
+                                        o->a.coll != XC_COLL_BCAST && o->a.coll != XC_COLL_REDUCE,
+                                        &o->t0);
             o->phase = 0;
         }
     }

@@ -75,9 +75,10 @@ int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
     return w->ops[c] % XC__WCOPY_EXPLORE < XC__WCOPY_RUN ? !best : best;
 }
 
-int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, uint32_t *t0)
+int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
 {
     *t0 = 0;
+    if (!symmetric && w->mode < 0) return 0;
     int nt = xc__wcopy_pick(w, bytes);
     if (bytes < XC__WCOPY_OP_MIN || !XC__WCOPY_NT) return nt;
     int c = size_class(bytes);

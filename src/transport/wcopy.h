@@ -53,8 +53,14 @@ typedef struct xc__wcopy {
 /* An operation staging `bytes` starts: the way its chunks take (1
  * non-temporal); *t0 the low 32 bits of the time-stamp counter at its
  * start (an operation is timed modulo 2^32 ticks, over a second), 0 when
- * it is not timed. */
-int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, uint32_t *t0);
+ * it is not timed.  `symmetric`: every rank of it stages and reads, so its
+ * end on this rank comes after the other ranks' chunks written their way
+ * were read.  A rooted one (broadcast, reduce) is not measured, and
+ * writes ordinarily unless the mode is forced: its writer may end before
+ * its readers took the chunks, so its time would leave out what
+ * non-temporal stores cost them (the writer of a 512 KiB reduce chose
+ * them between the calibration's barriers, and the root took 2x longer). */
+int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0);
 
 /* It ended, having staged `staged` bytes with way `nt`: its time per KiB
  * of `bytes` joins that way's cost (nothing when t0 is 0 or it staged

@@ -66,7 +66,7 @@ static const size_t BIG = XC__WCOPY_OP_MIN; /* size class 0 */
 /* One operation of `bytes` through begin and end: its way. */
 static int op(xc__wcopy_t *w, size_t bytes, uint32_t *t0)
 {
-    int nt = xc__wcopy_begin(w, bytes, t0);
+    int nt = xc__wcopy_begin(w, bytes, 1, t0);
     xc__wcopy_end(w, bytes, bytes, nt, *t0);
     return nt;
 }
@@ -77,7 +77,7 @@ static void choice(void)
     /* Small operations: ordinary, never timed, whatever the mode. */
     for (int mode = -1; mode <= 1; mode++) {
         xc__wcopy_t w = {.mode = mode};
-        int nt = xc__wcopy_begin(&w, BIG - 1, &t0);
+        int nt = xc__wcopy_begin(&w, BIG - 1, 1, &t0);
         EXPECT(nt == 0 && t0 == 0, "mode %d, %zu B: way %d, t0 %u", mode, BIG - 1, nt, t0);
     }
 #if defined(__x86_64__)
@@ -111,7 +111,7 @@ static void choice(void)
         xc__wcopy_t v = {.mode = -1};
         for (int i = 0; i < 3 * XC__WCOPY_EXPLORE; i++) {
             v.cost[0][best] = 100, v.cost[0][!best] = 1000; /* what end() learnt is reset */
-            int nt = xc__wcopy_begin(&v, BIG, &t0);
+            int nt = xc__wcopy_begin(&v, BIG, 1, &t0);
             int explore = (v.ops[0] - 1) % XC__WCOPY_EXPLORE < XC__WCOPY_RUN;
             EXPECT(nt == (explore ? !best : best), "best %d, op %d: way %d", best, i, nt);
         }
@@ -119,6 +119,14 @@ static void choice(void)
                                            : 3 * XC__WCOPY_RUN),
                "best %d: %llu non-temporal operations", best, (unsigned long long)v.nt_ops);
     }
+    /* A rooted operation is not measured: ordinary, untimed, uncounted,
+     * unless the mode is forced. */
+    xc__wcopy_t r = {.mode = -1};
+    r.cost[0][0] = 1000, r.cost[0][1] = 10;
+    EXPECT(xc__wcopy_begin(&r, BIG, 0, &t0) == 0 && t0 == 0 && r.ops[0] == 0,
+           "a rooted operation measured");
+    r.mode = 1;
+    EXPECT(xc__wcopy_begin(&r, BIG, 0, &t0) == 1 && t0 == 0, "forced: a rooted operation's way");
     /* A cost follows its samples down quickly and up slowly, a sample
      * capped at twice the cost. */
     xc__wcopy_t c = {.mode = -1};
