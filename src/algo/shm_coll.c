@@ -466,13 +466,60 @@ static void stage_chunk(xc_comm_t *comm, xc__shm_op_t *o, uint64_t seq, const xc
     comm->stats.msgs_sent[XC_TRANSPORT_SHM]++;
 }
 
+/* A broadcast or reduce between two ranks: one writes the chunks, the
+ * other reads them (xc__shm_reduce_root_reads); 1 on the reader. */
+static int pair_reader(const xc__shm_op_t *o)
+{
+    if (o->L != 2 || (o->a.coll != XC_COLL_BCAST && o->a.coll != XC_COLL_REDUCE)) return -1;
+    return (o->a.coll == XC_COLL_BCAST) != (o->me == o->a.root);
+}
+
+/* How this rank writes the operation's staged chunks (transport/wcopy.h):
+ * measured on the operation where every rank stages and reads; between
+ * the two ranks of a rooted one, as its reader prefers (the writer
+ * publishes the way it took, the reader times its operation by it);
+ * ordinarily in a rooted one among more. */
+static void slot_way_begin(xc__shm_t *s, xc__shm_op_t *o)
+{
+    size_t bytes = o->a.count * o->es;
+    int r = pair_reader(o), rooted = o->a.coll == XC_COLL_BCAST || o->a.coll == XC_COLL_REDUCE;
+    if (r < 0) {
+        o->nt = xc__wcopy_begin(&s->wcopy, bytes, !rooted, &o->t0);
+    } else if (r) {
+        xc__wcopy_read_begin(&s->wcopy, bytes, &o->t0);
+    } else {
+        const uint8_t *pref = &s->ctl[1 - o->me].nt_pref[xc__wcopy_class(bytes)];
+        o->nt = xc__wcopy_rooted_way(&s->wcopy, bytes, __atomic_load_n(pref, __ATOMIC_RELAXED));
+        uint8_t *f = &s->ctl[o->me].nt_way[o->n % XC__SHM_DESC_RING];
+        if (__atomic_load_n(f, __ATOMIC_RELAXED) != (uint8_t)o->nt)
+            __atomic_store_n(f, (uint8_t)o->nt, __ATOMIC_RELAXED); /* ordered by `in` */
+    }
+}
+
+/* A timed operation ended: its time joins its way's cost; a pair's
+ * reader publishes its preference when it changes. */
+static void slot_way_end(xc__shm_op_t *o)
+{
+    xc__shm_t *s = o->shm;
+    size_t bytes = o->a.count * o->es;
+    if (pair_reader(o) != 1) {
+        xc__wcopy_end(&s->wcopy, bytes, o->staged, o->nt, o->t0);
+        return;
+    }
+    /* the writer's way of this operation: stored before its first chunk */
+    int way = __atomic_load_n(&s->ctl[1 - o->me].nt_way[o->n % XC__SHM_DESC_RING], __ATOMIC_RELAXED);
+    uint8_t pref = (uint8_t)xc__wcopy_read_end(&s->wcopy, bytes, way, o->t0);
+    uint8_t *p = &s->ctl[o->me].nt_pref[xc__wcopy_class(bytes)];
+    if (__atomic_load_n(p, __ATOMIC_RELAXED) != pref) __atomic_store_n(p, pref, __ATOMIC_RELAXED);
+}
+
 /* After the last chunk: the lines or slot this rank writes next taken
  * for writing, the statistics counted. */
 static void finish(xc_comm_t *comm, xc__shm_op_t *o)
 {
     if (o->ll) ll_own_next(o, o->base + o->nk);
     else if (o->nk == 1 && !o->ring && o->vt->stage) slot_own_next(o);
-    xc__wcopy_end(&o->shm->wcopy, o->a.count * o->es, o->staged, o->nt, o->t0);
+    if (o->t0) slot_way_end(o);
     account(comm, o);
 }
 
@@ -546,10 +593,7 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
             o->base = xc__shm_load(&me->in);
             o->n = comm->shm_ops++;
             o->hash = desc_hash(comm, op->seq, &op->desc);
-            if (o->vt->stage && !o->ll)
-                o->nt = xc__wcopy_begin(&s->wcopy, o->a.count * o->es,
-                                        o->a.coll != XC_COLL_BCAST && o->a.coll != XC_COLL_REDUCE,
-                                        &o->t0);
+            if (o->vt->stage && !o->ll) slot_way_begin(s, o);
             o->phase = 0;
         }
     }

@@ -91,6 +91,12 @@ typedef struct xc__shm_ctl {
      * xc__shm_op_offer), packed: stored only when it changes, so that the
      * small operations, all 0, leave its lines alone. */
     _Alignas(XC__SHM_PAIR) uint8_t desc_fast[XC__SHM_DESC_RING];
+    /* The way this rank wrote operation n's staged chunks, by n % RING,
+     * stored only when it changes (a rooted operation between two ranks:
+     * its reader times it), and this rank's preference per size class as
+     * such a reader (XC__WCOPY_PREF_NONE or way + 1; transport/wcopy.h). */
+    _Alignas(XC__SHM_PAIR) uint8_t nt_way[XC__SHM_DESC_RING];
+    _Alignas(XC__SHM_PAIR) uint8_t nt_pref[XC__WCOPY_CLASSES];
     _Alignas(XC__SHM_PAIR) uint32_t bell;     /* futex word its threads sleep on */
     uint32_t bell_sleepers;                   /* its threads asleep on it */
     _Alignas(XC__SHM_PAIR) uint32_t gone;     /* destroyed its communicator */

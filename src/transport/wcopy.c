@@ -53,8 +53,7 @@ static uint64_t ticks(void) { return 0; }
 #define XC__WCOPY_NT 0
 #endif
 
-/* The size class of an operation of `bytes` (>= XC__WCOPY_OP_MIN). */
-static int size_class(size_t bytes)
+int xc__wcopy_class(size_t bytes)
 {
     int c = 0;
     for (size_t b = XC__WCOPY_OP_MIN * 2; b <= bytes && c < XC__WCOPY_CLASSES - 1; b *= 2) c++;
@@ -65,7 +64,7 @@ int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
 {
     if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
     if (w->mode >= 0) return w->mode;
-    int c = size_class(bytes);
+    int c = xc__wcopy_class(bytes);
     const double *cost = w->cost[c];
     /* Each way until it is timed once, then the cheaper, but for a run
      * of the other every XC__WCOPY_EXPLORE operations. */
@@ -81,7 +80,7 @@ int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
     if (!symmetric && w->mode < 0) return 0;
     int nt = xc__wcopy_pick(w, bytes);
     if (bytes < XC__WCOPY_OP_MIN || !XC__WCOPY_NT) return nt;
-    int c = size_class(bytes);
+    int c = xc__wcopy_class(bytes);
     w->ops[c]++;
     if (w->way[c] != nt) w->way[c] = (int8_t)nt, w->run[c] = 0;
     w->run[c]++;
@@ -90,15 +89,53 @@ int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
     return nt;
 }
 
+int xc__wcopy_rooted_way(xc__wcopy_t *w, size_t bytes, int pref)
+{
+    if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
+    if (w->mode >= 0) return w->mode;
+    uint32_t n = w->rops[xc__wcopy_class(bytes)]++;
+    int nt;
+    if (pref == XC__WCOPY_PREF_NONE) nt = n < XC__WCOPY_ALTERNATE ? (int)(n / XC__WCOPY_RUN % 2) : 0;
+    else nt = n % XC__WCOPY_EXPLORE < XC__WCOPY_RUN ? pref == 1 : pref == 2;
+    w->nt_ops += (uint64_t)nt;
+    return nt;
+}
+
+void xc__wcopy_read_begin(const xc__wcopy_t *w, size_t bytes, uint32_t *t0)
+{
+    *t0 = XC__WCOPY_NT && w->mode < 0 && bytes >= XC__WCOPY_OP_MIN ? (uint32_t)ticks() | 1 : 0;
+}
+
+/* A cost following a sample of `c` ticks per KiB: quickly down, slowly
+ * up, the sample capped at twice the cost. */
+static void follow(double *cost, double c)
+{
+    if (*cost <= 0) *cost = c;
+    else if (c < *cost) *cost = (*cost + 3 * c) / 4;
+    else *cost = (3 * *cost + (c < 2 * *cost ? c : 2 * *cost)) / 4;
+}
+
+int xc__wcopy_read_end(xc__wcopy_t *w, size_t bytes, int way, uint32_t t0)
+{
+    int c = xc__wcopy_class(bytes);
+    const double *cost = w->rcost[c];
+    if (t0) {
+        uint32_t dt = (uint32_t)ticks() - t0;
+        way = way != 0;
+        if (w->rway[c] != way) w->rway[c] = (int8_t)way, w->rrun[c] = 0;
+        if (++w->rrun[c] > XC__WCOPY_SETTLE && dt)
+            follow(&w->rcost[c][way], (double)dt * 1024.0 / (double)bytes);
+    }
+    if (cost[0] <= 0 || cost[1] <= 0) return XC__WCOPY_PREF_NONE;
+    return cost[1] < cost[0] ? 2 : 1;
+}
+
 void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t t0)
 {
     if (!t0 || staged < XC__WCOPY_OP_MIN) return;
     uint32_t dt = (uint32_t)ticks() - t0;
     if (!dt) return;
-    double c = (double)dt * 1024.0 / (double)bytes, *cost = &w->cost[size_class(bytes)][nt];
-    if (*cost <= 0) *cost = c;
-    else if (c < *cost) *cost = (*cost + 3 * c) / 4;
-    else *cost = (3 * *cost + (c < 2 * *cost ? c : 2 * *cost)) / 4;
+    follow(&w->cost[xc__wcopy_class(bytes)][nt], (double)dt * 1024.0 / (double)bytes);
 }
 
 void xc__wcopy(void *dst, const void *src, size_t bytes, int nt)

@@ -48,15 +48,29 @@ typedef struct xc__wcopy {
     int8_t way[XC__WCOPY_CLASSES];          /* ... and the way of its last one */
     double cost[XC__WCOPY_CLASSES][2];      /* recent ticks per KiB of each way, 0: untried */
     uint64_t nt_ops;                        /* operations written non-temporally */
+    /* A rooted operation between two ranks (broadcast, reduce): measured
+     * on its reader, whose time covers the writer's chunks all taken.
+     * The writer follows the reader's published preference
+     * (xc__wcopy_rooted_way); the reader times its operations by the way
+     * the writer published (xc__wcopy_read_end). */
+    uint32_t rops[XC__WCOPY_CLASSES];       /* writer: rooted operations per class */
+    uint32_t rrun[XC__WCOPY_CLASSES];       /* reader: operations since the writer's way changed */
+    int8_t rway[XC__WCOPY_CLASSES];         /* ... and that way */
+    double rcost[XC__WCOPY_CLASSES][2];     /* reader: ticks per KiB by the writer's way */
 } xc__wcopy_t;
+
+/* A reader's published preference per size class (xc__shm_ctl_t
+ * nt_pref): 0 none yet, else the way + 1. */
+#define XC__WCOPY_PREF_NONE 0
 
 /* An operation staging `bytes` starts: the way its chunks take (1
  * non-temporal); *t0 the low 32 bits of the time-stamp counter at its
  * start (an operation is timed modulo 2^32 ticks, over a second), 0 when
  * it is not timed.  `symmetric`: every rank of it stages and reads, so its
  * end on this rank comes after the other ranks' chunks written their way
- * were read.  A rooted one (broadcast, reduce) is not measured, and
- * writes ordinarily unless the mode is forced: its writer may end before
+ * were read.  A rooted one (broadcast, reduce) is not measured here (see
+ * xc__wcopy_rooted_way for one between two ranks), and writes ordinarily
+ * unless the mode is forced: its writer may end before
  * its readers took the chunks, so its time would leave out what
  * non-temporal stores cost them (the writer of a 512 KiB reduce chose
  * them between the calibration's barriers, and the root took 2x longer). */
@@ -66,6 +80,31 @@ int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0);
  * of `bytes` joins that way's cost (nothing when t0 is 0 or it staged
  * less than XC__WCOPY_OP_MIN: a rank that only read learns nothing). */
 void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t t0);
+
+/* The size class of an operation of `bytes` (0 below 2 x XC__WCOPY_OP_MIN,
+ * then one more per doubling, up to XC__WCOPY_CLASSES - 1). */
+int xc__wcopy_class(size_t bytes);
+
+/* The writer of a rooted operation of `bytes` between two ranks: its
+ * way, from `pref` (its reader's published preference for the class,
+ * XC__WCOPY_PREF_NONE or way + 1): while there is none, runs of
+ * XC__WCOPY_RUN ordinary and non-temporal in turn (for the reader to time
+ * both; ordinary after XC__WCOPY_ALTERNATE operations without one); then
+ * the preferred way but for a run of the other every XC__WCOPY_EXPLORE
+ * operations.  The mode, when forced, decides; small operations are
+ * ordinary. */
+int xc__wcopy_rooted_way(xc__wcopy_t *w, size_t bytes, int pref);
+#define XC__WCOPY_ALTERNATE (8 * XC__WCOPY_RUN)
+
+/* The reader of such an operation: *t0 its start (0: not timed: small, or
+ * the mode forced). */
+void xc__wcopy_read_begin(const xc__wcopy_t *w, size_t bytes, uint32_t *t0);
+
+/* ... its end, the writer having written it `way`: the time joins that
+ * way's cost once XC__WCOPY_SETTLE operations passed since the writer's
+ * way changed.  Returns the preference to publish (XC__WCOPY_PREF_NONE
+ * until both ways were timed). */
+int xc__wcopy_read_end(xc__wcopy_t *w, size_t bytes, int way, uint32_t t0);
 
 /* Copy a piece into a slot, the way given; the stores are visible before
  * the caller's next release store (the non-temporal way ends with a

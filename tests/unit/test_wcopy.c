@@ -5,7 +5,10 @@
  * choice between them -- each way timed once, then the cheaper but for a
  * run of the other every XC__WCOPY_EXPLORE operations, per size class;
  * forced modes; small operations never timed; a timed operation's cost
- * recorded only after the settling operations of its way.
+ * recorded only after the settling operations of its way; a rooted
+ * operation between two ranks: its writer alternating until its reader
+ * publishes a preference, then following it, the reader timing each way
+ * after its settling operations.
  */
 #include "expect.h"
 #include "transport/wcopy.h"
@@ -127,6 +130,49 @@ static void choice(void)
            "a rooted operation measured");
     r.mode = 1;
     EXPECT(xc__wcopy_begin(&r, BIG, 0, &t0) == 1 && t0 == 0, "forced: a rooted operation's way");
+    /* A rooted operation between two ranks: the writer alternates runs
+     * while its reader has no preference (ordinary after
+     * XC__WCOPY_ALTERNATE), then follows it but for a run of the other
+     * every XC__WCOPY_EXPLORE. */
+    xc__wcopy_t wr = {.mode = -1};
+    for (int i = 0; i < XC__WCOPY_ALTERNATE + 10; i++) {
+        int want = i < XC__WCOPY_ALTERNATE ? i / XC__WCOPY_RUN % 2 : 0;
+        int nt = xc__wcopy_rooted_way(&wr, BIG, XC__WCOPY_PREF_NONE);
+        EXPECT(nt == want, "rooted writer, no preference, op %d: way %d", i, nt);
+    }
+    for (int pref = 1; pref <= 2; pref++) {
+        xc__wcopy_t v = {.mode = -1};
+        for (int i = 0; i < 2 * XC__WCOPY_EXPLORE; i++) {
+            int nt = xc__wcopy_rooted_way(&v, BIG, pref);
+            int explore = i % XC__WCOPY_EXPLORE < XC__WCOPY_RUN;
+            EXPECT(nt == (explore ? pref == 1 : pref == 2), "preference %d, op %d: way %d", pref,
+                   i, nt);
+        }
+        v.mode = 0;
+        EXPECT(xc__wcopy_rooted_way(&v, BIG, pref) == 0, "forced ordinary: the preference taken");
+    }
+    EXPECT(xc__wcopy_rooted_way(&wr, BIG - 1, 2) == 0, "a small rooted operation written non-temporally");
+    /* Its reader: nothing published until both ways were timed, each after
+     * XC__WCOPY_SETTLE operations of it; then the cheaper. */
+    xc__wcopy_t rd = {.mode = -1};
+    int pref = -1;
+    for (int way = 0; way < 2; way++)
+        for (int i = 0; i < XC__WCOPY_RUN; i++) {
+            xc__wcopy_read_begin(&rd, BIG, &t0);
+            EXPECT(t0 != 0, "a reader's operation not timed");
+            pref = xc__wcopy_read_end(&rd, BIG, way, t0);
+            int timed = rd.rcost[0][way] > 0;
+            EXPECT(timed == (i >= XC__WCOPY_SETTLE), "reader, way %d op %d: timed %d", way, i, timed);
+            if (way == 0) EXPECT(pref == XC__WCOPY_PREF_NONE, "a preference before both ways");
+        }
+    EXPECT(pref == (rd.rcost[0][1] < rd.rcost[0][0] ? 2 : 1), "the reader's preference %d", pref);
+    rd.rcost[0][0] = 10, rd.rcost[0][1] = 1e9;
+    EXPECT(xc__wcopy_read_end(&rd, BIG, 0, 0) == 1, "untimed end: the cheaper way's preference");
+    xc__wcopy_t rf = {.mode = 1};
+    xc__wcopy_read_begin(&rf, BIG, &t0);
+    EXPECT(t0 == 0, "a forced reader timed its operation");
+    xc__wcopy_read_begin(&rd, BIG - 1, &t0);
+    EXPECT(t0 == 0, "a small operation's reader timed it");
     /* A cost follows its samples down quickly and up slowly, a sample
      * capped at twice the cost. */
     xc__wcopy_t c = {.mode = -1};
