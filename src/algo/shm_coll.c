@@ -482,8 +482,9 @@ static int pair_reader(const xc__shm_op_t *o)
 static void slot_way_begin(xc__shm_t *s, xc__shm_op_t *o)
 {
     size_t bytes = o->a.count * o->es;
-    int r = pair_reader(o), rooted = o->a.coll == XC_COLL_BCAST || o->a.coll == XC_COLL_REDUCE;
+    int r = pair_reader(o);
     if (r < 0) {
+        int rooted = o->a.coll == XC_COLL_BCAST || o->a.coll == XC_COLL_REDUCE;
         o->nt = xc__wcopy_begin(&s->wcopy, bytes, !rooted, &o->t0);
     } else if (r) {
         xc__wcopy_read_begin(&s->wcopy, bytes, &o->t0);

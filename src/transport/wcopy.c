@@ -9,9 +9,11 @@
  * waits for its slots until the readers took the previous one, so its
  * time follows theirs.  A way's cost follows its samples quickly down
  * and slowly up (a sample is capped at twice the cost: a preempted
- * operation must not swing the choice).  One operation in
- * XC__WCOPY_EXPLORE takes the other way, so a change of placement is
- * seen within a few dozen operations.
+ * operation must not swing the choice).  A run of XC__WCOPY_RUN
+ * operations in every XC__WCOPY_EXPLORE takes the other way, so a change
+ * of placement is seen within a few hundred operations of a class.  A
+ * broadcast or reduce between two ranks is timed on its reader instead
+ * (xc__wcopy_rooted_way, xc__wcopy_read_end).
  */
 #include "wcopy.h"
 
@@ -60,6 +62,22 @@ int xc__wcopy_class(size_t bytes)
     return c;
 }
 
+/* The way of the n-th operation of a class whose best way is `best`: a
+ * run of the other every XC__WCOPY_EXPLORE. */
+static int explore(uint32_t n, int best)
+{
+    return n % XC__WCOPY_EXPLORE < XC__WCOPY_RUN ? !best : best;
+}
+
+/* An operation of way `nt` in a series of the class (*way its last way,
+ * *run the operations of it since it changed): 1 when it is past the
+ * settling operations, to be timed. */
+static int settled(int8_t *way, uint32_t *run, int nt)
+{
+    if (*way != nt) *way = (int8_t)nt, *run = 0;
+    return ++*run > XC__WCOPY_SETTLE;
+}
+
 int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
 {
     if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
@@ -70,8 +88,7 @@ int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
      * of the other every XC__WCOPY_EXPLORE operations. */
     if (cost[0] <= 0) return 0;
     if (cost[1] <= 0) return 1;
-    int best = cost[1] < cost[0];
-    return w->ops[c] % XC__WCOPY_EXPLORE < XC__WCOPY_RUN ? !best : best;
+    return explore(w->ops[c], cost[1] < cost[0]);
 }
 
 int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
@@ -82,10 +99,8 @@ int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
     if (bytes < XC__WCOPY_OP_MIN || !XC__WCOPY_NT) return nt;
     int c = xc__wcopy_class(bytes);
     w->ops[c]++;
-    if (w->way[c] != nt) w->way[c] = (int8_t)nt, w->run[c] = 0;
-    w->run[c]++;
     w->nt_ops += (uint64_t)nt;
-    if (w->mode < 0 && w->run[c] > XC__WCOPY_SETTLE) *t0 = (uint32_t)ticks() | 1;
+    if (settled(&w->way[c], &w->run[c], nt) && w->mode < 0) *t0 = (uint32_t)ticks() | 1;
     return nt;
 }
 
@@ -96,7 +111,7 @@ int xc__wcopy_rooted_way(xc__wcopy_t *w, size_t bytes, int pref)
     uint32_t n = w->rops[xc__wcopy_class(bytes)]++;
     int nt;
     if (pref == XC__WCOPY_PREF_NONE) nt = n < XC__WCOPY_ALTERNATE ? (int)(n / XC__WCOPY_RUN % 2) : 0;
-    else nt = n % XC__WCOPY_EXPLORE < XC__WCOPY_RUN ? pref == 1 : pref == 2;
+    else nt = explore(n, pref == 2);
     w->nt_ops += (uint64_t)nt;
     return nt;
 }
@@ -122,8 +137,7 @@ int xc__wcopy_read_end(xc__wcopy_t *w, size_t bytes, int way, uint32_t t0)
     if (t0) {
         uint32_t dt = (uint32_t)ticks() - t0;
         way = way != 0;
-        if (w->rway[c] != way) w->rway[c] = (int8_t)way, w->rrun[c] = 0;
-        if (++w->rrun[c] > XC__WCOPY_SETTLE && dt)
+        if (settled(&w->rway[c], &w->rrun[c], way) && dt)
             follow(&w->rcost[c][way], (double)dt * 1024.0 / (double)bytes);
     }
     if (cost[0] <= 0 || cost[1] <= 0) return XC__WCOPY_PREF_NONE;
