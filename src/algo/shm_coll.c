@@ -508,7 +508,8 @@ static void slot_way_end(xc__shm_op_t *o)
         return;
     }
     /* the writer's way of this operation: stored before its first chunk */
-    int way = __atomic_load_n(&s->ctl[1 - o->me].nt_way[o->n % XC__SHM_DESC_RING], __ATOMIC_RELAXED);
+    const uint8_t *w = &s->ctl[1 - o->me].nt_way[o->n % XC__SHM_DESC_RING];
+    int way = __atomic_load_n(w, __ATOMIC_RELAXED);
     uint8_t pref = (uint8_t)xc__wcopy_read_end(&s->wcopy, bytes, way, o->t0);
     uint8_t *p = &s->ctl[o->me].nt_pref[xc__wcopy_class(bytes)];
     if (__atomic_load_n(p, __ATOMIC_RELAXED) != pref) __atomic_store_n(p, pref, __ATOMIC_RELAXED);

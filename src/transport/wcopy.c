@@ -69,26 +69,24 @@ static int explore(uint32_t n, int best)
     return n % XC__WCOPY_EXPLORE < XC__WCOPY_RUN ? !best : best;
 }
 
-/* An operation of way `nt` in a series of the class (*way its last way,
- * *run the operations of it since it changed): 1 when it is past the
- * settling operations, to be timed. */
-static int settled(int8_t *way, uint32_t *run, int nt)
+/* An operation of way `nt` in series `s`: 1 when it is past the settling
+ * operations of its way, to be timed. */
+static int settled(xc__wcopy_series_t *s, int nt)
 {
-    if (*way != nt) *way = (int8_t)nt, *run = 0;
-    return ++*run > XC__WCOPY_SETTLE;
+    if (s->way != nt) s->way = (int8_t)nt, s->run = 0;
+    return ++s->run > XC__WCOPY_SETTLE;
 }
 
 int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
 {
     if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
     if (w->mode >= 0) return w->mode;
-    int c = xc__wcopy_class(bytes);
-    const double *cost = w->cost[c];
+    const xc__wcopy_series_t *s = &w->own[xc__wcopy_class(bytes)];
     /* Each way until it is timed once, then the cheaper, but for a run
      * of the other every XC__WCOPY_EXPLORE operations. */
-    if (cost[0] <= 0) return 0;
-    if (cost[1] <= 0) return 1;
-    return explore(w->ops[c], cost[1] < cost[0]);
+    if (s->cost[0] <= 0) return 0;
+    if (s->cost[1] <= 0) return 1;
+    return explore(s->ops, s->cost[1] < s->cost[0]);
 }
 
 int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
@@ -97,10 +95,10 @@ int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
     if (!symmetric && w->mode < 0) return 0;
     int nt = xc__wcopy_pick(w, bytes);
     if (bytes < XC__WCOPY_OP_MIN || !XC__WCOPY_NT) return nt;
-    int c = xc__wcopy_class(bytes);
-    w->ops[c]++;
+    xc__wcopy_series_t *s = &w->own[xc__wcopy_class(bytes)];
+    s->ops++;
     w->nt_ops += (uint64_t)nt;
-    if (settled(&w->way[c], &w->run[c], nt) && w->mode < 0) *t0 = (uint32_t)ticks() | 1;
+    if (settled(s, nt) && w->mode < 0) *t0 = (uint32_t)ticks() | 1;
     return nt;
 }
 
@@ -108,9 +106,10 @@ int xc__wcopy_rooted_way(xc__wcopy_t *w, size_t bytes, int pref)
 {
     if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
     if (w->mode >= 0) return w->mode;
-    uint32_t n = w->rops[xc__wcopy_class(bytes)]++;
+    uint32_t n = w->rooted[xc__wcopy_class(bytes)].ops++;
     int nt;
-    if (pref == XC__WCOPY_PREF_NONE) nt = n < XC__WCOPY_ALTERNATE ? (int)(n / XC__WCOPY_RUN % 2) : 0;
+    if (pref == XC__WCOPY_PREF_NONE)
+        nt = n < XC__WCOPY_ALTERNATE ? (int)(n / XC__WCOPY_RUN % 2) : 0;
     else nt = explore(n, pref == 2);
     w->nt_ops += (uint64_t)nt;
     return nt;
@@ -132,16 +131,14 @@ static void follow(double *cost, double c)
 
 int xc__wcopy_read_end(xc__wcopy_t *w, size_t bytes, int way, uint32_t t0)
 {
-    int c = xc__wcopy_class(bytes);
-    const double *cost = w->rcost[c];
+    xc__wcopy_series_t *s = &w->rooted[xc__wcopy_class(bytes)];
     if (t0) {
         uint32_t dt = (uint32_t)ticks() - t0;
         way = way != 0;
-        if (settled(&w->rway[c], &w->rrun[c], way) && dt)
-            follow(&w->rcost[c][way], (double)dt * 1024.0 / (double)bytes);
+        if (settled(s, way) && dt) follow(&s->cost[way], (double)dt * 1024.0 / (double)bytes);
     }
-    if (cost[0] <= 0 || cost[1] <= 0) return XC__WCOPY_PREF_NONE;
-    return cost[1] < cost[0] ? 2 : 1;
+    if (s->cost[0] <= 0 || s->cost[1] <= 0) return XC__WCOPY_PREF_NONE;
+    return s->cost[1] < s->cost[0] ? 2 : 1;
 }
 
 void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t t0)
@@ -149,7 +146,7 @@ void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t
     if (!t0 || staged < XC__WCOPY_OP_MIN) return;
     uint32_t dt = (uint32_t)ticks() - t0;
     if (!dt) return;
-    follow(&w->cost[xc__wcopy_class(bytes)][nt], (double)dt * 1024.0 / (double)bytes);
+    follow(&w->own[xc__wcopy_class(bytes)].cost[nt], (double)dt * 1024.0 / (double)bytes);
 }
 
 void xc__wcopy(void *dst, const void *src, size_t bytes, int nt)

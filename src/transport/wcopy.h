@@ -41,22 +41,26 @@
 #define XC__WCOPY_RUN 6
 #define XC__WCOPY_SETTLE 2
 
+/* The operations of one size class: how many, the way of the last one
+ * and how many of that way since it changed, and each way's recent ticks
+ * per KiB (0: untried). */
+typedef struct xc__wcopy_series {
+    uint32_t ops, run;
+    int8_t way;
+    double cost[2];
+} xc__wcopy_series_t;
+
 typedef struct xc__wcopy {
     int mode;                               /* -1 measured, 0 ordinary, 1 non-temporal */
-    uint32_t ops[XC__WCOPY_CLASSES];        /* operations per class */
-    uint32_t run[XC__WCOPY_CLASSES];        /* ... since its way last changed */
-    int8_t way[XC__WCOPY_CLASSES];          /* ... and the way of its last one */
-    double cost[XC__WCOPY_CLASSES][2];      /* recent ticks per KiB of each way, 0: untried */
+    /* operations every rank stages and reads, timed here */
+    xc__wcopy_series_t own[XC__WCOPY_CLASSES];
+    /* rooted operations between two ranks (broadcast, reduce), measured
+     * on their reader, whose time covers the writer's chunks all taken:
+     * `ops` counts those this process wrote (xc__wcopy_rooted_way, the
+     * way its reader prefers); run, way and cost those it read, by the
+     * way their writer published (xc__wcopy_read_end) */
+    xc__wcopy_series_t rooted[XC__WCOPY_CLASSES];
     uint64_t nt_ops;                        /* operations written non-temporally */
-    /* A rooted operation between two ranks (broadcast, reduce): measured
-     * on its reader, whose time covers the writer's chunks all taken.
-     * The writer follows the reader's published preference
-     * (xc__wcopy_rooted_way); the reader times its operations by the way
-     * the writer published (xc__wcopy_read_end). */
-    uint32_t rops[XC__WCOPY_CLASSES];       /* writer: rooted operations per class */
-    uint32_t rrun[XC__WCOPY_CLASSES];       /* reader: operations since the writer's way changed */
-    int8_t rway[XC__WCOPY_CLASSES];         /* ... and that way */
-    double rcost[XC__WCOPY_CLASSES][2];     /* reader: ticks per KiB by the writer's way */
 } xc__wcopy_t;
 
 /* A reader's published preference per size class (xc__shm_ctl_t
@@ -70,10 +74,10 @@ typedef struct xc__wcopy {
  * end on this rank comes after the other ranks' chunks written their way
  * were read.  A rooted one (broadcast, reduce) is not measured here (see
  * xc__wcopy_rooted_way for one between two ranks), and writes ordinarily
- * unless the mode is forced: its writer may end before
- * its readers took the chunks, so its time would leave out what
- * non-temporal stores cost them (the writer of a 512 KiB reduce chose
- * them between the calibration's barriers, and the root took 2x longer). */
+ * unless the mode is forced: its writer may end before its readers took
+ * the chunks, so its time would leave out what non-temporal stores cost
+ * them (the writer of a 512 KiB reduce chose them between the
+ * calibration's barriers, and the root took 2x longer). */
 int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0);
 
 /* It ended, having staged `staged` bytes with way `nt`: its time per KiB
