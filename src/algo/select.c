@@ -247,6 +247,22 @@ static void bucket_range(unsigned b, size_t *lo, size_t *hi)
     *hi = *lo + ((size_t)1 << (o - 2));
 }
 
+/* XCOLL_DEBUG=trace: every candidate's price beside a choice. */
+static void log_prices(const xc_comm_t *comm, const xc__model_call_t *call)
+{
+    char buf[768];
+    size_t n, len = 0;
+    const xc__algo_t *tab = xc__algo_table(&n);
+    buf[0] = 0;
+    for (size_t i = 0; i < n && len < sizeof buf - 64; i++) {
+        if (tab[i].coll != call->coll || tab[i].explicit_only) continue;
+        double v = xc__model_predict(comm->profile, &comm->profile->sel->topo, tab[i].id, call);
+        if (v < 0) continue;
+        len += (size_t)snprintf(buf + len, sizeof buf - len, " %s %.2f", tab[i].name, v * 1e6);
+    }
+    XC_TRACE("  prices at %zu elements (us):%s", call->count, buf);
+}
+
 static void log_choice(const xc_comm_t *comm, const xc__args_t *a, size_t lo, size_t hi,
                        int id, double t, int next, double nt)
 {
@@ -294,11 +310,14 @@ static xc_result_t choose(const xc_comm_t *comm, const xc__args_t *a, size_t byt
     if (slot) {
         __atomic_store_n(slot, (uint8_t)id, __ATOMIC_RELAXED);
         if (xc__log_level() >= XC__LOG_INFO) log_choice(comm, a, lo, hi, id, t, next, nt);
+        if (xc__log_level() >= XC__LOG_TRACE) log_prices(comm, &call);
     } else if (xc__log_level() >= XC__LOG_INFO) {
         unsigned o = 63u - (unsigned)__builtin_clzll((unsigned long long)bytes);
         uint64_t bit = 1ull << o;
-        if (!(__atomic_fetch_or(&st->logged[a->coll], bit, __ATOMIC_RELAXED) & bit))
+        if (!(__atomic_fetch_or(&st->logged[a->coll], bit, __ATOMIC_RELAXED) & bit)) {
             log_choice(comm, a, (size_t)1 << o, (size_t)2 << o, id, t, next, nt);
+            if (xc__log_level() >= XC__LOG_TRACE) log_prices(comm, &call);
+        }
     }
     return XC_OK;
 }

@@ -49,12 +49,13 @@ XC__COST(reduce_scatter_rhalving)
 }
 
 /* Copy the own block; N-1 rounds passing one block along the ring (the
- * copy, then blocks just received). */
+ * input, then blocks just received). */
 XC__COST(allgather_ring)
 {
     XC__COST_SETUP();
-    double b = xc__m_bytes(m);
-    return xc__m_copy(m, b) + (n - 1) * xc__m_shift(m, XC__XF, 1, b);
+    double b = xc__m_bytes(m), T = xc__m_copy(m, b);
+    if (n == 1) return T;
+    return T + xc__m_shift(m, XC__X, 1, b) + (n - 2) * xc__m_shift(m, XC__XF, 1, b);
 }
 
 /* Bruck: ceil(log2 N) rounds, distance d sending min(d, N-d) blocks; the
