@@ -119,6 +119,9 @@ XC__HIDDEN extern const xc__transport_t xc__chan_transport;
 XC__HIDDEN xc_result_t xc__chan_open_all(xc_comm_t *comm);
 XC__HIDDEN void xc__chan_service(xc_comm_t *comm);
 XC__HIDDEN void xc__chan_drain(xc_comm_t *comm, int peer);
+/* Map every page of the two rings between this rank and `peer` now
+ * (contents unchanged), so that their first lap costs no page faults. */
+XC__HIDDEN void xc__chan_prefault(xc_comm_t *comm, int peer);
 /* Write frame `h` and its h->len bytes at `buf` into channel `c` whole, if
  * the ring has room for all of it: 1; else nothing is written: 0.  The
  * caller has checked that nothing is queued on `c` (frame order). */
