@@ -298,7 +298,35 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 /* The largest point-to-point size timed through the ring as well, for the
  * rendezvous threshold (lead_end). */
 #define RING_PROBE_MAX (1u << 20)
-static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
+/* How many ways a probe of `coll` that stages `bytes` a rank (the
+ * operation's count x size) is timed: 2, ordinary and non-temporal slot
+ * writes, where the runtime chooses between them (transport/wcopy.h: the
+ * mode measured, an operation of XC__WCOPY_OP_MIN or more, a broadcast or
+ * reduce only between two ranks), else 1 (the mode as it is).  The probe
+ * keeps the faster: what the runtime settles on.  Written ordinarily
+ * alone, a start calibrated while the host's vCPUs sat far apart (an
+ * ordinary store into a line the peer had read costing an invalidation
+ * round trip) priced the 2-rank reduce.shm of 256 KiB at 104 us -- it takes
+ * 21 with the chosen stores -- and took reduce.rs_gather (~100 us) for the
+ * whole job (forty-eighth session). */
+static int probe_ways(const xc_comm_t *comm, xc_coll_t coll, size_t bytes)
+{
+    const xc__wcopy_t *w = comm->shm ? &comm->shm->wcopy : NULL;
+    if (!w || !w->probing || bytes < XC__WCOPY_OP_MIN) return 1;
+    int rooted = coll == XC_COLL_REDUCE || coll == XC_COLL_BCAST;
+    return rooted && comm->size != 2 ? 1 : 2;
+}
+
+/* The slot writes' way for the next calls (ways > 1: way 0 or 1). */
+static void probe_way(xc_comm_t *comm, int ways, int way)
+{
+    if (ways < 2) return;
+    xc__comm_lock(comm); /* advance reads it under the lock */
+    comm->shm->wcopy.mode = way;
+    pthread_mutex_unlock(&comm->mu);
+}
+
+static xc_result_t time_pair_once(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
                                   size_t mv_bytes, double *out)
 {
     int algo = coll == XC_COLL_ALLGATHER  ? XC__ALGO_SHM_ALLGATHER
@@ -331,12 +359,33 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
     return rc;
 }
 
+/* time_pair_once, each way where the probe stages (`staged`) and the
+ * runtime chooses (probe_ways): the faster. */
+static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
+                                  size_t mv_bytes, int staged, double *out)
+{
+    size_t per_rank = coll == XC_COLL_ALLGATHER || coll == XC_COLL_ALLTOALL ? mv_bytes / 2
+                      : mv_bytes                                           ? mv_bytes
+                                                                           : PAIR_BYTES;
+    int ways = staged ? probe_ways(comm, coll, per_rank) : 1;
+    xc_result_t rc = XC_OK;
+    for (int way = 0; way < ways && rc == XC_OK; way++) {
+        double t = 0;
+        probe_way(comm, ways, way);
+        rc = time_pair_once(comm, coll, warm, reps, buf, mv_bytes, &t);
+        if (rc == XC_OK && (way == 0 || t < *out)) *out = t;
+    }
+    probe_way(comm, ways, 0);
+    return rc;
+}
+
 /* The 2-rank all-reduce of `bytes` (0: PAIR_BYTES) one shot per chunk
  * (mode 1: the single copy held off) or single copy (2): 5 calls after 2. */
 static xc_result_t time_pair(xc_comm_t *comm, int mode, char *buf, size_t bytes, double *out)
 {
     comm->shm_one_shot = mode;
-    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLREDUCE, 2, PROBE_MAX_REPS, buf, bytes, out);
+    xc_result_t rc = time_pair_call(comm, XC_COLL_ALLREDUCE, 2, PROBE_MAX_REPS, buf, bytes,
+                                    mode == 1, out);
     comm->shm_one_shot = 0;
     return rc;
 }
@@ -357,7 +406,7 @@ static xc_result_t time_moving(xc_comm_t *comm, xc_coll_t coll, int cma, char *b
     if (!cma) comm->cfg.shm_cma_min_kb = (int)(CMA_PROBE_BYTES / 1024);
     else if (coll == XC_COLL_BCAST) comm->cfg.shm_cma_min_kb = 0;
     else if ((size_t)min_kb > block_kb) comm->cfg.shm_cma_min_kb = (int)block_kb;
-    xc_result_t rc = time_pair_call(comm, coll, 1, reps, buf, bytes, out);
+    xc_result_t rc = time_pair_call(comm, coll, 1, reps, buf, bytes, !cma, out);
     comm->cfg.shm_cma_min_kb = min_kb;
     comm->shm_probing = 0;
     return rc;
@@ -960,8 +1009,8 @@ static xc_coll_t coll_of(int algo)
  * `count` elements by algorithm `algo` (forced on every rank: nothing else
  * runs on the communicator meanwhile; an integer sum: allowed in
  * deterministic mode too); stat() of its times (time_probes repeats it). */
-static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const series_t *se,
-                             double *out)
+static xc_result_t time_call_once(xc_comm_t *comm, int algo, size_t count, const series_t *se,
+                                  double *out)
 {
     int reps = se->reps;
     double *t = malloc(2 * (size_t)reps * sizeof *t + 2 * (count + 1) * sizeof(int32_t));
@@ -993,6 +1042,23 @@ static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const seri
     if (rc == XC_OK && se->bench) rc = xc_allreduce(t, u, (size_t)reps, XC_FLOAT64, XC_MAX, comm);
     if (rc == XC_OK) *out = stat(t, u, reps, se->bench);
     free(t);
+    return rc;
+}
+
+/* time_call_once, each way where the runtime chooses (probe_ways): the
+ * faster. */
+static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const series_t *se,
+                             double *out)
+{
+    int ways = probe_ways(comm, coll_of(algo), count * sizeof(int32_t));
+    xc_result_t rc = XC_OK;
+    for (int way = 0; way < ways && rc == XC_OK; way++) {
+        double t = 0;
+        probe_way(comm, ways, way);
+        rc = time_call_once(comm, algo, count, se, &t);
+        if (rc == XC_OK && (way == 0 || t < *out)) *out = t;
+    }
+    probe_way(comm, ways, 0);
     return rc;
 }
 
@@ -1559,10 +1625,11 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
 /* The calibration prices ordinary user buffers: its probes reuse one
  * buffer many times, which would otherwise go on huge pages in the middle
  * of the measurement (XCOLL_SHM_PROMOTE, core/promote.c).  Its staged
- * probes write ordinarily, the way the model's rates mean: measured slot
- * writes (transport/wcopy.h) would try both ways in them, one probe's
- * repetitions partly the one way and partly the other (the 512 KiB reduce
- * probe took 48-54 us against 23-30). */
+ * probes write one way at a time: measured slot writes (transport/wcopy.h)
+ * would try both ways in them, one probe's repetitions partly the one way
+ * and partly the other (the 512 KiB reduce probe took 48-54 us against
+ * 23-30).  Where the runtime chooses, a probe is timed each way and keeps
+ * the faster (probe_ways); elsewhere ordinarily. */
 xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profile_t *p)
 {
     int promote = comm->cfg.shm_promote;
@@ -1570,11 +1637,11 @@ xc_result_t xc__measure(xc_comm_t *comm, uint32_t what, int thorough, xc__profil
     xc__wcopy_t *w = comm->shm ? &comm->shm->wcopy : NULL;
     xc__comm_lock(comm); /* advance reads it under the lock */
     int wmode = w ? w->mode : 0;
-    if (w && wmode < 0) w->mode = 0;
+    if (w && wmode < 0) w->mode = 0, w->probing = 1;
     pthread_mutex_unlock(&comm->mu);
     xc_result_t rc = measure_all(comm, what, thorough, p);
     xc__comm_lock(comm);
-    if (w) w->mode = wmode;
+    if (w) w->mode = wmode, w->probing = 0;
     pthread_mutex_unlock(&comm->mu);
     comm->cfg.shm_promote = promote;
     return rc;

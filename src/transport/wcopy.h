@@ -61,6 +61,9 @@ typedef struct xc__wcopy {
      * way their writer published (xc__wcopy_read_end) */
     xc__wcopy_series_t rooted[XC__WCOPY_CLASSES];
     uint64_t nt_ops;                        /* operations written non-temporally */
+    /* set by the calibration (model/measure.c) while it holds `mode` to
+     * one way at a time: this process chooses at run time */
+    int probing;
 } xc__wcopy_t;
 
 /* A reader's published preference per size class (xc__shm_ctl_t
