@@ -4,6 +4,7 @@
  * reaping and judging the ranks of a job.
  */
 #include "harness.h"
+#include "../util/free_port.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -211,23 +212,6 @@ int xt_sync(int id, int n, double timeout_s)
     return 0;
 }
 
-int xt_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 int xt_owns_inode(pid_t pid, unsigned long ino)
 {
     char dir[64], path[320], link[64], want[64];
@@ -274,7 +258,7 @@ int xt_job_start(xt_job_t *job, int size, xt_rank_fn fn, void *arg,
     memset(xt_shm, 0, sizeof *xt_shm);
     if (size < 1 || size > XT_MAX_RANKS) return -1;
     job->size = size;
-    job->port = xt_free_port();
+    job->port = xt_pick_port();
     if (job->port < 0) {
         xt_fail(__FILE__, __LINE__, "no free port: %s", strerror(errno));
         return -1;

@@ -160,8 +160,6 @@ const char *xt_scenario(int argc, char **argv, const char *const *known, size_t 
  * rank to exit 0, log "passed" or "FAILED"; xt_result(). */
 int xt_job_finish(xt_job_t *job, int wait_s);
 
-/* A free TCP port on 127.0.0.1 (bound then released), or -1. */
-int xt_free_port(void);
 /* Is socket inode `ino` (a /proc/net/tcp{,6} row's) one of process `pid`'s
  * descriptors?  1 or 0. */
 int xt_owns_inode(pid_t pid, unsigned long ino);

@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "../util/free_port.h"
 
 static int env_int(const char *name)
 {
@@ -112,19 +113,6 @@ static void on_trap(int sig)
     ssize_t w = write(1, msg, (size_t)n);
     (void)w;
     _exit(0);
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) ||
-        getsockname(fd, (struct sockaddr *)&sa, &len))
-        return -1;
-    close(fd);
-    return ntohs(sa.sin_port);
 }
 
 int main(int argc, char **argv)
@@ -210,7 +198,7 @@ int main(int argc, char **argv)
         return 127;
     }
     if (!strcmp(mode, "port")) {
-        int port = free_port();
+        int port = xt_pick_port();
         printf("%d\n", port);
         return port > 0 ? 0 : 1;
     }

@@ -86,6 +86,31 @@ def raises(exc_type, fn, what=""):
                       f"{exc_type.__name__}")
 
 
+def free_port():
+    """A loopback TCP port that bound a moment ago, for a server started
+    later (as tests/util/free_port.h does for the C tests): drawn at
+    random from below the kernel's ephemeral range, where no bind(0) or
+    outgoing connection of a concurrent test can take it in between."""
+    import random
+    import socket
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    first = max(1024, lo - 16384)
+    candidates = ([random.randrange(first, lo) for _ in range(64)]
+                  if lo - first >= 1024 else []) + [0]
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError("no free loopback port")
+
+
 def main(tests, comm=None, final_barrier=True):
     """Run the test functions (each takes `comm`) in order on every rank;
     stop at the first failure (the other ranks then fail too, by timeout

@@ -5,7 +5,6 @@ store, through a store written in Python (xc_comm_init_store callbacks),
 and how the package finds libxcoll (XCOLL_LIBRARY)."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -42,9 +41,7 @@ def test_env(comm):
 def test_tcp_store_on_rank0(comm):
     port = np.zeros(1, np.int32)
     if comm.rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port[0] = s.getsockname()[1]
+        port[0] = h.free_port()
     comm.bcast(port, root=0)
     ext = os.environ.pop("XCOLL_STORE_EXTERNAL", None)   # rank 0 hosts
     try:

@@ -43,10 +43,7 @@ def from_rank0(make):
 
 
 def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1]).encode()
+    return str(h.free_port()).encode()
 
 
 def init(method="file"):
