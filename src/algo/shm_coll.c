@@ -318,17 +318,20 @@ static uint64_t slot_need(const xc_comm_t *comm, const xc__shm_op_t *o, uint64_t
  * bound last read does not cover it: a rank that reads nobody would
  * otherwise fetch them at every operation (see the neighbour's check in
  * shm_advance). */
-static int slot_free(xc_comm_t *comm, xc__shm_op_t *o, uint64_t g)
+static uint64_t out_min(xc_comm_t *comm, const xc__shm_op_t *o)
 {
-    o->need = slot_need(comm, o, g);
-    if (o->need <= comm->shm_out_min) return 1;
     uint64_t lo = UINT64_MAX;
     for (int j = 0; j < o->L; j++) {
         uint64_t v = j == o->me ? UINT64_MAX : xc__shm_load(&o->shm->ctl[j].out);
         if (v < lo) lo = v;
     }
-    comm->shm_out_min = lo;
-    return lo >= o->need;
+    return comm->shm_out_min = lo;
+}
+
+static int slot_free(xc_comm_t *comm, xc__shm_op_t *o, uint64_t g)
+{
+    o->need = slot_need(comm, o, g);
+    return o->need <= comm->shm_out_min || out_min(comm, o) >= o->need;
 }
 
 /*
@@ -717,6 +720,34 @@ static void ll_ask_ahead(const xc_comm_t *comm, const xc__shm_op_t *o, int j, ui
     __builtin_prefetch(ll_at(o, j, g + 2), 0, 3);
 }
 
+/* How long an express call polls for its peers (pause instructions): a
+ * peer a little late then costs no trip through the engine's queue and
+ * its wait.  Crowded, or when waits stopped spinning, they are looked at
+ * once: they may be waiting for this core. */
+#define EXPRESS_POLLS 128
+static int express_polls(const xc_comm_t *comm)
+{
+    return comm->oversub || !comm->spin_ns ? 1 : EXPRESS_POLLS;
+}
+
+/* A writer of ring operations a whole ring ahead of its readers (slot_free
+ * fails) waits a little, spinning, for them to take half of it: then its
+ * next calls find their entries free on the bound it read, without reading
+ * the readers' `out` lines again -- each read pulls a line its reader
+ * writes at every call, and at one read per call the pair ran in lock
+ * step, a line's round trip a call.  1: room for chunk g. */
+static int express_room(xc_comm_t *comm, xc__shm_op_t *o, uint64_t g)
+{
+    if (slot_free(comm, o, g)) return 1;
+    if (express_polls(comm) == 1) return 0;
+    uint64_t want = o->need + (g - o->need) / 2;
+    for (int i = 0; i < EXPRESS_POLLS / 4; i++) {
+        for (int k = 0; k < 8; k++) __builtin_ia32_pause();
+        if (out_min(comm, o) >= want) return 1;
+    }
+    return comm->shm_out_min >= o->need;
+}
+
 /*
  * Express (docs/shm.md): a blocking broadcast or reduce whose payload fits
  * one ring entry's flagged lines, run as one step without an operation --
@@ -760,11 +791,16 @@ int xc__shm_express(xc_comm_t *comm, const xc__args_t *a, const xc__desc_t *d, u
     int nb = right_of(&o), reads_nb = 0;
     /* Nothing written before this point. */
     if (writes) {
-        if (!slot_free(comm, &o, g)) return 0;
+        if (!express_room(comm, &o, g)) return 0;
     } else {
+        int polls = express_polls(comm);
         for (int j = 0; j < o.L; j++) {
             if (j == o.me || (a->coll == XC_COLL_BCAST && j != a->root)) continue;
-            if (!ll_ready(&o, j, g, &h) || h != o.hash) return 0;
+            while (!ll_ready(&o, j, g, &h)) {
+                if (--polls <= 0) return 0;
+                __builtin_ia32_pause();
+            }
+            if (h != o.hash) return 0;
         }
         reads_nb = a->coll == XC_COLL_REDUCE || nb == a->root;
     }
@@ -829,7 +865,6 @@ static int peer_staged(xc__shm_op_t *o, int j, uint64_t g)
     return __atomic_load_n(&c->in_hash, __ATOMIC_RELAXED) == o->hash && xc__shm_load(&c->in) == g;
 }
 
-#define EXPRESS_POLLS 128
 #define EXPRESS_MAX (64 * 1024) /* staged bytes; larger ones gain little */
 int xc__shm_express_all(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_t *a,
                         const xc__desc_t *d, uint64_t seq)
@@ -855,7 +890,7 @@ int xc__shm_express_all(xc_comm_t *comm, const xc__algo_t *algo, const xc__args_
     if (!o->ll) comm->shm_full[g % XC__SHM_NSLOT] = g;
     comm->shm_ops++;
     stage_chunk(comm, o, seq, d, g);
-    int polls = comm->oversub || !comm->spin_ns ? 1 : EXPRESS_POLLS, r;
+    int polls = express_polls(comm), r;
     for (int j = 0; j < o->L; j++) {
         if (j == o->me) continue;
         while ((r = peer_staged(o, j, g)) < 0) {
