@@ -375,9 +375,10 @@ static inline void xc__shm_prefetch(const void *p, size_t n)
 static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)
 {
     if (o->ll) return o->shm->ll_buf + (size_t)j * XC__SHM_LL_MAX; /* unpacked */
-    if (o->ring)
+    if (o->ring) /* entries across all places of the parity's area */
         return xc__shm_slot(o->shm, j, g) +
-               (size_t)(g / XC__SHM_NSLOT % XC__SHM_RING) * (o->shm->slot_bytes / XC__SHM_RING);
+               (size_t)(g / XC__SHM_NSLOT % (XC__SHM_RING * o->shm->rot)) *
+                   (o->shm->slot_bytes / XC__SHM_RING);
     return xc__shm_slot(o->shm, j, g);
 }
 

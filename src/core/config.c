@@ -3,6 +3,7 @@
  * field (when set) > environment variable > built-in default.
  */
 #include "config.h"
+#include "../transport/shm.h"       /* XC__SHM_ROT_MAX */
 #include "../transport/transport.h" /* XC__MAX_STREAMS */
 
 #include <errno.h>
@@ -100,6 +101,11 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = 256;
     XC_CHECK(xc__env_int("XCOLL_SHM_SLOT_KB", 4, 1 << 20, &v));
     c->shm_slot_kb = (int)v;
+    v = -1;
+    XC_CHECK(xc__env_int("XCOLL_SHM_SLOT_ROT", -1, XC__SHM_ROT_MAX, &v));
+    if (v == 0) return xc__err(XC_ERR_INVALID, "XCOLL_SHM_SLOT_ROT=0: give 1 to %d, or -1 (auto)",
+                               XC__SHM_ROT_MAX);
+    c->shm_slot_rot = (int)v;
     v = 64;
     XC_CHECK(xc__env_int("XCOLL_SHM_CMA_MIN_KB", 0, 1 << 30, &v));
     c->shm_cma_min_kb = (int)v;

@@ -22,6 +22,8 @@ typedef struct xc__config {
     int liveness_ms;      /* a peer silent this long is lost (0: never) */
     int shm;              /* 1: shared memory between ranks of one node */
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
+    int shm_slot_rot;     /* places each staging slot turns through (-1:
+                             * default, xc__shm_rot_for) */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     int shm_p2p_cma_min_kb; /* ... of point-to-point / schedule frames (-1:
                              * auto, comm->p2p_cma_min) */

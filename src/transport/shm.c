@@ -25,7 +25,7 @@ typedef struct layout {
     size_t ctl, slots, result, chan_ctl, chan_data, total;
 } layout_t;
 
-static layout_t layout(int nranks, size_t slot_bytes, size_t chan_bytes)
+static layout_t layout(int nranks, size_t slot_bytes, size_t rot, size_t chan_bytes)
 {
     layout_t l;
     size_t pairs = (size_t)nranks * (size_t)nranks;
@@ -34,7 +34,7 @@ static layout_t layout(int nranks, size_t slot_bytes, size_t chan_bytes)
     off += (size_t)nranks * sizeof(xc__shm_ctl_t);
     off = (off + 4095) & ~(size_t)4095;
     l.slots = off;
-    off += (size_t)nranks * XC__SHM_NSLOT * slot_bytes;
+    off += (size_t)nranks * XC__SHM_NSLOT * rot * slot_bytes;
     l.result = off;
     off += XC__SHM_NSLOT * slot_bytes;
     l.chan_ctl = off;
@@ -71,7 +71,7 @@ static xc_result_t map(int fd, size_t bytes, int nranks, int me, xc__shm_t **out
 
 static xc_result_t locate(xc__shm_t *s)
 {
-    layout_t l = layout(s->nranks, s->slot_bytes, s->chan_bytes);
+    layout_t l = layout(s->nranks, s->slot_bytes, s->rot, s->chan_bytes);
     if (l.total > s->bytes)
         return xc__err(XC_ERR_PROTOCOL, "shared memory segment is smaller than its layout");
     s->ctl = (xc__shm_ctl_t *)((char *)s->base + l.ctl);
@@ -117,11 +117,11 @@ void xc__shm_remove_of(pid_t pid)
     if (pid > 0) sweep(pid);
 }
 
-xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_bytes,
+xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_bytes, size_t rot,
                            size_t chan_bytes, xc__shm_t **out)
 {
     sweep(0);
-    size_t bytes = layout(nranks, slot_bytes, chan_bytes).total;
+    size_t bytes = layout(nranks, slot_bytes, rot, chan_bytes).total;
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return xc__err(XC_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
     if (ftruncate(fd, (off_t)bytes) != 0) {
@@ -139,9 +139,11 @@ xc_result_t xc__shm_create(const char *name, int nranks, int me, size_t slot_byt
     }
     xc__shm_t *s = *out;
     s->slot_bytes = slot_bytes;
+    s->rot = rot;
     s->chan_bytes = chan_bytes;
     s->hdr->nranks = nranks;
     s->hdr->slot_bytes = slot_bytes;
+    s->hdr->slot_rot = rot;
     s->hdr->chan_bytes = chan_bytes;
     locate(s); /* cannot fail: the segment was sized from the same layout */
     /* Counters start at 0 (ftruncate zero-fills); publish the magic last. */
@@ -169,8 +171,10 @@ xc_result_t xc__shm_open(const char *name, int nranks, int me, xc__shm_t **out)
         return xc__err(XC_ERR_PROTOCOL, "shared memory segment %s is not xcoll's", name);
     }
     s->slot_bytes = s->hdr->slot_bytes;
+    s->rot = (size_t)s->hdr->slot_rot;
     s->chan_bytes = s->hdr->chan_bytes;
-    if ((s->chan_bytes & (s->chan_bytes - 1)) != 0 || (rc = locate(s)) != XC_OK) {
+    if ((s->chan_bytes & (s->chan_bytes - 1)) != 0 || s->rot < 1 || s->rot > XC__SHM_ROT_MAX ||
+        (rc = locate(s)) != XC_OK) {
         xc__shm_close(s);
         *out = NULL;
         return rc != XC_OK ? rc : xc__err(XC_ERR_PROTOCOL, "shared memory segment %s is not xcoll's", name);
@@ -179,6 +183,16 @@ xc_result_t xc__shm_open(const char *name, int nranks, int me, xc__shm_t **out)
 }
 
 void xc__shm_unlink(const char *name) { shm_unlink(name); }
+
+void xc__shm_prefault_own(xc__shm_t *s)
+{
+    char *p = xc__shm_slot(s, s->me, 0);
+    size_t n = XC__SHM_NSLOT * s->rot * s->slot_bytes;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (size_t off = 0; off < n; off += 4096) (void)*(volatile char *)(p + off);
+}
 
 void xc__shm_close(xc__shm_t *s)
 {

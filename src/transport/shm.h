@@ -32,6 +32,25 @@
 #include <sys/types.h>
 
 #define XC__SHM_NSLOT 2
+/*
+ * Each slot has up to XC__SHM_ROT_MAX places ("rot"): whole-slot chunks
+ * use the first, the entries of ring operations (a broadcast, a reduce
+ * whose root reads: shm_coll.h) turn through all of them (xc__shm_src).
+ * A store into a line a peer core has read waits for that core to give the
+ * line up: where a reader keeps the entries it read in its own cache, the
+ * writer's next copy into the same lines ran at ~6.5 GB/s against ~55
+ * into lines of its own (AMD EPYC VM, 64 KiB chunks; bench/RESULTS.md,
+ * forty-ninth session).  Turned through more memory than a core's cache
+ * holds, the lines have left the reader's cache by the time they are
+ * written again.  (Whole-slot chunks of the symmetric collectives, which
+ * every rank writes and reads, measured no better turned.)  The default
+ * is still one place (XCOLL_SHM_SLOT_ROT=4 turns): with four, the 2-rank
+ * reduce ran 2-3x faster at 64-256 KiB, but test_fast_switch's switch to
+ * single copy went wrong more often with the larger segment, and why was
+ * not found (bench/RESULTS.md, forty-ninth session).
+ */
+#define XC__SHM_ROT_MAX 8
+static inline size_t xc__shm_rot_for(int want) { return want > 0 ? (size_t)want : 1; }
 /* The adjacent-line prefetcher's unit: it fetches a line's 128-byte pair
  * partner with it (see xc__shm_ctl below). */
 #define XC__SHM_PAIR 128
@@ -117,6 +136,7 @@ typedef struct xc__shm_hdr {
     _Alignas(64) uint32_t magic;
     int32_t nranks;
     uint64_t slot_bytes;
+    uint64_t slot_rot;             /* places per slot (xc__shm_slot) */
     uint64_t chan_bytes;           /* ring bytes per channel, 0 = none */
     _Alignas(64) int32_t poison;   /* xc_result_t, 0 = healthy; set once */
     int32_t poison_claim;          /* 1 once a rank is writing the message */
@@ -132,7 +152,8 @@ typedef struct xc__shm {
     size_t slot_bytes;
     xc__shm_hdr_t *hdr;
     xc__shm_ctl_t *ctl;     /* [nranks] */
-    char *slots;            /* [nranks][NSLOT][slot_bytes] */
+    size_t rot;             /* places each slot turns through (xc__shm_slot) */
+    char *slots;            /* [nranks][NSLOT][rot][slot_bytes] */
     char *result;           /* [NSLOT][slot_bytes] */
     size_t chan_bytes;      /* 0: no channels */
     xc__chan_ctl_t *chan_ctl; /* [from][to] */
@@ -150,9 +171,13 @@ typedef struct xc__shm {
                              * slots (wcopy.h; mode: XCOLL_SHM_NT) */
 } xc__shm_t;
 
+/* Rank `rank`'s slot of the parity of `chunk`: the first of its rot
+ * places, where every whole-slot chunk goes; ring entries run across all
+ * of them (xc__shm_src). */
 static inline char *xc__shm_slot(const xc__shm_t *s, int rank, uint64_t chunk)
 {
-    return s->slots + ((size_t)rank * XC__SHM_NSLOT + chunk % XC__SHM_NSLOT) * s->slot_bytes;
+    return s->slots +
+           ((size_t)rank * XC__SHM_NSLOT + chunk % XC__SHM_NSLOT) * s->rot * s->slot_bytes;
 }
 static inline char *xc__shm_result(const xc__shm_t *s, uint64_t chunk)
 {
@@ -220,7 +245,8 @@ XC__HIDDEN void xc__shm_remove_of(pid_t pid);
 /* Create (local rank 0) or open the segment `name` for `nranks` ranks,
  * with channels of `chan_bytes` (a power of two, or 0 for none). */
 XC__HIDDEN xc_result_t xc__shm_create(const char *name, int nranks, int me,
-                                      size_t slot_bytes, size_t chan_bytes, xc__shm_t **out);
+                                      size_t slot_bytes, size_t rot, size_t chan_bytes,
+                                      xc__shm_t **out);
 XC__HIDDEN xc_result_t xc__shm_open(const char *name, int nranks, int me,
                                     xc__shm_t **out);
 XC__HIDDEN void xc__shm_unlink(const char *name);
@@ -230,6 +256,10 @@ XC__HIDDEN void xc__shm_unlink(const char *name);
 XC__HIDDEN xc_result_t xc__shm_attach(xc_comm_t *comm);
 /* Unmap (NULL ok). */
 XC__HIDDEN void xc__shm_close(xc__shm_t *s);
+/* Map this rank's slot areas now (they are only written by it), so that
+ * neither its first operations nor the cost model's probes at creation pay
+ * a page fault per 4 KiB of the places they turn through. */
+XC__HIDDEN void xc__shm_prefault_own(xc__shm_t *s);
 /* Mark the segment poisoned (first caller wins) so that every local rank
  * sees it at its next check, and wake sleepers. */
 XC__HIDDEN void xc__shm_poison(xc__shm_t *s, xc_result_t rc, const char *msg);

@@ -72,7 +72,8 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     if (mine && leader) {
         me = (int64_t)getpid();
         seg_name(name, sizeof name, me, comm);
-        if (xc__shm_create(name, comm->local_size, 0, slot, chan_bytes(comm), &s) != XC_OK) {
+        size_t rot = single ? xc__shm_rot_for(comm->cfg.shm_slot_rot) : 1;
+        if (xc__shm_create(name, comm->local_size, 0, slot, rot, chan_bytes(comm), &s) != XC_OK) {
             XC_WARN("no shared memory: %s", xc__tls_error());
             me = -1;
         }
@@ -90,6 +91,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
         /* Single-copy reads: let peers read us even under Yama's ptrace
          * restrictions, and publish a value they can test-read. */
         prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+        if (single && s->rot > 1) xc__shm_prefault_own(s);
         s->ctl[comm->local_rank].pid = (uint32_t)getpid();
         s->ctl[comm->local_rank].probe = (uint64_t)(uintptr_t)&comm->uid;
         /* Where peers find the blocks of xc_mem_alloc_shared they may map. */
