@@ -39,13 +39,14 @@
  * not yet touched (EINVAL), pinned or shared pages (EAGAIN), no huge page
  * to be had (ENOMEM) -- leave the range as it was and it is not retried.
  *
- * The ranges seen are kept in a small table (64, least recently
- * published out) under a mutex: one lock per single-copy publication,
- * next to copies of 64 KiB and more.  A range freed and allocated anew at
- * the same address keeps its "done" mark: not collapsed again (a hint
- * lost, no harm) -- and its "huge" mark (xc__promoted: peers may then
- * read ordinary pages single copy where staging would have been faster;
- * never wrong).
+ * The buffers seen (address and length) are kept in a small table (64,
+ * least recently published out) under a mutex: one lock per single-copy
+ * publication, next to copies of 64 KiB and more.  A buffer freed and
+ * allocated anew at the same address with the same length keeps its
+ * "done" mark: not collapsed again (a hint lost, no harm) -- and its
+ * "huge" mark (xc__promoted: peers may then read ordinary pages single
+ * copy where staging would have been faster; never wrong).  A different
+ * buffer over the same huge pages is an entry of its own.
  */
 #include "promote.h"
 
@@ -68,7 +69,7 @@
 #define PART ((uintptr_t)64 << 10)
 
 typedef struct {
-    uintptr_t lo, hi; /* the huge pages it covers: [lo, hi); hi == 0: empty */
+    uintptr_t b, e;   /* the buffer [b, e); e == 0: empty */
     uint64_t last;    /* clock of the last publication */
     int uses;         /* publications so far (until done) */
     int done;         /* collapsed, or tried */
@@ -79,22 +80,26 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static range_t tab[SLOTS];
 static uint64_t clk;
 
-/* The entry for [lo, hi), or NULL. */
-static range_t *find(uintptr_t lo, uintptr_t hi)
+/* The entry of the buffer [b, e), or NULL.  Keyed by the buffer itself,
+ * not by the huge pages it covers: another buffer over the same pages --
+ * one freed and a different one mapped there -- is a range of its own (it
+ * once found the first one's "done" and was never collapsed;
+ * test_fast_switch, forty-ninth session). */
+static range_t *find(uintptr_t b, uintptr_t e)
 {
     for (int i = 0; i < SLOTS; i++)
-        if (tab[i].lo == lo && tab[i].hi == hi) return &tab[i];
+        if (tab[i].b == b && tab[i].e == e) return &tab[i];
     return NULL;
 }
 
-/* The entry for [lo, hi): found, or the empty / least recent one reset. */
-static range_t *lookup(uintptr_t lo, uintptr_t hi)
+/* The entry of [b, e): found, or the empty / least recent one reset. */
+static range_t *lookup(uintptr_t b, uintptr_t e)
 {
-    range_t *r = find(lo, hi), *old = &tab[0];
+    range_t *r = find(b, e), *old = &tab[0];
     if (r) return r;
     for (int i = 1; i < SLOTS; i++)
         if (tab[i].last < old->last) old = &tab[i];
-    *old = (range_t){.lo = lo, .hi = hi};
+    *old = (range_t){.b = b, .e = e};
     return old;
 }
 
@@ -163,7 +168,7 @@ void xc__promote(const void *buf, size_t len, int after)
     uintptr_t b = (uintptr_t)buf, e = b + len;
     uintptr_t lo = b & ~(HUGE - 1), hi = (e + HUGE - 1) & ~(HUGE - 1);
     pthread_mutex_lock(&mu);
-    range_t *r = lookup(lo, hi);
+    range_t *r = lookup(b, e);
     r->last = ++clk;
     int go = !r->done && ++r->uses >= after;
     if (go) r->done = 1;
@@ -190,7 +195,7 @@ void xc__promote(const void *buf, size_t len, int after)
     /* Most of the range on huge pages: what xc__promoted reports. */
     if (2 * got >= len) {
         pthread_mutex_lock(&mu);
-        range_t *r2 = find(lo, hi); /* still in the table */
+        range_t *r2 = find(b, e); /* still in the table */
         if (r2) r2->huge = 1;
         pthread_mutex_unlock(&mu);
     }
@@ -200,9 +205,8 @@ int xc__promoted(const void *buf, size_t len)
 {
     if (!buf || len < PART) return 0;
     uintptr_t b = (uintptr_t)buf, e = b + len;
-    uintptr_t lo = b & ~(HUGE - 1), hi = (e + HUGE - 1) & ~(HUGE - 1);
     pthread_mutex_lock(&mu);
-    const range_t *r = find(lo, hi);
+    const range_t *r = find(b, e);
     int huge = r && r->huge;
     pthread_mutex_unlock(&mu);
     return huge;

@@ -264,6 +264,26 @@ int main(void)
         EXPECT(intact(d, 4 * MIB, 11), "contents changed");
     }
 
+    /* Another buffer over huge pages a first one's promotion already tried
+     * (refused: its pages not yet touched) is counted on its own: keyed by
+     * the buffer, not its pages (a freed buffer's "done" once kept a new
+     * one there on ordinary pages for good; forty-ninth session). */
+    char *g = mmap(NULL, 3 * HUGE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    EXPECT(g != MAP_FAILED, "mmap");
+    if (g != MAP_FAILED) {
+        char *ga = (char *)(((uintptr_t)g + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+        xc__promote(ga + 64 * 1024, MIB, 1);
+        EXPECT(huge_bytes(ga) == 0 && !xc__promoted(ga + 64 * 1024, MIB),
+               "untouched pages collapsed");
+        memset(ga, 0x3c, HUGE);
+        for (int i = 0; i < 4; i++) xc__promote(ga, HUGE, 4);
+        EXPECT_HUGE(huge_bytes(ga) == HUGE && xc__promoted(ga, HUGE),
+                    "a second buffer over a tried page: %zu bytes huge", huge_bytes(ga));
+        EXPECT(!xc__promoted(ga + 64 * 1024, MIB), "the first buffer reported promoted");
+        munmap(g, 3 * HUGE);
+    }
+
     /* Four threads, each its own range, at once. */
     job_t jobs[4];
     pthread_t th[4];
