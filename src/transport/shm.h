@@ -43,14 +43,19 @@
  * forty-ninth session).  Turned through more memory than a core's cache
  * holds, the lines have left the reader's cache by the time they are
  * written again.  (Whole-slot chunks of the symmetric collectives, which
- * every rank writes and reads, measured no better turned.)  The default
- * is still one place (XCOLL_SHM_SLOT_ROT=4 turns): with four, the 2-rank
- * reduce ran 2-3x faster at 64-256 KiB, but test_fast_switch's switch to
- * single copy went wrong more often with the larger segment, and why was
- * not found (bench/RESULTS.md, forty-ninth session).
+ * every rank writes and reads, measured no better turned.)  By default
+ * XC__SHM_ROT_AUTO places, fewer where the node's slots would pass
+ * XC__SHM_ROT_BUDGET (more than 16 ranks of 256 KiB slots).
  */
 #define XC__SHM_ROT_MAX 8
-static inline size_t xc__shm_rot_for(int want) { return want > 0 ? (size_t)want : 1; }
+#define XC__SHM_ROT_AUTO 4
+#define XC__SHM_ROT_BUDGET ((size_t)32 << 20)
+static inline size_t xc__shm_rot_for(int nranks, size_t slot_bytes, int want)
+{
+    if (want > 0) return (size_t)want;
+    size_t per = (size_t)nranks * 2 * slot_bytes, r = per ? XC__SHM_ROT_BUDGET / per : 1;
+    return r < 1 ? 1 : r > XC__SHM_ROT_AUTO ? XC__SHM_ROT_AUTO : r;
+}
 /* The adjacent-line prefetcher's unit: it fetches a line's 128-byte pair
  * partner with it (see xc__shm_ctl below). */
 #define XC__SHM_PAIR 128

@@ -72,7 +72,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     if (mine && leader) {
         me = (int64_t)getpid();
         seg_name(name, sizeof name, me, comm);
-        size_t rot = single ? xc__shm_rot_for(comm->cfg.shm_slot_rot) : 1;
+        size_t rot = single ? xc__shm_rot_for(comm->local_size, slot, comm->cfg.shm_slot_rot) : 1;
         if (xc__shm_create(name, comm->local_size, 0, slot, rot, chan_bytes(comm), &s) != XC_OK) {
             XC_WARN("no shared memory: %s", xc__tls_error());
             me = -1;
