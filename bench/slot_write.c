@@ -12,7 +12,12 @@
  *   one      -- one 64 KiB entry written into the lines the reader has
  *               just read, then read (no overlap: the write's own cost);
  *   ring     -- a 256 KiB and a 1 MiB message through a ring of 4 entries,
- *               the writer up to 3 entries ahead (a staged pipeline).
+ *               the writer up to 4 entries ahead (a staged pipeline);
+ *   turned   -- the 1 MiB message through 32 entries (2 MiB), the writer
+ *               still at most 4 ahead: what XCOLL_SHM_SLOT_ROT=4 does for
+ *               ring operations (docs/shm.md "Turning the ring entries") --
+ *               an entry is written again once the reader's cache has let
+ *               it go.
  * The ordinary way's times tell the placements apart (docs/shm.md,
  * "Writing a slot"); rounds see another placement only if the hypervisor
  * moves the vCPUs in between: run the program several times.
@@ -72,8 +77,9 @@ static int cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median microseconds of a message of `bytes` through `entries` entries. */
-static double run(const char *src, size_t bytes, int entries, int nt)
+/* Median microseconds of a message of `bytes` through `entries` entries,
+ * the writer at most `ahead` of the reader. */
+static double run(const char *src, size_t bytes, int entries, int ahead, int nt)
 {
     static long k;
     double t[REPS];
@@ -81,7 +87,7 @@ static double run(const char *src, size_t bytes, int entries, int nt)
     for (int r = 0; r < REPS; r++) {
         double t0 = now_us();
         for (size_t off = 0; off < bytes; off += ENTRY) {
-            while (k - atomic_load_explicit(&tail, memory_order_acquire) >= entries)
+            while (k - atomic_load_explicit(&tail, memory_order_acquire) >= ahead)
                 ;
             xc__wcopy(ring + (size_t)(k % entries) * ENTRY, src + off, ENTRY, nt);
             k++;
@@ -99,25 +105,27 @@ int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 3;
     pin(1);
-    ring = mmap(NULL, 4 * ENTRY, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ring = mmap(NULL, 32 * ENTRY, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     char *src = malloc(((size_t)1 << 20) + 64);
     out = calloc(ENTRY / 4, sizeof *out);
     if (ring == MAP_FAILED || !src || !out) return 1;
-    memset(ring, 0, 4 * ENTRY);
+    memset(ring, 0, 32 * ENTRY);
     for (size_t i = 0; i < ((size_t)1 << 20) + 64; i++) src[i] = (char)i;
     pthread_t th;
     if (pthread_create(&th, NULL, reader, NULL)) return 1;
     printf("# slot writes, us (median of %d): ordinary / non-temporal stores\n", REPS);
-    printf("%5s %16s %16s %16s\n", "round", "one 64 KiB", "ring 256 KiB", "ring 1 MiB");
+    printf("%5s %16s %16s %16s %16s\n", "round", "one 64 KiB", "ring 256 KiB", "ring 1 MiB",
+           "turned 1 MiB");
     for (int r = 0; r < rounds; r++) {
-        double v[3][2];
+        double v[4][2];
         for (int nt = 0; nt < 2; nt++) {
-            v[0][nt] = run(src + 16, ENTRY, 1, nt);
-            v[1][nt] = run(src + 16, (size_t)256 << 10, 4, nt);
-            v[2][nt] = run(src + 16, (size_t)1 << 20, 4, nt);
+            v[0][nt] = run(src + 16, ENTRY, 1, 1, nt);
+            v[1][nt] = run(src + 16, (size_t)256 << 10, 4, 4, nt);
+            v[2][nt] = run(src + 16, (size_t)1 << 20, 4, 4, nt);
+            v[3][nt] = run(src + 16, (size_t)1 << 20, 32, 4, nt);
         }
-        printf("%5d %7.1f / %6.1f %7.1f / %6.1f %7.1f / %6.1f\n", r, v[0][0], v[0][1], v[1][0],
-               v[1][1], v[2][0], v[2][1]);
+        printf("%5d %7.1f / %6.1f %7.1f / %6.1f %7.1f / %6.1f %7.1f / %6.1f\n", r, v[0][0],
+               v[0][1], v[1][0], v[1][1], v[2][0], v[2][1], v[3][0], v[3][1]);
     }
     atomic_store(&head, -1);
     pthread_join(th, NULL);
