@@ -45,11 +45,13 @@
  * written again.  (Whole-slot chunks of the symmetric collectives, which
  * every rank writes and reads, measured no better turned.)  By default
  * XC__SHM_ROT_AUTO places, fewer where the node's slots would pass
- * XC__SHM_ROT_BUDGET (more than 16 ranks of 256 KiB slots).
+ * XC__SHM_ROT_BUDGET (more than 8 ranks of 256 KiB slots): /dev/shm may be
+ * small (64 MiB in a container by default), and a page it cannot give is a
+ * SIGBUS.
  */
 #define XC__SHM_ROT_MAX 8
 #define XC__SHM_ROT_AUTO 4
-#define XC__SHM_ROT_BUDGET ((size_t)32 << 20)
+#define XC__SHM_ROT_BUDGET ((size_t)16 << 20)
 static inline size_t xc__shm_rot_for(int nranks, size_t slot_bytes, int want)
 {
     if (want > 0) return (size_t)want;
@@ -263,7 +265,9 @@ XC__HIDDEN xc_result_t xc__shm_attach(xc_comm_t *comm);
 XC__HIDDEN void xc__shm_close(xc__shm_t *s);
 /* Map this rank's slot areas now (they are only written by it), so that
  * neither its first operations nor the cost model's probes at creation pay
- * a page fault per 4 KiB of the places they turn through. */
+ * a page fault per 4 KiB of the places they turn through.  Only by
+ * MADV_POPULATE_WRITE (Linux 5.14), which fails where /dev/shm has no room
+ * left; a store per page would raise SIGBUS there. */
 XC__HIDDEN void xc__shm_prefault_own(xc__shm_t *s);
 /* Mark the segment poisoned (first caller wins) so that every local rank
  * sees it at its next check, and wake sleepers. */
