@@ -101,10 +101,8 @@ xc_result_t xc__config_resolve(const xc_config_t *user, xc__config_t *c)
     v = 256;
     XC_CHECK(xc__env_int("XCOLL_SHM_SLOT_KB", 4, 1 << 20, &v));
     c->shm_slot_kb = (int)v;
-    v = -1;
-    XC_CHECK(xc__env_int("XCOLL_SHM_SLOT_ROT", -1, XC__SHM_ROT_MAX, &v));
-    if (v == 0) return xc__err(XC_ERR_INVALID, "XCOLL_SHM_SLOT_ROT=0: give 1 to %d, or -1 (auto)",
-                               XC__SHM_ROT_MAX);
+    v = -1; /* unset: xc__shm_rot_for chooses */
+    XC_CHECK(xc__env_int("XCOLL_SHM_SLOT_ROT", 1, XC__SHM_ROT_MAX, &v));
     c->shm_slot_rot = (int)v;
     v = 64;
     XC_CHECK(xc__env_int("XCOLL_SHM_CMA_MIN_KB", 0, 1 << 30, &v));

@@ -23,7 +23,7 @@ typedef struct xc__config {
     int shm;              /* 1: shared memory between ranks of one node */
     int shm_slot_kb;      /* staging slot size per rank (KiB)           */
     int shm_slot_rot;     /* places each staging slot turns through (-1:
-                             * default, xc__shm_rot_for) */
+                             * unset, xc__shm_rot_for chooses) */
     int shm_cma_min_kb;   /* single-copy reads from this block size on   */
     int shm_p2p_cma_min_kb; /* ... of point-to-point / schedule frames (-1:
                              * auto, comm->p2p_cma_min) */
