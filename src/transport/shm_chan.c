@@ -53,11 +53,14 @@
  * TAG_BULK, payload the byte count) published after the raw bytes that
  * fill the lines behind it -- one copy at memcpy speed each side, where
  * 56-byte pieces cost ~20 cycles a line more (a send/receive of 8 KiB:
- * 3.1-3.7 us against 2.3 for the byte ring).  Below, lines: a 512-byte
- * send/receive 0.66-0.69 us against 0.78 in bulk; from 1 KiB the schedule
- * algorithms' frames went 1.5x faster in bulk (all-to-all.pairwise of
- * 1 KiB blocks 1.94 -> 1.13 us) while a send/receive did not care. */
-#define BULK_MIN 1024
+ * 3.1-3.7 us against 2.3 for the byte ring).  Below, lines.  The
+ * threshold was 1 KiB until the fiftieth session; on the AMD EPYC VM then
+ * (2 ranks, send/receive, interleaved runs, us) bulk led from frames of
+ * ~150 bytes: payloads of 96 B 0.32-0.35 against 0.36-0.37 in lines, 384 B
+ * 0.38-0.41 / 0.49-0.50, 512 B 0.41-0.44 / 0.56-0.59, 768 B 0.43-0.49 /
+ * 0.61-0.66; a 64-byte payload (a 112-byte frame: two lines, or a
+ * descriptor and two) the same either way. */
+#define BULK_MIN 128
 #define TAG_BULK 63
 #define BULK_PREFETCH 64
 
