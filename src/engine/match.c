@@ -684,6 +684,15 @@ void xc__post_rx(xc_comm_t *comm, xc__rx_t *rx)
     Q_APPEND(q->p2p_head, q->p2p_tail, rx);
 }
 
+int xc__match_p2p_direct(const xc_comm_t *comm, int peer, const xc__rx_t *rx,
+                         const xc__hdr_t *h)
+{
+    const xc__peerq_t *q = &comm->pq[peer];
+    return h->kind == XC__F_P2P && h->flags == 0 && h->tag == rx->tag && !q->p2p_head &&
+           !q->up2p_head && !comm->any_head && h->dtype == rx->desc.dtype &&
+           h->count == rx->desc.count && h->len == rx->len && xc__comm_status(comm) == XC_OK;
+}
+
 /* A frame being read into memory that is going away is discarded. */
 static void detach_reads(xc_comm_t *comm, xc__conn_t **conns, int n)
 {

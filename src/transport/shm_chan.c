@@ -278,6 +278,64 @@ int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const xc__hdr_t *h, const
     return chan_put(comm, c, iov, h->len ? 2 : 1) == (ssize_t)want;
 }
 
+/* The header of the frame at the head of `c`'s incoming ring into *h, if
+ * `c` is between frames and the frame is there whole: 1; nothing there
+ * yet: 0; else -1 (a part, or lines chan_get will call corrupt).  Reads
+ * in place, consumes nothing. */
+static int chan_peek_frame(const xc__conn_t *c, xc__hdr_t *h)
+{
+    size_t nlines = c->cbytes / LINE, have;
+    char *line = line_at(c->crxd, nlines, c->ctail);
+    uint64_t tag = __atomic_load_n(line_tag(line), __ATOMIC_ACQUIRE);
+    if (tag_no(tag) != c->ctail + 1) return 0;
+    if (c->crx_off || c->reading || c->rx_dropped || !xc__stream_idle(c)) return -1;
+    size_t nb = tag_bytes(tag);
+    if (nb == TAG_BULK) {
+        uint64_t bytes;
+        memcpy(&bytes, line, sizeof bytes);
+        if (bytes < sizeof *h || bytes > (nlines - 1) * LINE) return -1;
+        ring_copy(c->crxd, c->cbytes, (c->ctail + 1) * LINE, h, sizeof *h, 0);
+        have = (size_t)bytes;
+    } else {
+        /* A frame under BULK_MIN is one batch: its first line holds the
+         * header, the batch's other lines were written before that tag. */
+        if (nb < sizeof *h || nb > LINE_BYTES) return -1;
+        memcpy(h, line, sizeof *h);
+        have = nb;
+        for (size_t k = 1; k <= tag_after(tag); k++) {
+            uint64_t t = __atomic_load_n(line_tag(line_at(c->crxd, nlines, c->ctail + k)),
+                                         __ATOMIC_RELAXED);
+            if (tag_no(t) != c->ctail + k + 1 || tag_bytes(t) == 0 || tag_bytes(t) > LINE_BYTES)
+                return -1;
+            have += tag_bytes(t);
+        }
+    }
+    return h->len <= have - sizeof *h ? 1 : -1;
+}
+
+int xc__chan_take_p2p(xc_comm_t *comm, int peer, xc__rx_t *rx)
+{
+    xc__conn_t *c = comm->chans[peer];
+    xc__hdr_t h;
+    int r = chan_peek_frame(c, &h);
+    if (r <= 0) return r;
+    if (xc__frame_check(&h, (uint32_t)comm->uid) || !xc__match_p2p_direct(comm, peer, rx, &h))
+        return -1;
+    struct iovec hv = {&h, sizeof h}, pv = {rx->buf, (size_t)h.len};
+    if (chan_get(comm, c, &hv, 1) != (ssize_t)sizeof h ||
+        (h.len && chan_get(comm, c, &pv, 1) != (ssize_t)h.len)) {
+        /* Peeked whole, so only a poisoned channel gets here. */
+        if (xc__comm_status(comm) == XC_OK)
+            xc__comm_poison(comm, XC_ERR_INTERNAL, 0,
+                            "rank %d's shared-memory channel lost a frame it held whole", peer);
+        c->state = XC__CONN_CLOSED;
+        return -1;
+    }
+    comm->stats.bytes_recv[XC_TRANSPORT_SHM] += h.len;
+    rx->done = 1;
+    return 1;
+}
+
 /* Has the next line of `c`'s incoming ring arrived? */
 static int chan_ready(const xc__conn_t *c)
 {

@@ -127,6 +127,13 @@ XC__HIDDEN void xc__chan_prefault(xc_comm_t *comm, int peer);
  * caller has checked that nothing is queued on `c` (frame order). */
 XC__HIDDEN int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const struct xc__hdr *h,
                                   const void *buf);
+/* Read the point-to-point frame at the head of `peer`'s incoming channel
+ * straight into bare receive `rx` (xc__match_p2p_direct says whether it
+ * may), when the channel is between frames and the frame has arrived
+ * whole: 1, rx->done set; 0: nothing has arrived yet; -1: something the
+ * ordinary path must read (another frame, a part).  Nothing is consumed
+ * unless 1. */
+XC__HIDDEN int xc__chan_take_p2p(xc_comm_t *comm, int peer, xc__rx_t *rx);
 XC__HIDDEN void xc__chan_free_all(xc_comm_t *comm);
 /* Push queued frames out until done or `deadline_ns` (before goodbye). */
 XC__HIDDEN void xc__chan_flush(xc_comm_t *comm, uint64_t deadline_ns);

@@ -36,6 +36,15 @@
  *             tag from one peer (then from any source), whose three frames
  *             are all in the channel before the group starts: the three
  *             take the messages in the order of the calls;
+ *   direct    three frames from one peer -- 40 bytes (two lines), 200
+ *             (bulk), 40 on tags 71-73 -- received in sending
+ *             order (each read straight from the channel when it is at
+ *             the head) and out of order (73 first: tag 71's frame at the
+ *             head is not its own, so the ordinary path keeps it and 72's
+ *             early and the next receives find them there), at once and
+ *             after a barrier: the data exact, every receive express
+ *             after the barrier, the shared-memory bytes received counted
+ *             once each;
  *   mismatch  a receive expecting 5 elements of a 4-element express send:
  *             XC_ERR_MISMATCH on both ranks (the sender at its next call),
  *             on a child communicator; and an irecv of 5 elements whose
@@ -441,6 +450,70 @@ static void mixed_case(void)
     }
 }
 
+/* Three frames from rank 1 to rank 0 (tags 71, 72, 73), received in the
+ * order of tags `order`: at once (a receive finds its frame at the head of
+ * its channel and reads it straight from there, or a frame not its own
+ * there and leaves it to the ordinary path, or nothing yet), or after a
+ * barrier (every frame there, in the channel or kept early).  Returns the
+ * receives' bytes. */
+static uint64_t direct_round(const int order[3], int after_barrier, const char *what)
+{
+    /* uint64: 40 B (two lines), 200 B (bulk), 40 B: tag 73's receive, if
+     * it took tag 71's frame (the same description), would get its data */
+    static const size_t n[3] = {5, 25, 5};
+    h_case_t c = h_case("p2p express direct", XC_UINT64, H_COPY, 25, -1, -1);
+    uint64_t *buf[3];
+    for (int k = 0; k < 3; k++) buf[k] = h_alloc(n[k] * 8);
+    if (H.rank == 1) {
+        for (int k = 0; k < 3; k++) {
+            h_fill(&c, buf[k], n[k], 1, (uint64_t)(71 + k));
+            H_CHECK(H.comm, xc_send(buf[k], n[k], XC_UINT64, 0, 71 + k, H.comm));
+        }
+        count_p2p(3, 0);
+    }
+    if (after_barrier) {
+        H_CHECK(H.comm, xc_barrier(H.comm));
+        H.issued[XC_COLL_BARRIER]++;
+    }
+    xc_stats_t s0 = stats(H.comm);
+    if (H.rank == 0) {
+        for (int j = 0; j < 3; j++) {
+            int k = order[j];
+            h_poison(buf[k], n[k] * 8);
+            H_CHECK(H.comm, xc_recv(buf[k], n[k], XC_UINT64, 1, 71 + k, H.comm));
+        }
+        xc_stats_t s1 = stats(H.comm);
+        for (int k = 0; k < 3; k++) h_check_copy(&c, buf[k], n[k], 1, (uint64_t)(71 + k), what);
+        count_p2p(0, 3);
+        if (g_chans && after_barrier) {
+            char m[160];
+            snprintf(m, sizeof m, "%s: every receive on the express path", what);
+            H_EQ_U64(m, s1.express_p2p - s0.express_p2p, 3);
+        }
+    }
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    H.issued[XC_COLL_BARRIER]++;
+    for (int k = 0; k < 3; k++) h_free(buf[k]);
+    return H.rank == 0 ? (5 + 25 + 5) * 8 : 0;
+}
+
+static void direct_case(void)
+{
+    if (H.size < 2) return;
+    static const int in_order[3] = {0, 1, 2}, out_of_order[3] = {2, 0, 1};
+    H_CHECK(H.comm, xc_barrier(H.comm));
+    H.issued[XC_COLL_BARRIER]++;
+    xc_stats_t s0 = stats(H.comm);
+    uint64_t bytes = direct_round(in_order, 0, "in sending order, at once");
+    bytes += direct_round(out_of_order, 0, "out of order, at once");
+    bytes += direct_round(in_order, 1, "in sending order, after a barrier");
+    bytes += direct_round(out_of_order, 1, "out of order, after a barrier");
+    xc_stats_t s1 = stats(H.comm);
+    if (g_chans && H.rank == 0)
+        H_EQ_U64("shared-memory bytes received by the receives, counted once each",
+                 s1.bytes_recv[XC_TRANSPORT_SHM] - s0.bytes_recv[XC_TRANSPORT_SHM], bytes);
+}
+
 static void mismatch_case(void)
 {
     if (H.size < 2) return;
@@ -496,6 +569,7 @@ int main(int argc, char **argv)
     irecv_case();
     any_case();
     mixed_case();
+    direct_case();
     h_check_stats(H.comm, H.base_ops, H.issued, "after the point-to-point cases");
     mismatch_case();
     return h_finish();
