@@ -15,6 +15,7 @@
  * (comm->p2p_order), which also numbers unexpected frames as they arrive,
  * so an any-source receive takes the earliest of them from any peer.
  */
+#include "../algo/algos.h"
 #include "../core/comm.h"
 #include "../core/mem_share.h"
 #include "../core/promote.h"
@@ -682,6 +683,29 @@ void xc__post_rx(xc_comm_t *comm, xc__rx_t *rx)
     }
     if (peer != comm->rank && !peer_usable(comm, peer, "receive from")) return;
     Q_APPEND(q->p2p_head, q->p2p_tail, rx);
+}
+
+void xc__p2p_plain_hdr(const xc_comm_t *comm, xc__hdr_t *h, xc_dtype_t dtype, size_t count,
+                       int32_t tag)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = XC__FRAME_MAGIC;
+    h->kind = XC__F_P2P;
+    h->coll = XC_COLL_SEND;
+    h->dtype = (uint8_t)dtype;
+    h->comm_tag = (uint32_t)comm->uid;
+    h->root = -1;
+    h->algo = XC__ALGO_P2P;
+    h->tag = tag;
+    h->count = count;
+    h->len = count * xc__dtype_size(dtype);
+}
+
+int xc__p2p_is_plain(const xc_comm_t *comm, const xc__hdr_t *h)
+{
+    xc__hdr_t p;
+    xc__p2p_plain_hdr(comm, &p, (xc_dtype_t)h->dtype, (size_t)h->count, h->tag);
+    return memcmp(&p, h, sizeof p) == 0;
 }
 
 int xc__match_p2p_direct(const xc_comm_t *comm, int peer, const xc__rx_t *rx,

@@ -81,17 +81,7 @@ int xc__p2p_express_send(xc_comm_t *comm, const void *buf, size_t count, xc_dtyp
      * leave in the order they were posted. */
     if (c && !c->sq_head) {
         xc__hdr_t h;
-        memset(&h, 0, sizeof h);
-        h.magic = XC__FRAME_MAGIC;
-        h.kind = XC__F_P2P;
-        h.coll = XC_COLL_SEND;
-        h.dtype = (uint8_t)dtype;
-        h.comm_tag = (uint32_t)comm->uid;
-        h.root = -1;
-        h.algo = XC__ALGO_P2P;
-        h.tag = tag;
-        h.count = count;
-        h.len = len;
+        xc__p2p_plain_hdr(comm, &h, dtype, count, tag);
         done = xc__chan_put_frame(comm, c, &h, buf);
     }
     if (done) {

@@ -14,7 +14,10 @@
  * line that signals it: one cache-line hand-off, where a byte ring with a
  * `head` counter costs two (the counter, then the data) and the sender's
  * fence waits for the counter's line.  A line is written once per lap,
- * never appended to: a put starts a new line.
+ * never appended to: a put starts a new line.  A plain point-to-point
+ * frame of up to 48 bytes (the express path's sends) goes in one short
+ * line that carries its tag, type and length instead of the header, which
+ * the receiver rebuilds (TAG_SHORT below).
  *
  * Flow control: the receiver publishes `tail` (lines consumed, its own
  * cache line) a quarter of the ring at a time, and the sender reads it
@@ -62,6 +65,16 @@
  * descriptor and two) the same either way. */
 #define BULK_MIN 128
 #define TAG_BULK 63
+/* A plain point-to-point frame (xc__p2p_is_plain: the express path's
+ * sends) of up to SHORT_MAX bytes goes in one short line: its tag (4
+ * bytes), type (1), byte count (1), two zero bytes, then the payload --
+ * the 48-byte header it stands for is rebuilt by the receiver.  In full,
+ * a header and more than 8 bytes take two lines, and two lines cost a
+ * 2-rank send/receive 0.06-0.07 us more than one (0.23 -> 0.30 us) in the
+ * VM's slower placement. */
+#define TAG_SHORT 62
+#define SHORT_HEAD 8
+#define SHORT_MAX (LINE_BYTES - SHORT_HEAD)
 #define BULK_PREFETCH 64
 
 /* Copy `n` bytes between `buf` and the ring at byte position `pos`. */
@@ -94,6 +107,28 @@ static inline uint64_t tag_of(uint64_t no, size_t after, size_t nb)
 static inline uint64_t tag_no(uint64_t tag) { return tag >> 12; }
 static inline size_t tag_after(uint64_t tag) { return (size_t)(tag >> 6) & 63; }
 static inline size_t tag_bytes(uint64_t tag) { return (size_t)tag & 63; }
+
+/* The frame short line `line` stands for: its header into *h, its length
+ * (header and payload) returned; 0 if the line is malformed. */
+static size_t short_frame(const xc_comm_t *comm, const char *line, xc__hdr_t *h)
+{
+    int32_t tag;
+    memcpy(&tag, line, sizeof tag);
+    xc_dtype_t dt = (xc_dtype_t)(uint8_t)line[4];
+    size_t len = (uint8_t)line[5], es = xc__dtype_size(dt);
+    if (!es || len > SHORT_MAX || len % es || line[6] || line[7]) return 0;
+    xc__p2p_plain_hdr(comm, h, dt, len / es, tag);
+    return sizeof *h + len;
+}
+
+/* Publish `tail` a quarter of the ring at a time (after lines read). */
+static void chan_publish(xc_comm_t *comm, xc__conn_t *c)
+{
+    if (c->ctail - c->ctail_pub >= c->cbytes / LINE / 4) {
+        c->ctail_pub = c->ctail;
+        xc__shm_publish_to(comm->node_shm, &c->crx->tail, c->ctail, comm->local_of[c->peer]);
+    }
+}
 
 static ssize_t chan_put(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n)
 {
@@ -202,6 +237,30 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
                 __builtin_prefetch(line_at(c->crxd, nlines, i), 0, 3);
             c->crx_pref = last < c->ctail + PREFETCH ? last : c->ctail + PREFETCH;
         }
+        if (nb == TAG_SHORT) {
+            /* Its frame rebuilt, then served from the copy (a header read
+             * and a payload read are two calls). */
+            union {
+                xc__hdr_t h;
+                char b[sizeof(xc__hdr_t) + SHORT_MAX];
+            } img;
+            size_t flen = short_frame(comm, line, &img.h);
+            if (!flen || c->crx_off >= flen) {
+                nb = (uint8_t)line[5];
+                goto corrupt;
+            }
+            memcpy(img.b + sizeof img.h, line + SHORT_HEAD, flen - sizeof img.h);
+            size_t k = flen - c->crx_off;
+            if (k > want - got) k = want - got;
+            memcpy(dst + got, img.b + c->crx_off, k);
+            got += k;
+            c->crx_off += k;
+            if (c->crx_off == flen) {
+                c->ctail++;
+                c->crx_off = 0;
+            }
+            continue;
+        }
         if (nb == TAG_BULK) {
             uint64_t bytes;
             memcpy(&bytes, line, sizeof bytes);
@@ -255,16 +314,30 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
         }
     }
     if (!got) return 0;
-    if (c->ctail - c->ctail_pub >= nlines / 4) {
-        c->ctail_pub = c->ctail;
-        xc__shm_publish_to(comm->node_shm, &c->crx->tail, c->ctail, comm->local_of[c->peer]);
-    }
+    chan_publish(comm, c);
     return (ssize_t)got;
 }
 
 int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const xc__hdr_t *h, const void *buf)
 {
     size_t want = sizeof *h + h->len, nlines = c->cbytes / LINE;
+    if (h->len <= SHORT_MAX && xc__p2p_is_plain(comm, h)) {
+        if (nlines == (size_t)(c->chead - c->ctx_tail)) {
+            c->ctx_tail = xc__shm_load(&c->ctx->tail);
+            if (nlines == (size_t)(c->chead - c->ctx_tail)) return 0;
+        }
+        char *line = line_at(c->ctxd, nlines, c->chead);
+        int32_t tag = h->tag;
+        memcpy(line, &tag, sizeof tag);
+        line[4] = (char)h->dtype;
+        line[5] = (char)h->len;
+        line[6] = line[7] = 0;
+        memcpy(line + SHORT_HEAD, buf, (size_t)h->len);
+        __atomic_store_n(line_tag(line), tag_of(c->chead, 0, TAG_SHORT), __ATOMIC_RELEASE);
+        c->chead++;
+        xc__shm_ring_rank(comm->node_shm, comm->local_of[c->peer]);
+        return 1;
+    }
     /* The lines chan_put takes for it: one, or a descriptor and the raw
      * lines (bulk), or 56-byte pieces. */
     size_t need = want <= LINE_BYTES ? 1
@@ -282,7 +355,7 @@ int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const xc__hdr_t *h, const
  * `c` is between frames and the frame is there whole: 1; nothing there
  * yet: 0; else -1 (a part, or lines chan_get will call corrupt).  Reads
  * in place, consumes nothing. */
-static int chan_peek_frame(const xc__conn_t *c, xc__hdr_t *h)
+static int chan_peek_frame(const xc_comm_t *comm, const xc__conn_t *c, xc__hdr_t *h)
 {
     size_t nlines = c->cbytes / LINE, have;
     char *line = line_at(c->crxd, nlines, c->ctail);
@@ -290,6 +363,7 @@ static int chan_peek_frame(const xc__conn_t *c, xc__hdr_t *h)
     if (tag_no(tag) != c->ctail + 1) return 0;
     if (c->crx_off || c->reading || c->rx_dropped || !xc__stream_idle(c)) return -1;
     size_t nb = tag_bytes(tag);
+    if (nb == TAG_SHORT) return short_frame(comm, line, h) ? 1 : -1;
     if (nb == TAG_BULK) {
         uint64_t bytes;
         memcpy(&bytes, line, sizeof bytes);
@@ -317,10 +391,19 @@ int xc__chan_take_p2p(xc_comm_t *comm, int peer, xc__rx_t *rx)
 {
     xc__conn_t *c = comm->chans[peer];
     xc__hdr_t h;
-    int r = chan_peek_frame(c, &h);
+    int r = chan_peek_frame(comm, c, &h);
     if (r <= 0) return r;
     if (xc__frame_check(&h, (uint32_t)comm->uid) || !xc__match_p2p_direct(comm, peer, rx, &h))
         return -1;
+    char *line = line_at(c->crxd, c->cbytes / LINE, c->ctail);
+    if (tag_bytes(__atomic_load_n(line_tag(line), __ATOMIC_RELAXED)) == TAG_SHORT) {
+        memcpy(rx->buf, line + SHORT_HEAD, (size_t)h.len);
+        c->ctail++;
+        chan_publish(comm, c);
+        comm->stats.bytes_recv[XC_TRANSPORT_SHM] += h.len;
+        rx->done = 1;
+        return 1;
+    }
     struct iovec hv = {&h, sizeof h}, pv = {rx->buf, (size_t)h.len};
     if (chan_get(comm, c, &hv, 1) != (ssize_t)sizeof h ||
         (h.len && chan_get(comm, c, &pv, 1) != (ssize_t)h.len)) {
