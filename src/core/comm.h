@@ -340,17 +340,17 @@ XC__HIDDEN void xc__post_recv(xc_comm_t *comm, xc__op_t *op, xc__rx_t *rx,
 /* Post receive `rx` whose buffer, length, peer, kind, tag, seq, desc and
  * op are set (op NULL: a bare receive, done when rx->done is set). */
 XC__HIDDEN void xc__post_rx(xc_comm_t *comm, xc__rx_t *rx);
-/* Would frame `h`, the next from `peer`, go to bare point-to-point receive
- * `rx` if it were posted now -- nothing posted or kept early from `peer`,
- * no receive from any source -- and fill it whole, as its description
- * says?  1: the frame may be read straight into rx->buf (p2p_express.c);
- * 0: the ordinary path decides (and reports a mismatch). */
 /* The header of a plain point-to-point frame: a send of `count` elements
  * of `dtype` on `tag` (the express path's; what a shared-memory channel's
  * short line stands for, shm_chan.c) / is `h` one, to the byte? */
 XC__HIDDEN void xc__p2p_plain_hdr(const xc_comm_t *comm, xc__hdr_t *h, xc_dtype_t dtype,
                                   size_t count, int32_t tag);
 XC__HIDDEN int xc__p2p_is_plain(const xc_comm_t *comm, const xc__hdr_t *h);
+/* Would frame `h`, the next from `peer`, go to bare point-to-point receive
+ * `rx` if it were posted now -- nothing posted or kept early from `peer`,
+ * no receive from any source -- and fill it whole, as its description
+ * says?  1: the frame may be read straight into rx->buf (p2p_express.c);
+ * 0: the ordinary path decides (and reports a mismatch). */
 XC__HIDDEN int xc__match_p2p_direct(const xc_comm_t *comm, int peer, const xc__rx_t *rx,
                                     const xc__hdr_t *h);
 /* Description of an operation for messages: "allreduce #5 (fp32 sum, 10
