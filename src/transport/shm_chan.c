@@ -321,11 +321,17 @@ static ssize_t chan_get(xc_comm_t *comm, xc__conn_t *c, struct iovec *iov, int n
 int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const xc__hdr_t *h, const void *buf)
 {
     size_t want = sizeof *h + h->len, nlines = c->cbytes / LINE;
-    if (h->len <= SHORT_MAX && xc__p2p_is_plain(comm, h)) {
-        if (nlines == (size_t)(c->chead - c->ctx_tail)) {
-            c->ctx_tail = xc__shm_load(&c->ctx->tail);
-            if (nlines == (size_t)(c->chead - c->ctx_tail)) return 0;
-        }
+    int short_line = h->len <= SHORT_MAX && xc__p2p_is_plain(comm, h);
+    /* The lines it takes: one (a short line, or a header and up to 8
+     * bytes), or a descriptor and the raw lines (bulk), or 56-byte pieces. */
+    size_t need = short_line || want <= LINE_BYTES ? 1
+                  : want >= BULK_MIN               ? 1 + (want + LINE - 1) / LINE
+                                                   : (want + LINE_BYTES - 1) / LINE_BYTES;
+    if (nlines - (size_t)(c->chead - c->ctx_tail) < need) {
+        c->ctx_tail = xc__shm_load(&c->ctx->tail);
+        if (nlines - (size_t)(c->chead - c->ctx_tail) < need) return 0;
+    }
+    if (short_line) {
         char *line = line_at(c->ctxd, nlines, c->chead);
         int32_t tag = h->tag;
         memcpy(line, &tag, sizeof tag);
@@ -337,15 +343,6 @@ int xc__chan_put_frame(xc_comm_t *comm, xc__conn_t *c, const xc__hdr_t *h, const
         c->chead++;
         xc__shm_ring_rank(comm->node_shm, comm->local_of[c->peer]);
         return 1;
-    }
-    /* The lines chan_put takes for it: one, or a descriptor and the raw
-     * lines (bulk), or 56-byte pieces. */
-    size_t need = want <= LINE_BYTES ? 1
-                  : want >= BULK_MIN ? 1 + (want + LINE - 1) / LINE
-                                     : (want + LINE_BYTES - 1) / LINE_BYTES;
-    if (nlines - (size_t)(c->chead - c->ctx_tail) < need) {
-        c->ctx_tail = xc__shm_load(&c->ctx->tail);
-        if (nlines - (size_t)(c->chead - c->ctx_tail) < need) return 0;
     }
     struct iovec iov[2] = {{(void *)h, sizeof *h}, {(void *)buf, (size_t)h->len}};
     return chan_put(comm, c, iov, h->len ? 2 : 1) == (ssize_t)want;
