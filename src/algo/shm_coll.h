@@ -370,6 +370,28 @@ static inline void xc__shm_prefetch(const void *p, size_t n)
     for (size_t i = 0; i < n; i += 64) __builtin_prefetch((const char *)p + i, 0, 3);
 }
 
+/* Where chunk g of a ring operation whose chunks hold up to `cb` bytes
+ * starts in its parity's area of `n` entries of `eb` bytes: entry g / 2 %
+ * n, and within it, for chunks of a page or more that are smaller than the
+ * entry, at the next of its eb / cb places (cb rounded up to whole pages)
+ * each time the entry comes round again.  The entries turn through 2 MiB a
+ * rank so that the writer's stores find lines the reader no longer holds
+ * (docs/shm.md "Turning the ring entries"); a chunk that used only the
+ * head of its entry turned through 32 x cb instead (a 16 KiB broadcast:
+ * 512 KiB, its lines still in the reader's cache: 2 ranks, 8 / 16 / 32
+ * KiB broadcast 0.96 / 2.0 / 2.4 us back to back, 0.4-0.5 / 0.8 / 1.2
+ * turned).  Below a page the few lines cost less to take back than to
+ * fetch from further away (1-2 KiB level or slower turned).  Every rank
+ * computes it from g and the operation's chunk size alone. */
+static inline size_t xc__shm_ring_off(size_t eb, size_t n, uint64_t g, size_t cb)
+{
+    size_t at = (size_t)(g / XC__SHM_NSLOT % n) * eb;
+    if (cb < 4096) return at;
+    size_t c = (cb + 4095) & ~(size_t)4095, places = eb / c;
+    if (places > 1) at += (size_t)(g / XC__SHM_NSLOT / n % places) * c;
+    return at;
+}
+
 /* Where rank j's staged chunk g is (its flagged lines' payload, unpacked, a
  * ring entry for ring operations). */
 static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)
@@ -377,8 +399,8 @@ static inline char *xc__shm_src(const xc__shm_op_t *o, int j, uint64_t g)
     if (o->ll) return o->shm->ll_buf + (size_t)j * XC__SHM_LL_MAX; /* unpacked */
     if (o->ring) /* entries across all places of the parity's area */
         return xc__shm_slot(o->shm, j, g) +
-               (size_t)(g / XC__SHM_NSLOT % (XC__SHM_RING * o->shm->rot)) *
-                   (o->shm->slot_bytes / XC__SHM_RING);
+               xc__shm_ring_off(o->shm->slot_bytes / XC__SHM_RING, XC__SHM_RING * o->shm->rot, g,
+                                o->ce * o->es);
     return xc__shm_slot(o->shm, j, g);
 }
 
