@@ -105,7 +105,7 @@ xc_result_t xc__build_shm_bcast(xc_comm_t *comm, xc__op_t *op, const xc__args_t 
     /* In ring entries (the flagged lines' when it fits them): the root
      * may run NSLOT x RING chunks ahead, one operation's or several's. */
     int lines = xc__shm_lines_for(comm, bytes);
-    size_t ce = xc__shm_rooted_ce(comm->shm->slot_bytes, a->count, es);
+    size_t ce = xc__shm_rooted_ce(comm->shm->slot_bytes, a->count, es, comm->oversub);
     XC_CHECK(xc__shm_op_init(comm, op, a, &staged, ce, lines));
     ((xc__shm_op_t *)op->privbuf)->ring = 1;
     return XC_OK;

@@ -346,17 +346,32 @@ static inline size_t xc__shm_allgather_cma_min(int crowded, size_t cfg_min, size
 #define XC__SHM_RING 4
 
 /* Elements per chunk of a staged rooted operation (broadcast, a reduce
- * whose root reads) of `count` elements of `es` bytes: all of them where
- * they fit a ring entry (slot / XC__SHM_RING, 64 KiB by default; at least
- * one chunk), else an entry's worth, so that the writer runs up to NSLOT x
- * RING chunks ahead and its copy of chunk k+1 overlaps the reader's take
- * of chunk k; with slot-sized chunks a message of one slot (256 KiB) was
- * one chunk, staged then taken in turn.  The runtime and the cost model
- * use this one rule. */
-static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t count, size_t es)
+ * whose root reads) of `count` elements of `es` bytes.  Beyond a ring
+ * entry (slot / XC__SHM_RING, 64 KiB by default) an entry's worth, so
+ * that the writer runs up to NSLOT x RING chunks ahead and its copy of
+ * chunk k+1 overlaps the reader's take of chunk k (with slot-sized chunks
+ * a message of one slot was one chunk, staged then taken in turn).  Within
+ * an entry, on a node that is not crowded, pieces of about
+ * XC__SHM_ROOTED_PIECE, for the same overlap: after a barrier with fresh
+ * inputs (training's case, the cost model's) a 2-rank broadcast of 32 /
+ * 48 / 64 KiB took 3.4 / 5.9 / 6.5 us in one chunk and 1.8 / 2.4 / 3.0 in
+ * 8 KiB pieces (back to back, where operations overlap anyway, the pieces
+ * cost up to 40 %: 1.1-1.4 / 1.9-2.1 / 2.1-2.3 against 1.4-1.9 / 2.0-2.8
+ * / 2.6-3.2; 4 or 16 KiB pieces were slower in one regime or the other;
+ * bench/RESULTS.md, fifty-first session).  A crowded node keeps one chunk: a hand-over
+ * there may cost a turn of the scheduler.  At most one chunk at or below a
+ * piece.  The runtime and the cost model use this one rule. */
+#define XC__SHM_ROOTED_PIECE ((size_t)8 << 10)
+static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t count, size_t es, int crowded)
 {
-    if (count * es <= slot_bytes / XC__SHM_RING) return count ? count : 1;
-    size_t ce = slot_bytes / XC__SHM_RING / es & ~(size_t)15;
+    size_t entry = slot_bytes / XC__SHM_RING, bytes = count * es;
+    if (bytes <= entry) {
+        if (crowded || bytes <= XC__SHM_ROOTED_PIECE || !es) return count ? count : 1;
+        size_t n = (bytes + XC__SHM_ROOTED_PIECE - 1) / XC__SHM_ROOTED_PIECE;
+        size_t ce = ((count + n - 1) / n + 15) & ~(size_t)15;
+        return ce < count ? ce : count;
+    }
+    size_t ce = entry / es & ~(size_t)15;
     return ce ? ce : 1;
 }
 
@@ -383,11 +398,16 @@ static inline void xc__shm_prefetch(const void *p, size_t n)
  * turned).  Below a page the few lines cost less to take back than to
  * fetch from further away (1-2 KiB level or slower turned).  Every rank
  * computes it from g and the operation's chunk size alone. */
+static inline size_t xc__shm_ring_places(size_t eb, size_t cb, size_t *stride)
+{
+    size_t c = (cb + 4095) & ~(size_t)4095, places = cb >= 4096 ? eb / c : 1;
+    *stride = c;
+    return places > 1 ? places : 1;
+}
 static inline size_t xc__shm_ring_off(size_t eb, size_t n, uint64_t g, size_t cb)
 {
+    size_t c, places = xc__shm_ring_places(eb, cb, &c);
     size_t at = (size_t)(g / XC__SHM_NSLOT % n) * eb;
-    if (cb < 4096) return at;
-    size_t c = (cb + 4095) & ~(size_t)4095, places = eb / c;
     if (places > 1) at += (size_t)(g / XC__SHM_NSLOT / n % places) * c;
     return at;
 }

@@ -105,7 +105,7 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
         /* In ring entries (the flagged lines' if it fits them): the
          * non-roots may run NSLOT x RING chunks ahead, of one operation
          * (the root reads) or of several. */
-        ce = xc__shm_rooted_ce(comm->shm->slot_bytes, a->count, es);
+        ce = xc__shm_rooted_ce(comm->shm->slot_bytes, a->count, es, comm->oversub);
         XC_CHECK(xc__shm_op_init(comm, op, a, &small, ce, lines));
         ((xc__shm_op_t *)op->privbuf)->ring = 1;
         return XC_OK;

@@ -326,6 +326,29 @@ static void probe_way(xc_comm_t *comm, int ways, int way)
     pthread_mutex_unlock(&comm->mu);
 }
 
+/* Untimed calls (at least `warm`) that take a staged rooted operation of
+ * `count` elements of `es` bytes through every place of its writers' ring
+ * entries once (xc__shm_ring_off: 32 entries of 2 slots a rank, each cut
+ * in places for chunks of a page or more).  A place's first use after
+ * creation costs 2-4x its later ones (a 2-rank broadcast of 32 KiB in 8
+ * KiB pieces: ~4 us a call until the 64th, then 1.2-1.6; 16 KiB ones had
+ * warmed the places of 32 KiB), and the probes' few calls each landed
+ * on new places: the 64 KiB broadcast staged was timed at 8-11 us where
+ * it runs at 2.2-3 (fifty-first session).  Only where the call is staged
+ * in ring entries: a broadcast past the flagged lines, a reduce whose
+ * root reads (`rooted`); capped at 256 calls. */
+static int ring_warm(const xc_comm_t *comm, int rooted, size_t count, size_t es, int warm)
+{
+    if (!comm->shm || !rooted || count * es <= xc__shm_ll_max(comm->size)) return warm;
+    size_t eb = comm->shm->slot_bytes / XC__SHM_RING, stride;
+    size_t ce = xc__shm_rooted_ce(comm->shm->slot_bytes, count, es, comm->oversub);
+    size_t places = xc__shm_ring_places(eb, ce * es, &stride);
+    size_t pos = XC__SHM_NSLOT * XC__SHM_RING * comm->shm->rot * places, per = (count + ce - 1) / ce;
+    size_t w = (pos + per - 1) / per;
+    if (w > 256) w = 256;
+    return (int)w > warm ? (int)w : warm;
+}
+
 static xc_result_t time_pair_once(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
                                   size_t mv_bytes, double *out)
 {
@@ -372,7 +395,8 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
     for (int way = 0; way < ways && rc == XC_OK; way++) {
         double t = 0;
         probe_way(comm, ways, way);
-        rc = time_pair_once(comm, coll, warm, reps, buf, mv_bytes, &t);
+        int w = staged ? ring_warm(comm, coll == XC_COLL_BCAST, mv_bytes, 1, warm) : warm;
+        rc = time_pair_once(comm, coll, w, reps, buf, mv_bytes, &t);
         if (rc == XC_OK && (way == 0 || t < *out)) *out = t;
     }
     probe_way(comm, ways, 0);
@@ -996,7 +1020,7 @@ _Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must us
 /* The schedule call's probe: 64 bytes, a frame of more than one channel
  * line (see its use). */
 #define SCHED_PROBE 16
-/* The staged chunk's take: a 32 KiB reduce (one chunk of a slot). */
+/* The staged chunk's take: a 32 KiB reduce (xc__shm_rooted_ce's pieces). */
 #define TAKE_COUNT (XC__SHM_TAKE_BYTES / 4)
 /* The collective algorithm `algo` belongs to (the registry's). */
 static xc_coll_t coll_of(int algo)
@@ -1022,7 +1046,10 @@ static xc_result_t time_call_once(xc_comm_t *comm, int algo, size_t count, const
     comm->forced_algo[coll] = algo;
     xc_result_t rc = XC_OK;
     fresh_spin(comm);
-    for (int i = -se->warm; i < reps && rc == XC_OK; i++) {
+    int rooted = algo == XC__ALGO_SHM_BCAST ||
+                 (algo == XC__ALGO_SHM_REDUCE && xc__shm_reduce_root_reads(comm->size, comm->oversub));
+    int warm = ring_warm(comm, rooted, count, sizeof(int32_t), se->warm);
+    for (int i = -warm; i < reps && rc == XC_OK; i++) {
         /* As xcoll-perf --fresh times a call (the regime the model
          * prices, docs/cost-model.md): the input just written, the ranks
          * met at a barrier (untimed).  Back to back, the calls pipeline: a
@@ -1464,9 +1491,11 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
          * elsewhere the chunked reduce's shares). */
         if (TAKE_COUNT * 4 <= comm->shm->slot_bytes) {
             pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, TAKE_COUNT, &t_take};
-            /* ... one of a whole ring entry, and two slots in a pipeline. */
+            /* ... one of two whole ring entries (within an entry the
+             * chunks are pieces: xc__shm_rooted_ce), and two slots in a
+             * pipeline. */
             if (xc__shm_reduce_root_reads(comm->size, comm->oversub) && take_entry > TAKE_COUNT) {
-                pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, take_entry, &t_take_big};
+                pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2 * take_entry, &t_take_big};
                 pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2 * take_slot, &t_take_pipe};
             }
         }
@@ -1567,7 +1596,7 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
         }
         if (t_take_big >= 0) {
             p->shm_take_big_bytes = (double)take_entry * 4; /* the price asks it */
-            double r = solve_take(comm, p, &p->shm_take_big, take_entry, t_take_big);
+            double r = solve_take(comm, p, &p->shm_take_big, 2 * take_entry, t_take_big);
             p->shm_take_big = r > 0 ? r : 0;
             if (r <= 0) p->shm_take_big_bytes = 0;
         }

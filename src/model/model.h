@@ -44,7 +44,8 @@ enum xc__gop { XC__GOP_SUM = 0, XC__GOP_PROD, XC__GOP_MINMAX, XC__GOP_COUNT };
 
 #define XC__LADDER_MAX 8
 
-/* The chunk of the staged take's first probe (shm_take): a 32 KiB reduce. */
+/* The staged take's first probe (shm_take): a 32 KiB reduce (in pieces
+ * where the node is not crowded: xc__shm_rooted_ce). */
 #define XC__SHM_TAKE_BYTES 32768
 
 /* What a profile holds (bits of xc__profile_t.have). */
@@ -148,7 +149,7 @@ typedef struct xc__profile {
      * kernel's copy of fresh lines ran 88 ps/B, the library's ~135
      * (twenty-second session). */
     double shm_take;
-    /* ... and the same for a bigger chunk, measured with one chunk of a
+    /* ... and the same for a bigger chunk, measured with two chunks of a
      * ring entry, the largest a rooted operation stages (xc__shm_rooted_ce;
      * shm_take_big_bytes; 0: not measured, shm_take at every size):
      * between the two sizes the rate is interpolated.  On the Intel VM a

@@ -751,43 +751,57 @@ static void test_shm_rules(void)
         EXPECT_NEAR(xc__model_shm_pair_single_copy(&q, &t4, &m1), f4);
     }
 
-    /* The root-reads reduce's take rates (2 uncrowded ranks, 256 KiB
-     * slots, chunks of a 64 KiB ring entry): the first chunk at take_ps up
-     * to 32 KiB, take_big_ps at take_big_bytes (an entry), linear in
-     * between; every later chunk at take_pipe_ps.  Each price is linear in
-     * its rate where the take is the slower side (a cheap reduction here). */
+    /* The root-reads reduce's take rates (2 ranks, 256 KiB slots: ring
+     * entries of 64 KiB).  Uncrowded, a message within an entry goes in 8
+     * KiB pieces (xc__shm_rooted_ce), beyond it in entries: the first
+     * chunk at take_ps up to 32 KiB, take_big_ps at take_big_bytes (an
+     * entry); every later chunk at take_pipe_ps.  Crowded, a message
+     * within an entry is one chunk, its rate linear between the two.
+     * Each price is linear in its rate where the take is the slower side
+     * (a cheap reduction here). */
     p = flat_profile(1e-6, 1e-10, 5e-11, 1e-12, 0.5e-6);
     p.shm_take = 100e-12, p.shm_take_big = 50e-12, p.shm_take_big_bytes = 64 << 10;
     p.shm_take_pipe = 40e-12;
-    t = shm_topo(2);
     const double dr = 10e-12;
     struct {
+        int crowded;
         size_t bytes;
         double *rate, slope; /* d price / d rate */
     } k[] = {
-        {32 << 10, &p.shm_take, 32 << 10},
-        {32 << 10, &p.shm_take_big, 0},
-        {48 << 10, &p.shm_take, 0.5 * (48 << 10)}, /* halfway: half of each */
-        {48 << 10, &p.shm_take_big, 0.5 * (48 << 10)},
-        {64 << 10, &p.shm_take_big, 64 << 10},
-        {64 << 10, &p.shm_take_pipe, 0},
-        {128 << 10, &p.shm_take_big, 64 << 10}, /* the first chunk */
-        {128 << 10, &p.shm_take_pipe, 64 << 10}, /* the second */
-        {1 << 20, &p.shm_take_pipe, 15 * (64 << 10)},
-        {(64 + 16) << 10, &p.shm_take_pipe, 16 << 10}, /* a short last chunk */
+        {0, 32 << 10, &p.shm_take, 8 << 10}, /* four pieces: the first */
+        {0, 32 << 10, &p.shm_take_pipe, 24 << 10}, /* the other three */
+        {0, 32 << 10, &p.shm_take_big, 0},
+        {0, 64 << 10, &p.shm_take, 8 << 10},
+        {0, 64 << 10, &p.shm_take_pipe, 56 << 10},
+        {0, 64 << 10, &p.shm_take_big, 0},
+        {0, 128 << 10, &p.shm_take_big, 64 << 10}, /* the first entry */
+        {0, 128 << 10, &p.shm_take_pipe, 64 << 10}, /* the second */
+        {0, 1 << 20, &p.shm_take_pipe, 15 * (64 << 10)},
+        {0, (64 + 16) << 10, &p.shm_take_pipe, 16 << 10}, /* a short last chunk */
+        {1, 32 << 10, &p.shm_take, 32 << 10},
+        {1, 32 << 10, &p.shm_take_big, 0},
+        {1, 48 << 10, &p.shm_take, 0.5 * (48 << 10)}, /* halfway: half of each */
+        {1, 48 << 10, &p.shm_take_big, 0.5 * (48 << 10)},
+        {1, 64 << 10, &p.shm_take_big, 64 << 10},
+        {1, 64 << 10, &p.shm_take_pipe, 0},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        t = shm_topo(2);
+        t.crowded = k[i].crowded;
         xc__model_call_t c = {XC_COLL_REDUCE, k[i].bytes / 4, XC_FLOAT32, XC_SUM, 0};
         double p0 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c);
         *k[i].rate += dr;
         double p1 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c);
         *k[i].rate -= dr;
         if (fabs((p1 - p0) - dr * k[i].slope) > 1e-12)
-            FAIL("reduce.shm of %zu B: %.4g us more for %.0f ps/B more, want %.4g", k[i].bytes,
-                 (p1 - p0) * 1e6, dr * 1e12, dr * k[i].slope * 1e6);
+            FAIL("reduce.shm of %zu B%s: %.4g us more for %.0f ps/B more, want %.4g", k[i].bytes,
+                 k[i].crowded ? " (crowded)" : "", (p1 - p0) * 1e6, dr * 1e12,
+                 dr * k[i].slope * 1e6);
     }
     /* without the big chunk's rate: take_ps at every size of one chunk */
     p.shm_take_big = 0;
+    t = shm_topo(2);
+    t.crowded = 1;
     xc__model_call_t c64 = {XC_COLL_REDUCE, (64 << 10) / 4, XC_FLOAT32, XC_SUM, 0};
     double q0 = xc__model_predict(&p, &t, XC__ALGO_SHM_REDUCE, &c64);
     p.shm_take += dr;
