@@ -358,9 +358,10 @@ static inline size_t xc__shm_allgather_cma_min(int crowded, size_t cfg_min, size
  * 8 KiB pieces (back to back, where operations overlap anyway, the pieces
  * cost up to 40 %: 1.1-1.4 / 1.9-2.1 / 2.1-2.3 against 1.4-1.9 / 2.0-2.8
  * / 2.6-3.2; 4 or 16 KiB pieces were slower in one regime or the other;
- * bench/RESULTS.md, fifty-first session).  A crowded node keeps one chunk: a hand-over
- * there may cost a turn of the scheduler.  At most one chunk at or below a
- * piece.  The runtime and the cost model use this one rule. */
+ * bench/RESULTS.md, fifty-first session).  A crowded node keeps one
+ * chunk: a hand-over there may cost a turn of the scheduler.  At most one
+ * chunk at or below a piece.  The runtime and the cost model use this one
+ * rule. */
 #define XC__SHM_ROOTED_PIECE ((size_t)8 << 10)
 static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t count, size_t es, int crowded)
 {

@@ -251,23 +251,24 @@ static double take_reduce(const xc__m_t *m, double cb, int later)
     return (rd > red ? rd : red) + xc__m_fin(m, cb);
 }
 
-/* A rooted operation staged in the slots (more than xc__shm_ll_max
- * bytes): one rank stages each chunk (a local copy), the other takes it
- * out of the slot (`take`).  The first chunk (up to a ring entry, 64 KiB
- * by default: xc__shm_rooted_ce) is put, sync, taken, in turn: the chunk
- * just written sits modified in the writer's cache (priced as the
- * slowest side of a pipeline, the 2-128 KiB broadcasts and reduces of the
- * grid came out 65-80 % under, twenty-second session).  Every later chunk is staged
- * while the one before is taken: the slower side each (take_chunk), and a
- * sync on a crowded node only (elsewhere its flag arrives meanwhile; with
- * a sync each, the calibration's 32 KiB reduce in four pieces was priced
- * above the 2.3 us it took, its take rate solved negative).  With the later chunks priced as single-copy reads and the
- * one chunk at the 32 KiB rate, a 512 KiB reduce was priced 21.5 us (39.3
- * measured) and a 256 KiB one > 31 (25.3), and reduce.rs_gather took
- * 256 KiB (twenty-third session). */
+/* A rooted operation staged in the slots (more than xc__shm_ll_max bytes):
+ * one rank stages each chunk (a local copy), the other takes it out of the
+ * slot (`take`).  The first chunk (up to a ring entry, 64 KiB by default:
+ * xc__shm_rooted_ce) is put, sync, taken, in turn: the chunk just written
+ * sits modified in the writer's cache (priced as the slowest side of a
+ * pipeline, the 2-128 KiB broadcasts and reduces of the grid came out
+ * 65-80 % under, twenty-second session).  Every later chunk is staged while the
+ * one before is taken: the slower side each (take_chunk), and a sync on a
+ * crowded node only (elsewhere its flag arrives meanwhile; with a sync each,
+ * the calibration's 32 KiB reduce in four pieces was priced above the 2.3 us
+ * it took, its take rate solved negative).  With the later chunks priced as
+ * single-copy reads and the one chunk at the 32 KiB rate, a 512 KiB reduce
+ * was priced 21.5 us (39.3 measured) and a 256 KiB one > 31 (25.3), and
+ * reduce.rs_gather took 256 KiB (twenty-third session). */
 static double rooted_staged(const xc__m_t *m, double (*take)(const xc__m_t *, double, int))
 {
-    double ce = (double)xc__shm_rooted_ce(m->t->slot_bytes, m->c->count, (size_t)m->es, m->t->crowded);
+    double ce = (double)xc__shm_rooted_ce(m->t->slot_bytes, m->c->count, (size_t)m->es,
+                                          m->t->crowded);
     double full, last;
     chunks((double)m->c->count, ce, &full, &last);
     double cb = ce * m->es, first = full > 0 ? cb : last * m->es;

@@ -343,7 +343,8 @@ static int ring_warm(const xc_comm_t *comm, int rooted, size_t count, size_t es,
     size_t eb = comm->shm->slot_bytes / XC__SHM_RING, stride;
     size_t ce = xc__shm_rooted_ce(comm->shm->slot_bytes, count, es, comm->oversub);
     size_t places = xc__shm_ring_places(eb, ce * es, &stride);
-    size_t pos = XC__SHM_NSLOT * XC__SHM_RING * comm->shm->rot * places, per = (count + ce - 1) / ce;
+    size_t pos = XC__SHM_NSLOT * XC__SHM_RING * comm->shm->rot * places;
+    size_t per = (count + ce - 1) / ce;
     size_t w = (pos + per - 1) / per;
     if (w > 256) w = 256;
     return (int)w > warm ? (int)w : warm;
@@ -1046,8 +1047,8 @@ static xc_result_t time_call_once(xc_comm_t *comm, int algo, size_t count, const
     comm->forced_algo[coll] = algo;
     xc_result_t rc = XC_OK;
     fresh_spin(comm);
-    int rooted = algo == XC__ALGO_SHM_BCAST ||
-                 (algo == XC__ALGO_SHM_REDUCE && xc__shm_reduce_root_reads(comm->size, comm->oversub));
+    int rooted = algo == XC__ALGO_SHM_BCAST || (algo == XC__ALGO_SHM_REDUCE &&
+                                                xc__shm_reduce_root_reads(comm->size, comm->oversub));
     int warm = ring_warm(comm, rooted, count, sizeof(int32_t), se->warm);
     for (int i = -warm; i < reps && rc == XC_OK; i++) {
         /* As xcoll-perf --fresh times a call (the regime the model
