@@ -227,6 +227,11 @@ static int excluded_by(const shrink_t *s)
          * after this rank missed it must not find itself alone) */
         if (p == comm->rank || !in->buf || no > s->no || (no < s->no && !final)) continue;
         const uint8_t *bm = in->buf + XC__FRAME_SHRINK_FIXED;
+        /* A FINAL with its sender in it is a give-up, no verdict: it lists
+         * the ranks that withdrew before it as well (a retry of 4 ranks
+         * whose first attempt disagreed excluded a rank that had only
+         * given up first, and formed a communicator of 2). */
+        if (final && xc__failed_has(bm, p)) continue;
         if (!xc__failed_has(bm, comm->rank)) continue;
         if (!xc__failed_has(s->known, p) || (final && !xc__failed_has(bm, p)))
             return p;
