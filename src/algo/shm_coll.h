@@ -399,18 +399,23 @@ static inline void xc__shm_prefetch(const void *p, size_t n)
  * turned).  Below a page the few lines cost less to take back than to
  * fetch from further away (1-2 KiB level or slower turned).  Every rank
  * computes it from g and the operation's chunk size alone. */
-static inline size_t xc__shm_ring_places(size_t eb, size_t cb, size_t *stride)
+static inline size_t xc__shm_ring_places(size_t eb, size_t cb)
 {
-    size_t c = (cb + 4095) & ~(size_t)4095, places = cb >= 4096 ? eb / c : 1;
-    *stride = c;
+    size_t places = cb >= 4096 ? eb / ((cb + 4095) & ~(size_t)4095) : 1;
     return places > 1 ? places : 1;
 }
 static inline size_t xc__shm_ring_off(size_t eb, size_t n, uint64_t g, size_t cb)
 {
-    size_t c, places = xc__shm_ring_places(eb, cb, &c);
+    size_t places = xc__shm_ring_places(eb, cb);
     size_t at = (size_t)(g / XC__SHM_NSLOT % n) * eb;
-    if (places > 1) at += (size_t)(g / XC__SHM_NSLOT / n % places) * c;
+    if (places > 1) at += (size_t)(g / XC__SHM_NSLOT / n % places) * ((cb + 4095) & ~(size_t)4095);
     return at;
+}
+/* Chunks a writer stages before it uses a place of its ring entries again
+ * (`rot` places per slot, chunks of up to `cb` bytes). */
+static inline size_t xc__shm_ring_cycle(size_t slot_bytes, size_t rot, size_t cb)
+{
+    return XC__SHM_NSLOT * XC__SHM_RING * rot * xc__shm_ring_places(slot_bytes / XC__SHM_RING, cb);
 }
 
 /* Where rank j's staged chunk g is (its flagged lines' payload, unpacked, a

@@ -233,8 +233,7 @@ static int excluded_by(const shrink_t *s)
          * given up first, and formed a communicator of 2). */
         if (final && xc__failed_has(bm, p)) continue;
         if (!xc__failed_has(bm, comm->rank)) continue;
-        if (!xc__failed_has(s->known, p) || (final && !xc__failed_has(bm, p)))
-            return p;
+        if (!xc__failed_has(s->known, p) || final) return p; /* (a settled FINAL) */
     }
     return -1;
 }

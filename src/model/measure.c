@@ -340,10 +340,8 @@ static void probe_way(xc_comm_t *comm, int ways, int way)
 static int ring_warm(const xc_comm_t *comm, int rooted, size_t count, size_t es, int warm)
 {
     if (!comm->shm || !rooted || count * es <= xc__shm_ll_max(comm->size)) return warm;
-    size_t eb = comm->shm->slot_bytes / XC__SHM_RING, stride;
     size_t ce = xc__shm_rooted_ce(comm->shm->slot_bytes, count, es, comm->oversub);
-    size_t places = xc__shm_ring_places(eb, ce * es, &stride);
-    size_t pos = XC__SHM_NSLOT * XC__SHM_RING * comm->shm->rot * places;
+    size_t pos = xc__shm_ring_cycle(comm->shm->slot_bytes, comm->shm->rot, ce * es);
     size_t per = (count + ce - 1) / ce;
     size_t w = (pos + per - 1) / per;
     if (w > 256) w = 256;
