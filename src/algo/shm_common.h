@@ -174,6 +174,17 @@ static inline int xc__shm_lines_for(const xc_comm_t *comm, size_t staged)
 {
     return staged <= xc__shm_ll_max(comm->size) ? XC__SHM_LINES_INPUT : 0;
 }
+/* A reduce of `bytes` staged (not single copy) goes in ring entries
+ * (xc__shm_rooted_ce's chunks): one within an entry that one shot takes,
+ * or one past the flagged lines whose root reads the others' chunks.  The
+ * builder (shm_reduce.c) and the calibration's warm-up (measure.c) ask
+ * this one rule. */
+static inline int xc__shm_reduce_in_ring(const xc_comm_t *comm, size_t bytes)
+{
+    size_t entry = comm->shm->slot_bytes / XC__SHM_RING;
+    return (bytes <= xc__shm_one_shot_max(comm->size) && bytes <= entry) ||
+           (!xc__shm_lines_for(comm, bytes) && xc__shm_reduce_root_reads(comm->size, comm->oversub));
+}
 /* Geometry shared by most collectives: one chunk in the flagged lines
  * (`lines` XC__SHM_LINES_INPUT) when the whole staged payload fits them,
  * else chunks of `per` elements through the slots (`lines` 0). */

@@ -99,9 +99,7 @@ xc_result_t xc__build_shm_reduce(xc_comm_t *comm, xc__op_t *op, const xc__args_t
     }
     int lines;
     size_t ce = xc__shm_ce(comm, a->count, es, 1, &lines);
-    size_t entry = comm->shm->slot_bytes / XC__SHM_RING;
-    if ((bytes <= xc__shm_one_shot_max(comm->size) && bytes <= entry) ||
-        (!lines && xc__shm_reduce_root_reads(comm->size, comm->oversub))) {
+    if (xc__shm_reduce_in_ring(comm, bytes)) {
         /* In ring entries (the flagged lines' if it fits them): the
          * non-roots may run NSLOT x RING chunks ahead, of one operation
          * (the root reads) or of several. */

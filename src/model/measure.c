@@ -47,6 +47,7 @@
  */
 #include "../algo/algos.h"
 #include "../algo/shm_coll.h"
+#include "../algo/shm_common.h"
 #include "../transport/shm.h"
 #include "../compress/codec.h"
 #include "../reduce/reduce.h"
@@ -1045,8 +1046,9 @@ static xc_result_t time_call_once(xc_comm_t *comm, int algo, size_t count, const
     comm->forced_algo[coll] = algo;
     xc_result_t rc = XC_OK;
     fresh_spin(comm);
-    int rooted = algo == XC__ALGO_SHM_BCAST || (algo == XC__ALGO_SHM_REDUCE &&
-                                                xc__shm_reduce_root_reads(comm->size, comm->oversub));
+    int rooted = comm->shm && (algo == XC__ALGO_SHM_BCAST ||
+                               (algo == XC__ALGO_SHM_REDUCE &&
+                                xc__shm_reduce_in_ring(comm, count * sizeof(int32_t))));
     int warm = ring_warm(comm, rooted, count, sizeof(int32_t), se->warm);
     for (int i = -warm; i < reps && rc == XC_OK; i++) {
         /* As xcoll-perf --fresh times a call (the regime the model
