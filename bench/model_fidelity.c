@@ -153,10 +153,12 @@ static double median(double *v, int n)
 
 static int g_nodes = 1, g_ppn = 0;
 
-static int topo_for(int nranks, xc__model_topo_t *t)
+/* The topology of nranks with the profile's measured thresholds (p; NULL:
+ * none), as the runtime takes them. */
+static int topo_for(int nranks, const xc__profile_t *p, xc__model_topo_t *t)
 {
     int ppn = g_ppn ? g_ppn : (nranks + g_nodes - 1) / g_nodes;
-    if (xc__model_topo_make(nranks, g_nodes, ppn, t) != XC_OK) {
+    if (xc__model_topo_make(nranks, g_nodes, ppn, p, t) != XC_OK) {
         fprintf(stderr, "model_fidelity: %s\n", xc_last_error());
         return -1;
     }
@@ -167,7 +169,7 @@ static int list(const char *coll, int nranks)
 {
     int c = coll_of(coll);
     xc__model_topo_t t;
-    if (c < 0 || topo_for(nranks, &t)) return 2;
+    if (c < 0 || topo_for(nranks, NULL, &t)) return 2;
     size_t n;
     const xc__algo_t *tab = xc__algo_table(&n);
     for (size_t i = 0; i < n; i++)
@@ -222,7 +224,7 @@ int main(int argc, char **argv)
         int c = coll_of(r0->coll);
         int dt = dtype_of(r0->type);
         xc__model_topo_t t;
-        if (c < 0 || dt < 0 || topo_for(r0->nranks, &t)) {
+        if (c < 0 || dt < 0 || topo_for(r0->nranks, &prof, &t)) {
             done[i] = 1;
             continue;
         }

@@ -117,7 +117,8 @@ int xc__model_choose(const xc__profile_t *p, const xc__model_topo_t *t,
     return best;
 }
 
-xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, xc__model_topo_t *t)
+xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, const xc__profile_t *p,
+                                xc__model_topo_t *t)
 {
     if (nranks < 1 || nnodes < 1 || ppn < 1 || nnodes > nranks || (long)nnodes * ppn < nranks)
         return xc__err(XC_ERR_INVALID,
@@ -134,13 +135,22 @@ xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn, xc__model_topo_
     t->cma = t->shm;
     t->slot_bytes = (size_t)cfg.shm_slot_kb * 1024;
     t->cma_min = (size_t)cfg.shm_cma_min_kb * 1024;
-    t->cma_max = cfg.shm_cma_max_kb > 0 ? (size_t)cfg.shm_cma_max_kb * 1024 : 0;
-    /* No profile: no measured floors (the configured thresholds decide). */
-    t->ag_cma_min = t->a2a_cma_min = t->bcast_cma_min = 0;
     t->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     t->crowded = cfg.node_crowded >= 0 ? cfg.node_crowded : t->cores > 0 && ppn > t->cores;
     t->coop = xc__shm_coop(cfg.shm_coop, t->crowded);
+    xc__model_topo_measured(t, p, cfg.shm_cma_max_kb);
     return XC_OK;
+}
+
+void xc__model_topo_measured(xc__model_topo_t *t, const xc__profile_t *p, int cma_max_kb)
+{
+    /* Measured on the pair only (a later communicator may inherit the
+     * profile). */
+    int pair = p && xc__shm_pair(t->nranks, t->crowded);
+    t->cma_max = cma_max_kb >= 0 ? (size_t)cma_max_kb * 1024 : pair ? (size_t)p->shm_cma_max : 0;
+    t->ag_cma_min = pair ? (size_t)p->shm_ag_cma_min : 0;
+    t->a2a_cma_min = pair ? (size_t)p->shm_a2a_cma_min : 0;
+    t->bcast_cma_min = pair ? (size_t)p->shm_bcast_cma_min : 0;
 }
 
 void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
@@ -169,21 +179,14 @@ void xc__model_topo_of(const xc_comm_t *comm, xc__model_topo_t *t)
     t->cma = comm->cma;
     t->slot_bytes = comm->shm ? comm->shm->slot_bytes : (size_t)comm->cfg.shm_slot_kb * 1024;
     t->cma_min = (size_t)comm->cfg.shm_cma_min_kb * 1024;
-    /* Measured on the pair only (a later communicator may inherit the
-     * profile): every rank holds the same profile. */
-    int pair_profile = comm->profile && xc__shm_pair(comm->size, comm->oversub);
-    t->cma_max = comm->cfg.shm_cma_max_kb >= 0 ? (size_t)comm->cfg.shm_cma_max_kb * 1024
-                 : pair_profile                 ? (size_t)comm->profile->shm_cma_max
-                                                : 0;
-    t->ag_cma_min = pair_profile ? (size_t)comm->profile->shm_ag_cma_min : 0;
-    t->a2a_cma_min = pair_profile ? (size_t)comm->profile->shm_a2a_cma_min : 0;
-    t->bcast_cma_min = pair_profile ? (size_t)comm->profile->shm_bcast_cma_min : 0;
     /* The CPUs this node's ranks may run on (the union of their affinity
      * masks, as the waiting policy uses); the machine's if unknown. */
     t->cores = comm->node_cpus > 0 ? comm->node_cpus : (int)sysconf(_SC_NPROCESSORS_ONLN);
     /* The runtime's own flags (shm_bcast.c, shm_common.h): agreed. */
     t->crowded = comm->oversub;
     t->coop = xc__shm_coop(comm->cfg.shm_coop, comm->oversub);
+    /* Every rank holds the same profile. */
+    xc__model_topo_measured(t, comm->profile, comm->cfg.shm_cma_max_kb);
 }
 
 uint32_t xc__model_needs(const xc_comm_t *comm)

@@ -356,10 +356,20 @@ XC__HIDDEN double xc__model_compressed(const xc__profile_t *p, const xc__model_t
                                        xc_compress_t f);
 
 /* A topology for nranks on nnodes nodes with ppn ranks each (block layout),
- * with the shared-memory settings of the environment (XCOLL_SHM_*), for
- * tools that have no communicator. */
+ * with the shared-memory settings of the environment (XCOLL_SHM_*) and
+ * the measured single-copy thresholds of `p` (NULL: none), for tools that
+ * have no communicator. */
 XC__HIDDEN xc_result_t xc__model_topo_make(int nranks, int nnodes, int ppn,
-                                           xc__model_topo_t *t);
+                                           const xc__profile_t *p, xc__model_topo_t *t);
+/* t's single-copy ceiling and floors (cma_max, ag_ / a2a_ / bcast_cma_min)
+ * as the runtime takes them: the ceiling XCOLL_SHM_CMA_MAX_KB where set
+ * (cma_max_kb >= 0), else measured; the floors measured.  Measured means
+ * p's, on the pair alone (2 uncrowded ranks: xc__shm_pair of t's nranks
+ * and crowded, which are set); elsewhere, or with p NULL, none.  The
+ * communicator's topology (xc__model_topo_of), the planner's and the
+ * tools' ask this one rule. */
+XC__HIDDEN void xc__model_topo_measured(xc__model_topo_t *t, const xc__profile_t *p,
+                                        int cma_max_kb);
 
 /* Link class of a pair on the same node / different nodes under t. */
 static inline int xc__model_intra(const xc__model_topo_t *t)

@@ -27,7 +27,8 @@ static int span(int size, int stride, int rpn)
     return n;
 }
 
-static void topo(const xc__plan_in_t *in, int g, int nodes, xc__model_topo_t *t)
+static void topo(const xc__profile_t *p, const xc__plan_in_t *in, int g, int nodes,
+                 xc__model_topo_t *t)
 {
     memset(t, 0, sizeof *t);
     t->nranks = g;
@@ -42,6 +43,7 @@ static void topo(const xc__plan_in_t *in, int g, int nodes, xc__model_topo_t *t)
     t->cores = 0; /* the cluster's, not this machine's: no crowding */
     t->crowded = 0;
     t->coop = 1;
+    xc__model_topo_measured(t, p, -1); /* the pair's floors, as its runtime takes them */
 }
 
 /* How the plan marks a collective's call: hot (back to back), or cold on
@@ -59,7 +61,7 @@ static double price(const xc__profile_t *p, const xc__plan_in_t *in, xc_coll_t c
     *algo = XC__ALGO_NONE;
     if (g <= 1) return 0;
     xc__model_topo_t t;
-    topo(in, g, nodes, &t);
+    topo(p, in, g, nodes, &t);
     size_t es = xc__dtype_size(dt);
     xc__model_call_t c = {coll, (size_t)(bytes / es), dt, XC_SUM, 0};
     /* the public calls' count: per block for these three */
@@ -150,7 +152,7 @@ xc_result_t xc__plan(const xc__profile_t *p, const xc__plan_in_t *in, xc__plan_o
                                     msg, 2.0 * (dp - 1) / dp * psi, 1);
             if (in->compress != XC_COMPRESS_NONE) {
                 xc__model_topo_t t;
-                topo(in, dp, sp_dp, &t);
+                topo(p, in, dp, sp_dp, &t);
                 r->what = "dp gradient all-reduce, compressed";
                 /* bytes per value on the wire: codes and the per-block scale */
                 double w = (double)xc__codec_block_bytes(in->compress) / XC_COMPRESS_BLOCK +

@@ -166,13 +166,39 @@ static void test_dbtree_nodes(void)
     const double bn = 8e-9; /* ~ 1 Gbit/s */
     p.link[XC__LINK_TCP_NET] = lk(50e-6, bn, 50e-6, bn, 65536);
     xc__model_topo_t t;
-    EXPECT_RC(xc__model_topo_make(4, 2, 2, &t), XC_OK);
+    EXPECT_RC(xc__model_topo_make(4, 2, 2, NULL, &t), XC_OK);
     xc__model_call_t big = ar((size_t)16 << 20);
     double B = 64.0 * 1024 * 1024;
     double dbt = xc__model_predict(&p, &t, XC__ALGO_ALLREDUCE_DBTREE, &big);
     EXPECT_TRUE(dbt >= 2 * B * bn);
     EXPECT_TRUE(dbt <= 2.2 * B * bn);
     EXPECT_ALGO(xc__model_choose(&p, &t, &big, NULL, NULL, NULL), XC__ALGO_ALLREDUCE_HIER);
+}
+
+/* The measured single-copy thresholds go with the pair alone, as the
+ * runtime takes them (xc__model_topo_measured); XCOLL_SHM_CMA_MAX_KB,
+ * where set, over the measured ceiling. */
+static void test_topo_measured(void)
+{
+    xc__profile_t p = flat_profile(1e-6, 1e-11, 1e-11, 1e-11, 0.2e-6);
+    p.shm_cma_max = 2 << 20, p.shm_ag_cma_min = 1 << 20;
+    p.shm_a2a_cma_min = 96 << 10, p.shm_bcast_cma_min = 512 << 10;
+    xc__model_topo_t t;
+    memset(&t, 0, sizeof t);
+    t.nranks = 2;
+    xc__model_topo_measured(&t, &p, -1);
+    EXPECT_TRUE(t.cma_max == 2 << 20 && t.ag_cma_min == 1 << 20);
+    EXPECT_TRUE(t.a2a_cma_min == 96 << 10 && t.bcast_cma_min == 512 << 10);
+    xc__model_topo_measured(&t, &p, 0); /* XCOLL_SHM_CMA_MAX_KB=0: no ceiling */
+    EXPECT_TRUE(t.cma_max == 0 && t.ag_cma_min == 1 << 20);
+    xc__model_topo_measured(&t, NULL, -1);
+    EXPECT_TRUE(t.cma_max == 0 && t.ag_cma_min == 0 && t.a2a_cma_min == 0 && t.bcast_cma_min == 0);
+    t.crowded = 1; /* two ranks sharing a core: not the measured pair */
+    xc__model_topo_measured(&t, &p, -1);
+    EXPECT_TRUE(t.cma_max == 0 && t.ag_cma_min == 0 && t.a2a_cma_min == 0 && t.bcast_cma_min == 0);
+    t.crowded = 0, t.nranks = 4;
+    xc__model_topo_measured(&t, &p, 128);
+    EXPECT_TRUE(t.cma_max == 128 << 10 && t.ag_cma_min == 0 && t.bcast_cma_min == 0);
 }
 
 /* ------------------------------------------------- hand-computed cases */
@@ -404,7 +430,7 @@ static void test_link_classes(void)
     EXPECT_NEAR(xc__model_predict(&p, &lo, XC__ALGO_ALLREDUCE_RD, &tiny), 15e-6 + 8 * 3e-10 + 8 * g);
     /* Two nodes: TCP across. */
     xc__model_topo_t net;
-    EXPECT_RC(xc__model_topo_make(2, 2, 1, &net), XC_OK);
+    EXPECT_RC(xc__model_topo_make(2, 2, 1, NULL, &net), XC_OK);
     EXPECT_TRUE(!net.shm && net.nnodes == 2);
     EXPECT_NEAR(xc__model_predict(&p, &net, XC__ALGO_ALLREDUCE_RD, &tiny), 50e-6 + 8e-9 + 8 * g);
 
@@ -841,7 +867,7 @@ static void test_argmin_grid(void)
     for (int topo = 0; topo < 3; topo++) {
         for (int n = 2; n <= 9; n++) {
             xc__model_topo_t t = topo == 0 ? shm_topo(n) : tcp_topo(n);
-            if (topo == 2 && xc__model_topo_make(n, 2, (n + 1) / 2, &t) != XC_OK) continue;
+            if (topo == 2 && xc__model_topo_make(n, 2, (n + 1) / 2, NULL, &t) != XC_OK) continue;
             for (size_t ci = 0; ci < sizeof colls / sizeof *colls; ci++) {
                 for (size_t count = 1; count <= ((size_t)1 << 26); count *= 8) {
                     xc__model_call_t call = {colls[ci], count, XC_BFLOAT16, XC_MAX, 0};
@@ -1322,6 +1348,7 @@ int main(void)
     test_other_collectives();
     test_link_classes();
     test_dbtree_nodes();
+    test_topo_measured();
     test_compressed();
     test_crowding();
     test_shm_rules();

@@ -17,6 +17,7 @@
  * gain; bad layouts are XC_ERR_INVALID.
  */
 #include "../../src/algo/algos.h"
+#include "../../src/algo/shm_coll.h"
 #include "../../src/model/plan.h"
 
 #include <math.h>
@@ -300,6 +301,61 @@ static void test_cache(const xc__profile_t *p0)
     if (c && h) NEAR(c->t_call, h->t_call + 50e-6 + 2e-10 * 2 * h->msg);
 }
 
+/* A pair on one node prices with the profile's measured single-copy
+ * floors, as its runtime does (xc__model_topo_measured): ZeRO-3's
+ * all-gathers of ~100 MB blocks single copy, or staged where the profile
+ * measured staging ahead at every size (XC__SHM_AG_CMA_NEVER). */
+static double selector_pair_shm(const xc__profile_t *p, xc_coll_t coll, size_t count,
+                                xc_dtype_t dt)
+{
+    xc__model_topo_t t;
+    memset(&t, 0, sizeof t);
+    t.nranks = 2, t.nnodes = 1, t.ppn = 2, t.blocked = 1;
+    t.shm = t.chans = t.cma = 1, t.coop = 1;
+    t.slot_bytes = 256 * 1024, t.cma_min = 64 * 1024;
+    xc__model_topo_measured(&t, p, -1);
+    xc__model_call_t c = {coll, count, dt, XC_SUM, 0};
+    double v = -1;
+    xc__model_choose(p, &t, &c, &v, NULL, NULL);
+    return v;
+}
+
+static void test_pair_floors(void)
+{
+    /* copies in memory and staged reads far faster than the channels and
+     * single copy: staged, the pair's all-gather beats the ring */
+    xc__profile_t p;
+    xc__plan_profile(&p, 3e-6, 0.5e9, 10e-6, 1.25e9, 1000e9);
+    p.shm_take = 1 / 1000e9;
+    xc__plan_in_t in = base();
+    in.dp = 2, in.tp = 1, in.pp = 1, in.nodes = 1, in.rpn = 2, in.global_batch = 4;
+    in.zero = 3, in.shm = 1, in.hot = 1;
+    in.layers = 1, in.hidden = 256, in.seq = 64; /* ~1.3 MB of parameters */
+    double t_call[2];
+    for (int never = 0; never < 2; never++) {
+        p.shm_ag_cma_min = never ? (double)XC__SHM_AG_CMA_NEVER : 0;
+        xc__plan_out_t o;
+        if (xc__plan(&p, &in, &o) != XC_OK) {
+            FAIL("pair plan: %s", xc_last_error());
+            return;
+        }
+        const xc__plan_row_t *g = NULL;
+        for (int i = 0; i < o.nrows; i++)
+            if (o.row[i].coll == XC_COLL_ALLGATHER) g = &o.row[i];
+        if (!g) {
+            FAIL("pair plan: no all-gather row");
+            return;
+        }
+        t_call[never] = g->t_call;
+        NEAR(g->t_call, selector_pair_shm(&p, XC_COLL_ALLGATHER, (size_t)(g->msg / 2 / 2),
+                                          XC_BFLOAT16));
+    }
+    if (!(t_call[0] != t_call[1]))
+        FAIL("the pair's all-gather priced %g s with and without its measured floor: the floor "
+             "is not taken",
+             t_call[0]);
+}
+
 /* Overlap off: every row on the critical path, nothing hidden; the step
  * is compute plus all communication, stretched by the bubble. */
 static void test_overlap(const xc__profile_t *p)
@@ -331,6 +387,7 @@ int main(void)
     test_cache(&p);
     test_overlap(&p);
     test_inputs(&p);
+    test_pair_floors();
     if (failures) {
         fprintf(stderr, "test_plan: %d failure(s)\n", failures);
         return 1;
