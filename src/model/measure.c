@@ -382,8 +382,40 @@ static xc_result_t time_pair_once(xc_comm_t *comm, xc_coll_t coll, int warm, int
     return rc;
 }
 
+/* A probe timed once (`once`, its arguments `arg`) for fastest_way. */
+typedef xc_result_t (*probe_once_fn)(xc_comm_t *comm, const void *arg, double *out);
+
+/* `once` timed each of `ways` ways (probe_ways: 2 where the runtime
+ * chooses how it writes a slot, else 1): the faster. */
+static xc_result_t fastest_way(xc_comm_t *comm, int ways, probe_once_fn once, const void *arg,
+                               double *out)
+{
+    xc_result_t rc = XC_OK;
+    for (int way = 0; way < ways && rc == XC_OK; way++) {
+        double t = 0;
+        probe_way(comm, ways, way);
+        rc = once(comm, arg, &t);
+        if (rc == XC_OK && (way == 0 || t < *out)) *out = t;
+    }
+    probe_way(comm, ways, 0);
+    return rc;
+}
+
+typedef struct pair_arg {
+    xc_coll_t coll;
+    int warm, reps;
+    char *buf;
+    size_t mv_bytes;
+} pair_arg_t;
+
+static xc_result_t pair_once(xc_comm_t *comm, const void *arg, double *out)
+{
+    const pair_arg_t *a = arg;
+    return time_pair_once(comm, a->coll, a->warm, a->reps, a->buf, a->mv_bytes, out);
+}
+
 /* time_pair_once, each way where the probe stages (`staged`) and the
- * runtime chooses (probe_ways): the faster. */
+ * runtime chooses: the faster. */
 static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int reps, char *buf,
                                   size_t mv_bytes, int staged, double *out)
 {
@@ -391,16 +423,9 @@ static xc_result_t time_pair_call(xc_comm_t *comm, xc_coll_t coll, int warm, int
                       : mv_bytes                                           ? mv_bytes
                                                                            : PAIR_BYTES;
     int ways = staged ? probe_ways(comm, coll, per_rank) : 1;
-    xc_result_t rc = XC_OK;
-    for (int way = 0; way < ways && rc == XC_OK; way++) {
-        double t = 0;
-        probe_way(comm, ways, way);
-        int w = staged ? ring_warm(comm, coll == XC_COLL_BCAST, mv_bytes, 1, warm) : warm;
-        rc = time_pair_once(comm, coll, w, reps, buf, mv_bytes, &t);
-        if (rc == XC_OK && (way == 0 || t < *out)) *out = t;
-    }
-    probe_way(comm, ways, 0);
-    return rc;
+    pair_arg_t a = {coll, staged ? ring_warm(comm, coll == XC_COLL_BCAST, mv_bytes, 1, warm) : warm,
+                    reps, buf, mv_bytes};
+    return fastest_way(comm, ways, pair_once, &a, out);
 }
 
 /* The 2-rank all-reduce of `bytes` (0: PAIR_BYTES) one shot per chunk
@@ -1073,21 +1098,25 @@ static xc_result_t time_call_once(xc_comm_t *comm, int algo, size_t count, const
     return rc;
 }
 
-/* time_call_once, each way where the runtime chooses (probe_ways): the
- * faster. */
+typedef struct call_arg {
+    int algo;
+    size_t count;
+    const series_t *se;
+} call_arg_t;
+
+static xc_result_t call_once(xc_comm_t *comm, const void *arg, double *out)
+{
+    const call_arg_t *a = arg;
+    return time_call_once(comm, a->algo, a->count, a->se, out);
+}
+
+/* time_call_once, each way where the runtime chooses: the faster. */
 static xc_result_t time_call(xc_comm_t *comm, int algo, size_t count, const series_t *se,
                              double *out)
 {
-    int ways = probe_ways(comm, coll_of(algo), count * sizeof(int32_t));
-    xc_result_t rc = XC_OK;
-    for (int way = 0; way < ways && rc == XC_OK; way++) {
-        double t = 0;
-        probe_way(comm, ways, way);
-        rc = time_call_once(comm, algo, count, se, &t);
-        if (rc == XC_OK && (way == 0 || t < *out)) *out = t;
-    }
-    probe_way(comm, ways, 0);
-    return rc;
+    call_arg_t a = {algo, count, se};
+    return fastest_way(comm, probe_ways(comm, coll_of(algo), count * sizeof(int32_t)), call_once, &a,
+                       out);
 }
 
 /* Probes of the collectives: an algorithm, a count, where its time goes. */
