@@ -116,31 +116,27 @@ XC__INT_KIND(u64, uint64_t)
 /* ------------------------------------------------------------------ */
 
 /* Float min/max of two inputs on the bits, as reduce_avx512.c
- * (MXCSR-independent). */
-XC__INL __m256 pick_ps_(__m256 a, __m256 b, int take_min)
-{
-    __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
-    __m256i both_neg = _mm256_srai_epi32(_mm256_and_si256(ua, ub), 31);
-    __m256i take_a = _mm256_xor_si256(
-        take_min ? _mm256_cmpgt_epi32(ub, ua) : _mm256_cmpgt_epi32(ua, ub), both_neg);
-    __m256 r = _mm256_blendv_ps(b, a, _mm256_castsi256_ps(take_a));
-    return _mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
-                            _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
-}
-XC__INL __m256 min_ps_(__m256 a, __m256 b) { return pick_ps_(a, b, 1); }
-XC__INL __m256 max_ps_(__m256 a, __m256 b) { return pick_ps_(a, b, 0); }
-XC__INL __m256d pick_pd_(__m256d a, __m256d b, int take_min)
-{
-    __m256i ua = _mm256_castpd_si256(a), ub = _mm256_castpd_si256(b);
-    __m256i both_neg = _mm256_cmpgt_epi64(_mm256_setzero_si256(), _mm256_and_si256(ua, ub));
-    __m256i take_a = _mm256_xor_si256(
-        take_min ? _mm256_cmpgt_epi64(ub, ua) : _mm256_cmpgt_epi64(ua, ub), both_neg);
-    __m256d r = _mm256_blendv_pd(b, a, _mm256_castsi256_pd(take_a));
-    return _mm256_blendv_pd(r, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff8000000000000)),
-                            _mm256_cmp_pd(a, b, _CMP_UNORD_Q));
-}
-XC__INL __m256d min_pd_(__m256d a, __m256d b) { return pick_pd_(a, b, 1); }
-XC__INL __m256d max_pd_(__m256d a, __m256d b) { return pick_pd_(a, b, 0); }
+ * (MXCSR-independent): "a below b" is the signed integer compare of the
+ * bits, flipped where both are negative (their sign: 0 > x); any NaN
+ * operand gives the canonical NaN (NAN).  KT ps / pd, W the lane's bits. */
+#define XC__PICK(KT, V, W, NAN)                                                \
+    XC__INL V pick_##KT##_(V a, V b, int take_min)                             \
+    {                                                                          \
+        __m256i ua = _mm256_cast##KT##_si256(a), ub = _mm256_cast##KT##_si256(b); \
+        __m256i both_neg =                                                     \
+            _mm256_cmpgt_epi##W(_mm256_setzero_si256(), _mm256_and_si256(ua, ub)); \
+        __m256i take_a = _mm256_xor_si256(take_min ? _mm256_cmpgt_epi##W(ub, ua) \
+                                                   : _mm256_cmpgt_epi##W(ua, ub), \
+                                          both_neg);                           \
+        V r = _mm256_blendv_##KT(b, a, _mm256_castsi256_##KT(take_a));         \
+        return _mm256_blendv_##KT(r, _mm256_castsi256_##KT(NAN),               \
+                                  _mm256_cmp_##KT(a, b, _CMP_UNORD_Q));        \
+    }                                                                          \
+    XC__INL V min_##KT##_(V a, V b) { return pick_##KT##_(a, b, 1); }          \
+    XC__INL V max_##KT##_(V a, V b) { return pick_##KT##_(a, b, 0); }
+XC__PICK(ps, __m256, 32, _mm256_set1_epi32(0x7fc00000))
+XC__PICK(pd, __m256d, 64, _mm256_set1_epi64x(0x7ff8000000000000))
+#undef XC__PICK
 
 /* Low byte of each 16-bit product is the 8-bit product (mod 256). */
 XC__INL __m256i mullo_epi8_(__m256i a, __m256i b)
