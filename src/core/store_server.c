@@ -35,6 +35,13 @@
  *    bad opcode, an oversized key or value, nonzero reserved bytes, no hello
  *    within HELLO_TIMEOUT_MS -- closes that connection and nothing else; the
  *    store is changed only by complete, valid requests.
+ *  - At most `pre_max` connections are in their handshake or hello at
+ *    once (preamble_cap: a quarter of the descriptor limit, 16-1024); a
+ *    new one past it drops the oldest of them, with a WARN.  A stranger
+ *    opening connections that say nothing would otherwise hold a
+ *    descriptor each until its deadline, and this process (rank 0: its
+ *    mesh, its shared memory) would run out first; a client's hello
+ *    follows its connect within milliseconds, so the oldest is a stranger's.
  *  - With a job token (auth.h), a connection must complete the handshake
  *    and its hello within the handshake deadline (XCOLL_HANDSHAKE_MS), and
  *    nothing it sends before is interpreted as a request; a failure is
@@ -57,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,6 +125,8 @@ struct xc__store_server {
     size_t nbuckets, nentries;
     struct conn *ready; /* connections whose input must be (re)processed */
     uint64_t accept_paused_until_ns;
+    size_t pre_max;       /* connections in their preamble at once (preamble_cap) */
+    uint64_t pre_dropped; /* ... dropped past it */
     xc__auth_conf_t auth; /* has_token == 0: no handshake */
     int port;             /* bound */
     char host[NI_MAXHOST]; /* as asked to listen on ("" = any) */
@@ -638,6 +648,38 @@ static void conn_free(struct conn *c)
     free(c);
 }
 
+/* The most connections in their handshake or hello at once: a quarter
+ * of this process's descriptor limit, 16 to 1024. */
+static size_t preamble_cap(void)
+{
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 4 : 256;
+    return n < 16 ? 16 : n > 1024 ? 1024 : (size_t)n;
+}
+
+/* Past s->pre_max connections in their preamble, drop the oldest (only
+ * counted when there are more connections than that in all). */
+static void cap_preamble(xc__store_server_t *s)
+{
+    if (s->nconns <= s->pre_max) return;
+    size_t n = 0;
+    struct conn *oldest = NULL;
+    for (size_t i = 0; i < s->nconns; ++i) {
+        struct conn *c = s->conns[i];
+        if (c->dead || c->state >= CONN_READY) continue;
+        n++;
+        if (!oldest || c->accepted_ns < oldest->accepted_ns) oldest = c;
+    }
+    if (n <= s->pre_max) return;
+    /* warned at the 1st, 2nd, 4th, ... drop: a flood does not flood the log */
+    uint64_t k = ++s->pre_dropped;
+    if (!(k & (k - 1)))
+        XC_WARN("store server: %zu connections without a hello (at most %zu at once): dropping "
+                "the oldest, from %s (%" PRIu64 " dropped so far)",
+                n, s->pre_max, oldest->peer, k);
+    conn_drop(oldest, NULL);
+}
+
 static void accept_all(xc__store_server_t *s)
 {
     for (int i = 0; i < 64; ++i) {
@@ -680,6 +722,7 @@ static void accept_all(xc__store_server_t *s)
         fmt_sockaddr((struct sockaddr *)&ss, sl, c->peer, sizeof c->peer);
         s->conns[s->nconns++] = c;
         XC_TRACE("store server: connection from %s", c->peer);
+        cap_preamble(s);
     }
 }
 
@@ -934,6 +977,7 @@ xc_result_t xc__store_server_start(const char *host, int port,
     s = calloc(1, sizeof *s);
     if (!s) return xc__err(XC_ERR_NOMEM, "store server: out of memory");
     s->lfd = s->wake[0] = s->wake[1] = -1;
+    s->pre_max = preamble_cap();
     if (auth) s->auth = *auth;
     snprintf(s->host, sizeof s->host, "%s", host ? host : "");
     xc_result_t rc = XC_OK;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -980,6 +981,60 @@ static int test_file_store(void)
 
 /* ------------------------------------------------------------------ */
 
+/* A stranger opening many connections that say nothing: the server keeps
+ * at most a quarter of the descriptor limit of them in their preamble
+ * (dropping the oldest), so that its process keeps descriptors of its own,
+ * and serves a client at once. */
+static int test_tcp_preamble_flood(void)
+{
+    struct rlimit old, rl;
+    if (getrlimit(RLIMIT_NOFILE, &old) != 0 || old.rlim_max < 512) {
+        printf("tcp preamble flood: skipped (descriptor limit below 512)\n");
+        return 0;
+    }
+    rl = old;
+    rl.rlim_cur = 512; /* the cap: 128 */
+    EXPECT_TRUE(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    xc__store_server_t *srv = NULL;
+    int port = 0;
+    EXPECT_OK(xc__store_server_start("127.0.0.1", 0, NULL, &srv, &port));
+    enum { FLOOD = 200, CAP = 128 };
+    int fds[FLOOD];
+    int opened = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        fds[i] = raw_connect(port);
+        if (fds[i] >= 0) opened++;
+    }
+    EXPECT_TRUE(opened == FLOOD);
+    /* a client is served at once, the flood still connected */
+    xc_store_t st;
+    uint64_t t0 = xc__now_ns();
+    if (open_client(port, &st) == 0) {
+        EXPECT_OK(st.set(st.ctx, "after-flood", "ok", 2));
+        char buf[8];
+        size_t n = 0;
+        EXPECT_OK(st.get(st.ctx, "after-flood", buf, sizeof buf, &n, 2000));
+        EXPECT_TRUE(n == 2 && !memcmp(buf, "ok", 2));
+        xc__tcp_store_close(&st);
+    }
+    EXPECT_TRUE(ms_since(t0) < 2000);
+    /* the server dropped the oldest past the cap, and no more: the flood's
+     * first FLOOD - CAP, and one more when the client's connection came
+     * (in its preamble until its hello) */
+    int closed = 0, drop = FLOOD - CAP + 1;
+    for (int i = 0; i < FLOOD; i++) {
+        int c = fds[i] >= 0 && closed_within(fds[i], i < drop ? 2000 : 0);
+        if (c != (i < drop)) FAIL("flood connection %d %s", i, c ? "dropped" : "kept");
+        closed += c;
+    }
+    EXPECT_TRUE(closed == drop);
+    for (int i = 0; i < FLOOD; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    xc__store_server_stop(srv);
+    setrlimit(RLIMIT_NOFILE, &old);
+    return 0;
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -1008,6 +1063,8 @@ int main(void)
     xc__store_server_stop(srv);
     xc__store_server_stop(NULL);
 
+    test_tcp_preamble_flood();
+    printf("tcp preamble flood: done (%lld ms)\n", ms_since(t0));
     test_tcp_wrong_service();
     printf("tcp wrong service: done (%lld ms)\n", ms_since(t0));
     test_tcp_client_first();
