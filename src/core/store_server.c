@@ -37,7 +37,7 @@
  *    store is changed only by complete, valid requests.
  *  - At most `pre_max` connections are in their handshake or hello at
  *    once (preamble_cap: a quarter of the descriptor limit, 16-1024); a
- *    new one past it drops the oldest of them, with a WARN.  A stranger
+ *    new one past it resets the oldest of them, with a WARN.  A stranger
  *    opening connections that say nothing would otherwise hold a
  *    descriptor each until its deadline, and this process (rank 0: its
  *    mesh, its shared memory) would run out first; a client's hello
@@ -657,7 +657,7 @@ static size_t preamble_cap(void)
     return n < 16 ? 16 : n > 1024 ? 1024 : (size_t)n;
 }
 
-/* Past s->pre_max connections in their preamble, drop the oldest (only
+/* Past s->pre_max connections in their preamble, reset the oldest (only
  * counted when there are more connections than that in all). */
 static void cap_preamble(xc__store_server_t *s)
 {
@@ -677,6 +677,12 @@ static void cap_preamble(xc__store_server_t *s)
         XC_WARN("store server: %zu connections without a hello (at most %zu at once): dropping "
                 "the oldest, from %s (%" PRIu64 " dropped so far)",
                 n, s->pre_max, oldest->peer, k);
+    /* A reset, not an orderly close: a client whose connection this was
+     * (descheduled between its connect and its hello) reads it as a
+     * reset and connects again; an orderly close without an answer means
+     * "not an xcoll store" to it (store_tcp.c), which it does not retry. */
+    struct linger lg = {1, 0};
+    setsockopt(oldest->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     conn_drop(oldest, NULL);
 }
 
