@@ -167,11 +167,12 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
     comm->shm_ok = 1;
     if (!s) return XC_OK; /* alone on this node */
     s->asym = ok[4]; /* before anybody publishes or sleeps on it */
-    /* Measured on a node with a core per rank; a crowded one writes
-     * ordinarily: a reader there often runs on the writer's core, and the
-     * operations' times are its turns more than their copies (4 ranks on
-     * 2 cores, 256 KiB all-reduce and reduce 1.3-1.7x slower measured). */
-    s->wcopy.mode = comm->cfg.shm_nt >= 0 ? comm->cfg.shm_nt : comm->oversub ? 0 : -1;
+    /* Measured, crowded node or not: where the host puts the vCPUs far
+     * apart, ordinary stores into the lines a reader on the other core
+     * holds cost 2-4x (4 ranks on 2 cores, 512 KiB-2 MiB all-reduce,
+     * all-gather and all-to-all 1.2-1.9 GB/s against 2.6-5.5 measured;
+     * near, level within 5 %: docs/shm.md "Writing a slot"). */
+    s->wcopy.mode = comm->cfg.shm_nt >= 0 ? comm->cfg.shm_nt : -1;
     xc__comm_lock(comm);
     comm->node_shm = s;
     if (single) comm->shm = s;

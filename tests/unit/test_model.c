@@ -610,9 +610,15 @@ static void test_shm_rules(void)
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1, 65536) == SIZE_MAX);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 4, 1, 65536) == SIZE_MAX);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 3, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
-    /* ... a reduce-scatter there from XCOLL_SHM_CMA_MIN_KB, crowded from 1 MiB */
+    /* ... a reduce-scatter there from XCOLL_SHM_CMA_MIN_KB, past 2 ranks
+     * from 1 MiB; on a crowded node every reduction stays staged */
     EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 0, 65536) == 65536);
-    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 2, 1, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(0, 3, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    EXPECT_TRUE(xc__shm_cma_reduce_min(2, 4, 0, 65536) == XC__SHM_CMA_REDUCE_MIN);
+    for (int kind = 0; kind < 3; kind++)
+        EXPECT_TRUE(xc__shm_cma_reduce_min(kind, 2, 1, 65536) == SIZE_MAX &&
+                    xc__shm_cma_reduce_min(kind, 8, 1, 65536) == SIZE_MAX &&
+                    xc__shm_cma_reduce_min(kind, 4, 1, 0) == 0);
     /* the all-to-all reads single copy from a quarter of the size on 2
      * uncrowded ranks only; crowded from blocks of 1 MiB / L */
     EXPECT_TRUE(xc__shm_alltoall_cma_min(2, 0, 65536) == 16384 &&
