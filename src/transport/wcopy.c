@@ -77,6 +77,13 @@ static int settled(xc__wcopy_series_t *s, int nt)
     return ++s->run > XC__WCOPY_SETTLE;
 }
 
+/* Whether non-temporal stores are the cheaper way by `cost` (both timed):
+ * by the lead asked of them. */
+static int nt_cheaper(const xc__wcopy_t *w, const double cost[2])
+{
+    return cost[1] * (w->nt_lead > 0 ? w->nt_lead : 1.0) < cost[0];
+}
+
 int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
 {
     if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
@@ -86,7 +93,7 @@ int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
      * of the other every XC__WCOPY_EXPLORE operations. */
     if (s->cost[0] <= 0) return 0;
     if (s->cost[1] <= 0) return 1;
-    return explore(s->ops, s->cost[1] < s->cost[0]);
+    return explore(s->ops, nt_cheaper(w, s->cost));
 }
 
 int xc__wcopy_begin(xc__wcopy_t *w, size_t bytes, int symmetric, uint32_t *t0)
@@ -138,7 +145,7 @@ int xc__wcopy_read_end(xc__wcopy_t *w, size_t bytes, int way, uint32_t t0)
         if (settled(s, way) && dt) follow(&s->cost[way], (double)dt * 1024.0 / (double)bytes);
     }
     if (s->cost[0] <= 0 || s->cost[1] <= 0) return XC__WCOPY_PREF_NONE;
-    return s->cost[1] < s->cost[0] ? 2 : 1;
+    return nt_cheaper(w, s->cost) ? 2 : 1;
 }
 
 void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t t0)

@@ -137,6 +137,17 @@ static void choice(void)
                                            : 3 * XC__WCOPY_RUN),
                "best %d: %llu non-temporal operations", best, (unsigned long long)v.nt_ops);
     }
+    /* A crowded node's lead: non-temporal stores only where they measured
+     * XC__WCOPY_CROWDED_LEAD times cheaper (outside the exploring runs). */
+    for (int c1 = 60; c1 <= 100; c1 += 10) {
+        xc__wcopy_t v = {.mode = -1, .nt_lead = XC__WCOPY_CROWDED_LEAD};
+        v.own[0].cost[0] = 100, v.own[0].cost[1] = c1;
+        v.own[0].ops = XC__WCOPY_RUN; /* past the run of the other way */
+        int want = c1 * XC__WCOPY_CROWDED_LEAD < 100, uncrowded = c1 < 100;
+        EXPECT(xc__wcopy_pick(&v, BIG) == want, "crowded, costs 100 / %d: way %d", c1, !want);
+        v.nt_lead = 1.0;
+        EXPECT(xc__wcopy_pick(&v, BIG) == uncrowded, "uncrowded, costs 100 / %d", c1);
+    }
     /* A rooted operation is not measured: ordinary, untimed, uncounted,
      * unless the mode is forced. */
     xc__wcopy_t r = {.mode = -1};
