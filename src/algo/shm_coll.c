@@ -481,14 +481,13 @@ static int pair_reader(const xc__shm_op_t *o)
  * measured on the operation where every rank stages and reads; between
  * the two ranks of a rooted one, as its reader prefers (the writer
  * publishes the way it took, the reader times its operation by it);
- * ordinarily in a rooted one among more. */
+ * ordinarily where it is not measured (xc__shm_way_measured). */
 static void slot_way_begin(xc__shm_t *s, xc__shm_op_t *o)
 {
     size_t bytes = o->a.count * o->es;
     int r = pair_reader(o);
     if (r < 0) {
-        int rooted = o->a.coll == XC_COLL_BCAST || o->a.coll == XC_COLL_REDUCE;
-        o->nt = xc__wcopy_begin(&s->wcopy, bytes, !rooted, &o->t0);
+        o->nt = xc__wcopy_begin(&s->wcopy, bytes, xc__shm_way_measured(o->a.coll, o->L), &o->t0);
     } else if (r) {
         xc__wcopy_read_begin(&s->wcopy, bytes, &o->t0);
     } else {

@@ -149,6 +149,16 @@ static inline int xc__shm_allreduce_one_shot_all(int nranks, int crowded)
 {
     return xc__shm_pair(nranks, crowded);
 }
+/* Whether a rank's slot writes for `coll` among `nranks` are measured
+ * (transport/wcopy.h): where every rank stages and reads, and in a rooted
+ * operation between two ranks (timed on its reader); not in a rooted one
+ * among more.  The runtime (shm_coll.c) and the calibration's probes
+ * (measure.c) ask this one rule. */
+static inline int xc__shm_way_measured(xc_coll_t coll, int nranks)
+{
+    if (coll == XC_COLL_BCAST || coll == XC_COLL_REDUCE) return nranks == 2;
+    return 1;
+}
 /* The reduction asking xc__shm_cma_reduce_min: reduce-scatter, reduce,
  * all-reduce. */
 enum { XC__SHM_RED_SCATTER = 0, XC__SHM_RED_ROOTED = 1, XC__SHM_RED_ALL = 2 };

@@ -302,8 +302,8 @@ static xc_result_t time_series(xc_comm_t *comm, int x, int a, int b, char *buf, 
 /* How many ways a probe of `coll` that stages `bytes` a rank (the
  * operation's count x size) is timed: 2, ordinary and non-temporal slot
  * writes, where the runtime chooses between them (transport/wcopy.h: the
- * mode measured, an operation of XC__WCOPY_OP_MIN or more, a broadcast or
- * reduce only between two ranks), else 1 (the mode as it is).  The probe
+ * mode measured, an operation of XC__WCOPY_OP_MIN or more,
+ * xc__shm_way_measured), else 1 (the mode as it is).  The probe
  * keeps the faster: what the runtime settles on.  Written ordinarily
  * alone, a start calibrated while the host's vCPUs sat far apart (an
  * ordinary store into a line the peer had read costing an invalidation
@@ -314,8 +314,7 @@ static int probe_ways(const xc_comm_t *comm, xc_coll_t coll, size_t bytes)
 {
     const xc__wcopy_t *w = comm->shm ? &comm->shm->wcopy : NULL;
     if (!w || !w->probing || bytes < XC__WCOPY_OP_MIN) return 1;
-    int rooted = coll == XC_COLL_REDUCE || coll == XC_COLL_BCAST;
-    return rooted && comm->size != 2 ? 1 : 2;
+    return xc__shm_way_measured(coll, comm->size) ? 2 : 1;
 }
 
 /* The slot writes' way for the next calls (ways > 1: way 0 or 1). */

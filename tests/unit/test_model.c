@@ -629,6 +629,13 @@ static void test_shm_rules(void)
                 xc__shm_alltoall_cma_min(8, 1, 65536) == 131072 &&
                 xc__shm_alltoall_cma_min(32, 1, 65536) == 65536 &&
                 xc__shm_alltoall_cma_min(4, 1, 0) == 0);
+    /* Measured slot writes: symmetric operations and a pair's rooted ones,
+     * not a rooted one among more. */
+    EXPECT_TRUE(xc__shm_way_measured(XC_COLL_ALLREDUCE, 4) &&
+                xc__shm_way_measured(XC_COLL_ALLTOALL, 8) &&
+                xc__shm_way_measured(XC_COLL_ALLGATHER, 4) &&
+                xc__shm_way_measured(XC_COLL_BCAST, 2) && xc__shm_way_measured(XC_COLL_REDUCE, 2) &&
+                !xc__shm_way_measured(XC_COLL_REDUCE, 3) && !xc__shm_way_measured(XC_COLL_BCAST, 4));
     /* XCOLL_SHM_CMA_MIN_KB=0: single copy at every size */
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 0) == 0 && xc__shm_bcast_cma_min(2, 0, 0, 0) == 0);
     /* The broadcast's floor: the pair's measured one, else 256 KiB; none
