@@ -7,7 +7,8 @@
  * time-stamp counter (two reads against the tens of microseconds of an
  * operation of 64 KiB or more).  In a loop, a writer's next operation
  * waits for its slots until the readers took the previous one, so its
- * time follows theirs.  A way's cost follows its samples quickly down
+ * time follows theirs.  A way's cost is the least of its first
+ * XC__WCOPY_TRIES samples, then follows its samples quickly down
  * and slowly up (a sample is capped at twice the cost: a preempted
  * operation must not swing the choice).  A run of XC__WCOPY_RUN
  * operations in every XC__WCOPY_EXPLORE takes the other way, so a change
@@ -89,10 +90,10 @@ int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
     if (!XC__WCOPY_NT || bytes < XC__WCOPY_OP_MIN) return 0;
     if (w->mode >= 0) return w->mode;
     const xc__wcopy_series_t *s = &w->own[xc__wcopy_class(bytes)];
-    /* Each way until it is timed once, then the cheaper, but for a run
-     * of the other every XC__WCOPY_EXPLORE operations. */
-    if (s->cost[0] <= 0) return 0;
-    if (s->cost[1] <= 0) return 1;
+    /* Each way until it is timed XC__WCOPY_TRIES times, then the cheaper,
+     * but for a run of the other every XC__WCOPY_EXPLORE operations. */
+    if (s->timed[0] < XC__WCOPY_TRIES) return 0;
+    if (s->timed[1] < XC__WCOPY_TRIES) return 1;
     return explore(s->ops, nt_cheaper(w, s->cost));
 }
 
@@ -153,7 +154,12 @@ void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t
     if (!t0 || staged < XC__WCOPY_OP_MIN) return;
     uint32_t dt = (uint32_t)ticks() - t0;
     if (!dt) return;
-    follow(&w->own[xc__wcopy_class(bytes)].cost[nt], (double)dt * 1024.0 / (double)bytes);
+    xc__wcopy_series_t *s = &w->own[xc__wcopy_class(bytes)];
+    double c = (double)dt * 1024.0 / (double)bytes;
+    /* The first tries: the least of them (a cold start reads high). */
+    if (s->timed[nt] < XC__WCOPY_TRIES)
+        s->cost[nt] = s->timed[nt]++ && s->cost[nt] < c ? s->cost[nt] : c;
+    else follow(&s->cost[nt], c);
 }
 
 void xc__wcopy(void *dst, const void *src, size_t bytes, int nt)

@@ -51,6 +51,15 @@
 #define XC__WCOPY_CROWDED_LEAD 1.25
 #define XC__WCOPY_RUN 6
 #define XC__WCOPY_SETTLE 2
+/* An operation timed each way this many times before the cheaper is
+ * chosen, a way's cost the least of its first samples: one sample decided
+ * before, and the first timed operation of a class (the third after a
+ * buffer's allocation) read up to 45x its later ones -- non-temporal
+ * stores were then taken until the next run of ordinary ones, 120 of a
+ * 200-call benchmark's operations (4 ranks on 2 cores, 256 KiB all-reduce,
+ * reduce-scatter and all-gather 9-16 % slower by medians; fifty-third
+ * session). */
+#define XC__WCOPY_TRIES 3
 
 /* The operations of one size class: how many, the way of the last one
  * and how many of that way since it changed, and each way's recent ticks
@@ -58,6 +67,7 @@
 typedef struct xc__wcopy_series {
     uint32_t ops, run;
     int8_t way;
+    uint8_t timed[2]; /* each way's samples, counted to XC__WCOPY_TRIES */
     double cost[2];
 } xc__wcopy_series_t;
 
