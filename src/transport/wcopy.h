@@ -38,17 +38,6 @@
  * writer may run XC__SHM_NSLOT operations ahead of its readers, so its
  * first waits are for the operations before, written the other way. */
 #define XC__WCOPY_EXPLORE 128
-/* On a crowded node a rank's time of an operation is mostly its turns of
- * the core, bimodal with them, and its own share of the work only: non-
- * temporal stores, 1.7x slower there in all where the vCPUs sit near (8
- * ranks on 2 cores, 256 KiB all-reduce), measured level by the ranks' own
- * times, and where the vCPUs sit far apart, 2-3x faster in all, measured
- * only ~1.7x cheaper (4 ranks, 512 KiB all-to-all).  So they are taken
- * there only where they measured this much cheaper: 8 ranks 128-512 KiB
- * all-reduce 15-25 % slower than ordinary stores by medians with no lead,
- * 3-7 % with this one, level with 1.5 -- which missed the all-to-all's
- * far-state lead (fifty-third session). */
-#define XC__WCOPY_CROWDED_LEAD 1.25
 #define XC__WCOPY_RUN 6
 #define XC__WCOPY_SETTLE 2
 /* An operation timed each way this many times before the cheaper is
@@ -60,6 +49,17 @@
  * reduce-scatter and all-gather 9-16 % slower by medians; fifty-third
  * session). */
 #define XC__WCOPY_TRIES 3
+/* On a crowded node a rank's time of an operation is mostly its turns of
+ * the core, bimodal with them, and its own share of the work only: non-
+ * temporal stores, 1.7x slower there in all where the vCPUs sit near (8
+ * ranks on 2 cores, 256 KiB all-reduce), measured level by the ranks' own
+ * times, and where the vCPUs sit far apart, 2-3x faster in all, measured
+ * only ~1.7x cheaper (4 ranks, 512 KiB all-to-all).  So they are taken
+ * there only where they measured this much cheaper: 8 ranks 128-512 KiB
+ * all-reduce 15-25 % slower than ordinary stores by medians with no lead,
+ * 3-7 % with this one, level with 1.5 -- which missed the all-to-all's
+ * far-state lead (fifty-third session). */
+#define XC__WCOPY_CROWDED_LEAD 1.25
 
 /* The operations of one size class: how many, the way of the last one
  * and how many of that way since it changed, and each way's recent ticks
