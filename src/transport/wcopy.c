@@ -7,9 +7,11 @@
  * time-stamp counter (two reads against the tens of microseconds of an
  * operation of 64 KiB or more).  In a loop, a writer's next operation
  * waits for its slots until the readers took the previous one, so its
- * time follows theirs.  A way's cost is the least of its first
- * XC__WCOPY_TRIES samples, then follows its samples quickly down
- * and slowly up (a sample is capped at twice the cost: a preempted
+ * time follows theirs.  A sample is one operation's time, or on a
+ * crowded node the mean of XC__WCOPY_CROWDED_MEAN in a row of one way
+ * (its turns of the core make single ones bimodal).  A way's cost is the
+ * least of its first XC__WCOPY_TRIES samples, then follows its samples
+ * quickly down and slowly up (a sample is capped at twice the cost: a preempted
  * operation must not swing the choice).  A run of XC__WCOPY_RUN
  * operations in every XC__WCOPY_EXPLORE takes the other way, so a change
  * of placement is seen within a few hundred operations of a class.  A
@@ -71,10 +73,11 @@ static int explore(uint32_t n, int best)
 }
 
 /* An operation of way `nt` in series `s`: 1 when it is past the settling
- * operations of its way, to be timed. */
+ * operations of its way, to be timed.  A change of way starts the new
+ * way's sum afresh: a sample's operations are of one run. */
 static int settled(xc__wcopy_series_t *s, int nt)
 {
-    if (s->way != nt) s->way = (int8_t)nt, s->run = 0;
+    if (s->way != nt) s->way = (int8_t)nt, s->run = 0, s->nacc[nt] = 0, s->acc[nt] = 0;
     return ++s->run > XC__WCOPY_SETTLE;
 }
 
@@ -156,6 +159,13 @@ void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t
     if (!dt) return;
     xc__wcopy_series_t *s = &w->own[xc__wcopy_class(bytes)];
     double c = (double)dt * 1024.0 / (double)bytes;
+    int per = w->per_sample > 1 ? w->per_sample : 1;
+    if (per > 1) {
+        s->acc[nt] += c;
+        if (++s->nacc[nt] < per) return;
+        c = s->acc[nt] / per;
+        s->acc[nt] = 0, s->nacc[nt] = 0;
+    }
     /* The first tries: the least of them (a cold start reads high). */
     if (s->timed[nt] < XC__WCOPY_TRIES)
         s->cost[nt] = s->timed[nt]++ && s->cost[nt] < c ? s->cost[nt] : c;

@@ -60,6 +60,18 @@
  * 3-7 % with this one, level with 1.5 -- which missed the all-to-all's
  * far-state lead (fifty-third session). */
 #define XC__WCOPY_CROWDED_LEAD 1.25
+/* On a crowded node a way's sample is the mean time of this many of its
+ * operations in a row -- an exploring run's timed ones -- not one
+ * operation's: ranks sharing a core may lock into turns in which each
+ * operation of a rank alternates fast and slow (4 ranks on 2 cores,
+ * 256 KiB all-to-all, ordinary stores: 45 / 145 us in turn, mean 120,
+ * for whole runs, against a steady 78 non-temporally), and a cost that
+ * follows single samples quickly down took the fast half for the way's
+ * cost and kept the slower way.  Means of 4: 4 ranks, 256 / 512 KiB
+ * all-to-all 190 / 273 -> 125 / 234 us by medians; 8 ranks, all-to-all
+ * 512 KiB 719 -> 508, all-gather 512 KiB / 1 MiB 333 / 648 -> 288 / 561,
+ * all-reduce 1 MiB 2129 -> 1880; the rest level (fifty-fourth session). */
+#define XC__WCOPY_CROWDED_MEAN (XC__WCOPY_RUN - XC__WCOPY_SETTLE)
 
 /* The operations of one size class: how many, the way of the last one
  * and how many of that way since it changed, and each way's recent ticks
@@ -68,7 +80,9 @@ typedef struct xc__wcopy_series {
     uint32_t ops, run;
     int8_t way;
     uint8_t timed[2]; /* each way's samples, counted to XC__WCOPY_TRIES */
+    uint8_t nacc[2];  /* a way's operations summed into acc, this run of it */
     double cost[2];
+    double acc[2];    /* their ticks per KiB, summed */
 } xc__wcopy_series_t;
 
 typedef struct xc__wcopy {
@@ -86,6 +100,9 @@ typedef struct xc__wcopy {
      * the ordinary ones' (0 counts as 1): XC__WCOPY_CROWDED_LEAD on a
      * crowded node */
     double nt_lead;
+    /* operations in a row whose mean time is one sample of their way's
+     * cost (0 counts as 1): XC__WCOPY_CROWDED_MEAN on a crowded node */
+    int per_sample;
     /* set by the calibration (model/measure.c) while it holds `mode` to
      * one way at a time: this process chooses at run time */
     int probing;

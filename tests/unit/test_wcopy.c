@@ -5,6 +5,7 @@
  * choice between them -- each way timed XC__WCOPY_TRIES times (the least
  * of them its cost), then the cheaper but for a
  * run of the other every XC__WCOPY_EXPLORE operations, per size class;
+ * on a crowded node a sample the mean of a run's timed operations;
  * forced modes; small operations never timed; a timed operation's cost
  * recorded only after the settling operations of its way; a rooted
  * operation between two ranks: its writer alternating until its reader
@@ -167,6 +168,38 @@ static void choice(void)
         EXPECT(xc__wcopy_pick(&v, BIG) == want, "crowded, costs 100 / %d: way %d", c1, !want);
         v.nt_lead = 1.0;
         EXPECT(xc__wcopy_pick(&v, BIG) == uncrowded, "uncrowded, costs 100 / %d", c1);
+    }
+    /* A crowded node's sample: the mean of XC__WCOPY_CROWDED_MEAN
+     * operations in a row of one way, fast and slow in turn (ticks: an
+     * operation's t0 that long ago), not the fast half. */
+    {
+        xc__wcopy_t v = {.mode = -1, .per_sample = XC__WCOPY_CROWDED_MEAN};
+        const uint32_t fast = 1000000u, slow = 3000000u;
+        for (int i = 0; i < XC__WCOPY_CROWDED_MEAN; i++) {
+            EXPECT(v.own[0].timed[0] == 0 && v.own[0].cost[0] == 0,
+                   "crowded: a sample after %d of %d operations", i, XC__WCOPY_CROWDED_MEAN);
+            uint32_t d = i % 2 ? slow : fast, t = (uint32_t)__rdtsc() - d;
+            xc__wcopy_end(&v, BIG, BIG, 0, t ? t : 1);
+        }
+        double mean = (fast + slow) / 2.0 * 1024.0 / BIG, got = v.own[0].cost[0];
+        EXPECT(v.own[0].timed[0] == 1 && got >= mean && got < mean * 1.01,
+               "crowded: the sample %g, the operations' mean %g", got, mean);
+        /* uncrowded: every operation a sample, the first tries' least */
+        xc__wcopy_t u = {.mode = -1};
+        for (int i = 0; i < 2; i++) {
+            uint32_t t = (uint32_t)__rdtsc() - (i % 2 ? slow : fast);
+            xc__wcopy_end(&u, BIG, BIG, 0, t ? t : 1);
+        }
+        EXPECT(u.own[0].timed[0] == 2 && u.own[0].cost[0] < mean, "uncrowded: cost %g",
+               u.own[0].cost[0]);
+        /* a sample's operations are of one run of its way: a change of way
+         * starts the new way's sum afresh */
+        xc__wcopy_t r = {.mode = -1, .per_sample = XC__WCOPY_CROWDED_MEAN};
+        r.own[0].timed[1] = XC__WCOPY_TRIES; /* non-temporal timed: ordinary next */
+        r.own[0].way = 1, r.own[0].nacc[0] = 2, r.own[0].acc[0] = 5;
+        EXPECT(xc__wcopy_begin(&r, BIG, 1, &t0) == 0 && r.own[0].nacc[0] == 0 &&
+                   r.own[0].acc[0] == 0,
+               "a change of way kept %d operations of the last run", r.own[0].nacc[0]);
     }
     /* A rooted operation is not measured: ordinary, untimed, uncounted,
      * unless the mode is forced. */
