@@ -174,7 +174,8 @@ static void choice(void)
      * operation's t0 that long ago), not the fast half. */
     {
         xc__wcopy_t v = {.mode = -1, .per_sample = XC__WCOPY_CROWDED_MEAN};
-        const uint32_t fast = 1000000u, slow = 3000000u;
+        /* far apart, so that a preempted test moves nothing */
+        const uint32_t fast = 100000000u, slow = 300000000u;
         for (int i = 0; i < XC__WCOPY_CROWDED_MEAN; i++) {
             EXPECT(v.own[0].timed[0] == 0 && v.own[0].cost[0] == 0,
                    "crowded: a sample after %d of %d operations", i, XC__WCOPY_CROWDED_MEAN);
@@ -182,7 +183,7 @@ static void choice(void)
             xc__wcopy_end(&v, BIG, BIG, 0, t ? t : 1);
         }
         double mean = (fast + slow) / 2.0 * 1024.0 / BIG, got = v.own[0].cost[0];
-        EXPECT(v.own[0].timed[0] == 1 && got >= mean && got < mean * 1.01,
+        EXPECT(v.own[0].timed[0] == 1 && got >= mean && got < 1.25 * mean,
                "crowded: the sample %g, the operations' mean %g", got, mean);
         /* uncrowded: every operation a sample, the first tries' least */
         xc__wcopy_t u = {.mode = -1};
