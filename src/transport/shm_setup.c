@@ -173,8 +173,7 @@ xc_result_t xc__shm_attach(xc_comm_t *comm)
      * all-gather and all-to-all 1.2-1.9 GB/s against 2.6-5.5 measured;
      * near, level within 5 %: docs/shm.md "Writing a slot"). */
     s->wcopy.mode = comm->cfg.shm_nt >= 0 ? comm->cfg.shm_nt : -1;
-    s->wcopy.nt_lead = comm->oversub ? XC__WCOPY_CROWDED_LEAD : 1.0;
-    s->wcopy.per_sample = comm->oversub ? XC__WCOPY_CROWDED_MEAN : 1;
+    s->wcopy.crowded = comm->oversub;
     xc__comm_lock(comm);
     comm->node_shm = s;
     if (single) comm->shm = s;

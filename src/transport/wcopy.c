@@ -85,7 +85,7 @@ static int settled(xc__wcopy_series_t *s, int nt)
  * by the lead asked of them. */
 static int nt_cheaper(const xc__wcopy_t *w, const double cost[2])
 {
-    return cost[1] * (w->nt_lead > 0 ? w->nt_lead : 1.0) < cost[0];
+    return cost[1] * (w->crowded ? XC__WCOPY_CROWDED_LEAD : 1.0) < cost[0];
 }
 
 int xc__wcopy_pick(const xc__wcopy_t *w, size_t bytes)
@@ -159,11 +159,10 @@ void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t
     if (!dt) return;
     xc__wcopy_series_t *s = &w->own[xc__wcopy_class(bytes)];
     double c = (double)dt * 1024.0 / (double)bytes;
-    int per = w->per_sample > 1 ? w->per_sample : 1;
-    if (per > 1) {
+    if (w->crowded) {
         s->acc[nt] += c;
-        if (++s->nacc[nt] < per) return;
-        c = s->acc[nt] / per;
+        if (++s->nacc[nt] < XC__WCOPY_CROWDED_MEAN) return;
+        c = s->acc[nt] / XC__WCOPY_CROWDED_MEAN;
         s->acc[nt] = 0, s->nacc[nt] = 0;
     }
     /* The first tries: the least of them (a cold start reads high). */

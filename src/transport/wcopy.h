@@ -96,13 +96,11 @@ typedef struct xc__wcopy {
      * way their writer published (xc__wcopy_read_end) */
     xc__wcopy_series_t rooted[XC__WCOPY_CLASSES];
     uint64_t nt_ops;                        /* operations written non-temporally */
-    /* non-temporal stores are chosen where their cost times this is below
-     * the ordinary ones' (0 counts as 1): XC__WCOPY_CROWDED_LEAD on a
-     * crowded node */
-    double nt_lead;
-    /* operations in a row whose mean time is one sample of their way's
-     * cost (0 counts as 1): XC__WCOPY_CROWDED_MEAN on a crowded node */
-    int per_sample;
+    /* a crowded node (more ranks than cores): a sample of a way is the
+     * mean of XC__WCOPY_CROWDED_MEAN operations in a row, and non-
+     * temporal stores are chosen only XC__WCOPY_CROWDED_LEAD times
+     * cheaper */
+    int crowded;
     /* set by the calibration (model/measure.c) while it holds `mode` to
      * one way at a time: this process chooses at run time */
     int probing;

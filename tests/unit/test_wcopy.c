@@ -160,20 +160,20 @@ static void choice(void)
     /* A crowded node's lead: non-temporal stores only where they measured
      * XC__WCOPY_CROWDED_LEAD times cheaper (outside the exploring runs). */
     for (int c1 = 60; c1 <= 100; c1 += 10) {
-        xc__wcopy_t v = {.mode = -1, .nt_lead = XC__WCOPY_CROWDED_LEAD};
+        xc__wcopy_t v = {.mode = -1, .crowded = 1};
         v.own[0].cost[0] = 100, v.own[0].cost[1] = c1;
         v.own[0].timed[0] = v.own[0].timed[1] = XC__WCOPY_TRIES;
         v.own[0].ops = XC__WCOPY_RUN; /* past the run of the other way */
         int want = c1 * XC__WCOPY_CROWDED_LEAD < 100, uncrowded = c1 < 100;
         EXPECT(xc__wcopy_pick(&v, BIG) == want, "crowded, costs 100 / %d: way %d", c1, !want);
-        v.nt_lead = 1.0;
+        v.crowded = 0;
         EXPECT(xc__wcopy_pick(&v, BIG) == uncrowded, "uncrowded, costs 100 / %d", c1);
     }
     /* A crowded node's sample: the mean of XC__WCOPY_CROWDED_MEAN
      * operations in a row of one way, fast and slow in turn (ticks: an
      * operation's t0 that long ago), not the fast half. */
     {
-        xc__wcopy_t v = {.mode = -1, .per_sample = XC__WCOPY_CROWDED_MEAN};
+        xc__wcopy_t v = {.mode = -1, .crowded = 1};
         /* far apart, so that a preempted test moves nothing */
         const uint32_t fast = 100000000u, slow = 300000000u;
         for (int i = 0; i < XC__WCOPY_CROWDED_MEAN; i++) {
@@ -195,7 +195,7 @@ static void choice(void)
                u.own[0].cost[0]);
         /* a sample's operations are of one run of its way: a change of way
          * starts the new way's sum afresh */
-        xc__wcopy_t r = {.mode = -1, .per_sample = XC__WCOPY_CROWDED_MEAN};
+        xc__wcopy_t r = {.mode = -1, .crowded = 1};
         r.own[0].timed[1] = XC__WCOPY_TRIES; /* non-temporal timed: ordinary next */
         r.own[0].way = 1, r.own[0].nacc[0] = 2, r.own[0].acc[0] = 5;
         EXPECT(xc__wcopy_begin(&r, BIG, 1, &t0) == 0 && r.own[0].nacc[0] == 0 &&
