@@ -183,7 +183,7 @@ int xc__sched_advance(xc_comm_t *comm, xc__op_t *op)
         for (int i = first; i < last; i++) {
             xc__step_t *st = &s->steps[i];
             switch (st->type) {
-            case XC__S_COPY: memmove(st->dst, st->src, st->bytes); break;
+            case XC__S_COPY: xc__move(st->dst, st->src, st->bytes); break;
             case XC__S_REDUCE:
                 xc__reduce2(st->dst, st->src, st->src2, st->count,
                             (xc_dtype_t)op->desc.dtype, (xc_op_t)op->desc.op);

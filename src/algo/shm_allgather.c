@@ -19,7 +19,7 @@ static void out(xc__shm_op_t *o, uint64_t k)
         char *dst = rb + ((size_t)j * o->a.count + off) * o->es;
         const char *src = j == o->me ? (const char *)o->a.sbuf + off * o->es
                                      : xc__shm_src(o, j, xc__shm_g(o, k));
-        if (dst != src) memcpy(dst, src, n * o->es);
+        if (dst != src) xc__copy(dst, src, n * o->es);
     }
 }
 
@@ -34,7 +34,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
         xc__shm_cma_read(o, j, 0, 0, rb + (size_t)j * b, b);
     }
     if (rb + (size_t)o->me * b != (const char *)o->a.sbuf)
-        memcpy(rb + (size_t)o->me * b, o->a.sbuf, b);
+        xc__copy(rb + (size_t)o->me * b, o->a.sbuf, b);
 }
 
 static const xc__shm_coll_t staged = {xc__shm_op_nchunks, xc__shm_reads_all,

@@ -23,7 +23,7 @@ static void out(xc__shm_op_t *o, uint64_t k)
     for (int j = 0; j < o->L; j++) {
         char *to = rb + ((size_t)j * o->a.count + off) * o->es;
         const char *from = xc__shm_block_src(o, j, k, off, n);
-        if (to != from) memcpy(to, from, n * o->es); /* in place the own block is there */
+        if (to != from) xc__copy(to, from, n * o->es); /* in place the own block is there */
     }
 }
 
@@ -36,7 +36,7 @@ static void out_direct(xc__shm_op_t *o, uint64_t k)
         int j = (o->me + i) % o->L;
         xc__shm_cma_read(o, j, 0, (size_t)o->me * b, rb + (size_t)j * b, b);
     }
-    memcpy(rb + (size_t)o->me * b, (const char *)o->a.sbuf + (size_t)o->me * b, b);
+    xc__copy(rb + (size_t)o->me * b, (const char *)o->a.sbuf + (size_t)o->me * b, b);
 }
 
 static const xc__shm_coll_t staged = {xc__shm_op_nchunks, xc__shm_reads_all,

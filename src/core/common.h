@@ -8,6 +8,7 @@
 #define XC_COMMON_H
 
 #include "xcoll.h"
+#include "copy.h"
 
 #include <stdarg.h>
 #include <stddef.h>

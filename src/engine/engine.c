@@ -533,7 +533,7 @@ static void detach_sends(xc__conn_t **conns, int n)
                 char *buf = tx->hdr.len ? malloc(tx->hdr.len) : NULL;
                 if (cp && (buf || !tx->hdr.len)) {
                     *cp = *tx;
-                    if (tx->hdr.len) memcpy(buf, tx->buf, tx->hdr.len);
+                    if (tx->hdr.len) xc__copy(buf, tx->buf, tx->hdr.len);
                     cp->buf = buf;
                     cp->owned = buf;
                     cp->op = NULL;

@@ -336,7 +336,7 @@ static void deliver_unexp(xc_comm_t *comm, xc__unexp_t *u, xc__rx_t *rx)
         rndv_pull(comm, rx->peer, &h, pay, rx);
         return;
     }
-    if (u->hdr.len) memcpy(rx->buf, u->data, u->hdr.len);
+    if (u->hdr.len) xc__copy(rx->buf, u->data, u->hdr.len);
     unexp_free(comm, u);
     xc__rx_done(comm, rx);
 }
@@ -576,13 +576,13 @@ void xc__post_send(xc_comm_t *comm, xc__op_t *op, xc__tx_t *tx, int peer,
         xc__rx_t *rx = p2p_take(comm, peer, tag);
         if (rx) {
             if (!check_frame(comm, peer, rx, &tx->hdr)) return;
-            if (len) memcpy(rx->buf, buf, len);
+            if (len) xc__copy(rx->buf, buf, len);
             comm->stats.bytes_sent[XC_TRANSPORT_SELF] += len;
             xc__rx_done(comm, rx);
         } else {
             xc__unexp_t *u = p2p_early(comm, peer, &tx->hdr);
             if (!u) return;
-            if (len) memcpy(u->data, buf, len);
+            if (len) xc__copy(u->data, buf, len);
             u->complete = 1;
             comm->stats.bytes_sent[XC_TRANSPORT_SELF] += len;
         }

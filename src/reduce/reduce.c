@@ -209,6 +209,6 @@ void xc__reduce_many(void *dst, const void *const *srcs, int k, size_t count, xc
             for (int t = 0; t < m; t++) g[t + 1] = (const char *)srcs[i + t] + off * es;
             xc__reduce_n(acc, g, m + 1, n, dtype, op);
         }
-        memcpy((char *)dst + off * es, acc, n * es);
+        xc__copy((char *)dst + off * es, acc, n * es);
     }
 }

@@ -82,11 +82,11 @@ static void ring_copy(char *ring, size_t size, uint64_t pos, void *buf, size_t n
 {
     size_t at = (size_t)(pos & (size_t)(size - 1)), first = size - at < n ? size - at : n;
     if (in) {
-        memcpy(ring + at, buf, first);
-        memcpy(ring, (char *)buf + first, n - first);
+        xc__copy(ring + at, buf, first);
+        xc__copy(ring, (char *)buf + first, n - first);
     } else {
-        memcpy(buf, ring + at, first);
-        memcpy((char *)buf + first, ring, n - first);
+        xc__copy(buf, ring + at, first);
+        xc__copy((char *)buf + first, ring, n - first);
     }
 }
 

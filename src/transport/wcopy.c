@@ -19,6 +19,7 @@
  * (xc__wcopy_rooted_way, xc__wcopy_read_end).
  */
 #include "wcopy.h"
+#include "../core/copy.h"
 
 #include <string.h>
 
@@ -174,5 +175,5 @@ void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t
 void xc__wcopy(void *dst, const void *src, size_t bytes, int nt)
 {
     if (nt && bytes >= XC__WCOPY_PIECE_MIN) copy_nt(dst, src, bytes);
-    else memcpy(dst, src, bytes);
+    else xc__copy(dst, src, bytes);
 }

@@ -22,7 +22,12 @@
  *   reuse      the same 5 MiB buffers exchanged six times over with new
  *              contents each time: from the fourth, the sender's pages go
  *              huge (XCOLL_SHM_PROMOTE) under the peer's reads;
- *   1f1b       a pipeline-parallel one-forward-one-backward schedule.
+ *   1f1b       a pipeline-parallel one-forward-one-backward schedule;
+ *   offsets    messages of 3 KiB-1 MiB between buffers at every pairing of
+ *              0, 4, 16, 40 and 63 bytes past a 64-byte line, so that the
+ *              receiving copy sits at every kind of distance from the
+ *              source's place in a line (glibc's and the kernel's slow
+ *              `rep movsb`: src/core/copy.h, mem_share.c's bounce buffer).
  * Every received byte is checked against the sender's regenerated data;
  * xc_comm_stats counts exactly the completed sends and receives.  Count and
  * dtype mismatches (XC_ERR_MISMATCH) poison a communicator and are tested
@@ -555,6 +560,41 @@ static void pipeline_1f1b(size_t K, int M)
     h_free(p.x), h_free(p.y), h_free(p.g), h_free(p.dx);
 }
 
+/* Each rank sends right from a buffer `soff` bytes past a line and
+ * receives from the left into one `roff` bytes past a line. */
+static void offsets_case(void)
+{
+    static const size_t sizes[] = {3 << 10, (100 << 10) + 3, ((size_t)1 << 20) + 5};
+    static const size_t offs[] = {0, 4, 16, 40, 63};
+    enum { NO = sizeof offs / sizeof offs[0] };
+    const size_t max = ((size_t)1 << 20) + 5;
+    unsigned char *sb = h_alloc(max + 128), *rb = h_alloc(max + 128);
+    unsigned char *s0 = sb + (64 - ((uintptr_t)sb & 63)), *r0 = rb + (64 - ((uintptr_t)rb & 63));
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (int a = 0; a < NO; a++)
+            for (int b = 0; b < NO; b++) {
+                size_t n = sizes[i];
+                unsigned char *s = s0 + offs[a], *r = r0 + offs[b];
+                h_case_t c = h_case("p2p offsets", XC_UINT8, H_COPY, n, -1, -1);
+                h_poison(rb, max + 128);
+                h_fill(&c, s, n, H.rank, (size_t)(a * NO + b) << 20);
+                H_CHECK(H.comm, xc_group_start());
+                H_CHECK(H.comm, xc_send(s, n, XC_UINT8, right_of(H.rank), 77, H.comm));
+                H_CHECK(H.comm, xc_recv(r, n, XC_UINT8, left_of(H.rank), 77, H.comm));
+                H_CHECK(H.comm, xc_group_end());
+                count_p2p(1, 1);
+                char what[96];
+                snprintf(what, sizeof what, "received: sender +%zu, receiver +%zu bytes past a line",
+                         offs[a], offs[b]);
+                h_check_copy(&c, r, n, left_of(H.rank), (size_t)(a * NO + b) << 20, what);
+                h_check_untouched(&c, rb, (size_t)(r - rb), "before the receive buffer");
+                h_check_untouched(&c, r + n, (size_t)(rb + max + 128 - (r + n)),
+                                  "past the receive buffer");
+            }
+    h_free(sb);
+    h_free(rb);
+}
+
 static void run_rejects(void)
 {
     int32_t a[4] = {0};
@@ -654,6 +694,7 @@ int main(int argc, char **argv)
     pairs_case((size_t)64 << 20);
     reuse_case();
     pipeline_1f1b(H.full ? ((size_t)1 << 18) + 3 : 4099, 2 * H.size + 1);
+    offsets_case();
     h_check_stats(H.comm, H.base_ops, H.issued, "world");
     stale_lines_case();
     return h_finish();
