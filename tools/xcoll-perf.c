@@ -154,6 +154,8 @@ typedef struct opts {
     int xc_buffers;                     /* --buffers xcoll: 1 (xc_mem_alloc),
                                          * shared: 2 (xc_mem_alloc_shared) */
     int p2p_nb;                         /* --p2p nonblocking */
+    size_t offset;                      /* --offset B: the receive buffer B
+                                         * bytes past a page (or huge page) */
 } opts_t;
 
 /* This process's rank as its launcher set it (the variables of
@@ -215,6 +217,8 @@ static void usage(FILE *f)
         "      --buffers KIND       malloc (default: posix_memalign, ordinary pages), xcoll\n"
         "                           (xc_mem_alloc: 2 MiB-aligned, transparent huge pages) or\n"
         "                           shared (xc_mem_alloc_shared: node peers map it, memcpy)\n"
+        "      --offset B           the receive buffer B bytes (0-4095) past a page boundary\n"
+        "                           (default 0), as a tensor view that starts off a cache line\n"
         "      --fresh[=0|1]        before each call (untimed, then a barrier) rewrite every cache\n"
         "                           line of this rank's input, as training does when it computes\n"
         "                           a gradient: a peer must then fetch it from the writer's cache,\n"
@@ -396,7 +400,8 @@ static void resolve_algo(opts_t *o)
 
 static void parse_args(opts_t *o, int argc, char **argv)
 {
-    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS, OPT_FRESH, OPT_P2P };
+    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS, OPT_FRESH, OPT_P2P,
+           OPT_OFFSET };
     static const struct option longopts[] = {
         {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'},
@@ -415,6 +420,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"json", optional_argument, NULL, OPT_JSON},
         {"calibrate", optional_argument, NULL, OPT_CALIBRATE},
         {"buffers", required_argument, NULL, OPT_BUFFERS},
+        {"offset", required_argument, NULL, OPT_OFFSET},
         {"fresh", optional_argument, NULL, OPT_FRESH},
         {"p2p", required_argument, NULL, OPT_P2P},
         {"help", no_argument, NULL, 'h'},
@@ -470,6 +476,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         case OPT_ALGO: o->algo = optarg; break;
         case OPT_CSV: o->csv_path = optarg ? optarg : "-"; break;
         case OPT_JSON: o->json_path = optarg ? optarg : "-"; break;
+        case OPT_OFFSET: o->offset = (size_t)parse_int("--offset", optarg, 0, 4095); break;
         case OPT_BUFFERS:
             if (strcmp(optarg, "malloc") && strcmp(optarg, "xcoll") && strcmp(optarg, "shared"))
                 usage_error("--buffers: \"%s\" is none of malloc, xcoll, shared", optarg);
@@ -1240,6 +1247,7 @@ static void print_job_header(const opts_t *o, int print)
                "validation: %d inplace: %d fresh: %d%s\n",
                o->minbytes, o->maxbytes, o->factor, o->warmup, o->iters, o->check, o->inplace,
                o->fresh, o->p2p_nb ? "  p2p: nonblocking" : "");
+        if (o->offset) printf("# receive buffer: %zu bytes past a page boundary\n", o->offset);
         if (o->min_ms > 0)
             printf("# min-time: %g ms per size and algorithm (more iterations where -n is "
                    "quicker)\n", o->min_ms);
@@ -1342,9 +1350,10 @@ int main(int argc, char **argv)
 
     bufs_t B;
     B.send = buf_alloc(o.maxbytes, o.xc_buffers);
-    B.recv = buf_alloc(o.maxbytes, o.xc_buffers);
+    char *recv_base = buf_alloc(o.maxbytes + o.offset, o.xc_buffers);
+    B.recv = recv_base + o.offset;
     memset(B.send, 0, o.maxbytes); /* touch every page before timing */
-    memset(B.recv, 0, o.maxbytes);
+    memset(recv_base, 0, o.maxbytes + o.offset);
     if (o.xc_buffers && lead && O.table)
         printf("# buffers: %s, on %zu KiB pages\n#\n",
                o.xc_buffers == 2 ? "xc_mem_alloc_shared" : "xc_mem_alloc",
@@ -1427,7 +1436,7 @@ int main(int argc, char **argv)
 
     free(times);
     buf_free(B.send, o.xc_buffers);
-    buf_free(B.recv, o.xc_buffers);
+    buf_free(recv_base, o.xc_buffers);
     free(o.algo_env);
     free(o.side_buf);
     XC(xc_comm_destroy(g_comm));

@@ -195,20 +195,23 @@ int bench_size(const Ctx &ctx, const perf_opts_t &o, const perf_layout_t &l,
                std::vector<double> &t)
 {
     int r = ctx->rank, n = ctx->size;
-    // perf_alloc: malloc, or huge pages with --huge (as xcoll-perf --buffers xcoll)
+    // perf_alloc: page-aligned, or huge pages with --huge (as xcoll-perf
+    // --buffers xcoll); `off` bytes past the boundary (--offset)
     struct Buf {
         float *p;
         size_t bytes;
         int huge;
-        Buf(size_t n, int h) : p((float *)perf_alloc(n * sizeof(float), h)), bytes(n * sizeof(float)), huge(h)
+        size_t off;
+        Buf(size_t n, int h, size_t o)
+            : p((float *)perf_alloc(n * sizeof(float), h, o)), bytes(n * sizeof(float)), huge(h), off(o)
         {
             if (!p)
                 throw std::bad_alloc();
             memset(p, 0, bytes);
         }
-        ~Buf() { perf_free(p, bytes, huge); }
+        ~Buf() { perf_free(p, bytes, huge, off); }
         float *data() { return p; }
-    } send(l.sendc, o.huge), recv(l.recvc, o.huge);
+    } send(l.sendc, o.huge, 0), recv(l.recvc, o.huge, o.offset);
     Op op(ctx, o.coll, l, send.data(), recv.data());
 
     perf_fill(o.coll, &l, r, send.data(), recv.data());

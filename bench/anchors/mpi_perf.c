@@ -51,12 +51,12 @@ static int run_op(int coll, const perf_layout_t *l, float *send, float *recv,
 static int bench_size(const perf_opts_t *o, const perf_layout_t *l, int rank,
                       int n, double *t, double *tmax)
 {
-    float *send = (float *)perf_alloc(l->sendc * sizeof(float), o->huge);
-    float *recv = (float *)perf_alloc(l->recvc * sizeof(float), o->huge);
+    float *send = (float *)perf_alloc(l->sendc * sizeof(float), o->huge, 0);
+    float *recv = (float *)perf_alloc(l->recvc * sizeof(float), o->huge, o->offset);
     if (!send || !recv) {
         fprintf(stderr, "mpi_perf: out of memory at %zu bytes\n", l->bytes);
-        perf_free(send, l->sendc * sizeof(float), o->huge);
-        perf_free(recv, l->recvc * sizeof(float), o->huge);
+        perf_free(send, l->sendc * sizeof(float), o->huge, 0);
+        perf_free(recv, l->recvc * sizeof(float), o->huge, o->offset);
         return -1;
     }
     long long bad = 0, badsum = -1;
@@ -91,8 +91,8 @@ static int bench_size(const perf_opts_t *o, const perf_layout_t *l, int rank,
     if (rank == 0)
         perf_print_row(o->coll, l, "default", tmax, o->iters, badsum, n,
                        o->coll == PERF_BROADCAST, mean_max);
-    perf_free(send, l->sendc * sizeof(float), o->huge);
-    perf_free(recv, l->recvc * sizeof(float), o->huge);
+    perf_free(send, l->sendc * sizeof(float), o->huge, 0);
+    perf_free(recv, l->recvc * sizeof(float), o->huge, o->offset);
     return 0;
 }
 

@@ -70,6 +70,7 @@ typedef struct perf_opts {
     int check;        /* -c 0|1: verify the result once per size */
     int huge;         /* --huge: buffers on transparent huge pages */
     int fresh;        /* --fresh: inputs rewritten before each call */
+    size_t offset;    /* --offset B: the receive buffer B bytes past a page */
 } perf_opts_t;
 
 /* --huge: buffers made the way xc_mem_alloc makes them (src/core/mem.c;
@@ -82,10 +83,21 @@ static size_t perf_huge_len(size_t bytes)
 {
     return (bytes + PERF_HUGE_PAGE - 1) / PERF_HUGE_PAGE * PERF_HUGE_PAGE;
 }
-static void *perf_alloc(size_t bytes, int huge)
+/* Otherwise page-aligned, as xcoll-perf's (posix_memalign): with
+ * malloc's 16-byte alignment a buffer's place in a cache line changed
+ * with the heap, and where a library copies into it from its own aligned
+ * memory 1-31 bytes off the source's place, glibc's `rep movsb` (2 KiB-512
+ * KiB) ran ~20x slower on the AMD EPYC VM (src/core/copy.h).  `off`: the
+ * buffer starts that many bytes past the boundary (--offset). */
+static void *perf_alloc(size_t bytes, int huge, size_t off)
 {
-    if (!huge || bytes < PERF_HUGE_PAGE / 2)
-        return malloc(bytes ? bytes : 1);
+    bytes += off;
+    if (!huge || bytes < PERF_HUGE_PAGE / 2) {
+        void *p = NULL;
+        if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0)
+            return NULL;
+        return (char *)p + off;
+    }
     size_t len = perf_huge_len(bytes), span = len + PERF_HUGE_PAGE;
     char *map = (char *)mmap(NULL, span, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -98,12 +110,14 @@ static void *perf_alloc(size_t bytes, int huge)
     if (map + span > p + len)
         munmap(p + len, (size_t)(map + span - (p + len)));
     madvise(p, len, MADV_HUGEPAGE);
-    return p;
+    return p + off;
 }
-static void perf_free(void *p, size_t bytes, int huge)
+static void perf_free(void *p, size_t bytes, int huge, size_t off)
 {
     if (!p)
         return;
+    p = (char *)p - off;
+    bytes += off;
     if (!huge || bytes < PERF_HUGE_PAGE / 2)
         free(p);
     else
@@ -145,12 +159,14 @@ static void perf_usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s -C COLL [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
-            "[-w WARMUP] [-c 0|1] [--huge] [--fresh] [--csv]\n"
+            "[-w WARMUP] [-c 0|1] [--huge] [--fresh] [--offset B] [--csv]\n"
             "  COLL: allreduce reducescatter allgather broadcast reduce "
             "alltoall sendrecv\n"
             "  sizes in bytes, K/M/G suffixes allowed; fp32 sum; CSV on "
             "stdout of rank 0; --huge: buffers on huge pages; --fresh: "
-            "every cache line of the input rewritten before each call\n",
+            "every cache line of the input rewritten before each call; "
+            "--offset B: the receive buffer B bytes past a page boundary "
+            "(0-4095, default 0)\n",
             prog);
 }
 
@@ -166,6 +182,7 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
     o->check = 1;
     o->huge = 0;
     o->fresh = 0;
+    o->offset = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -177,6 +194,17 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
         }
         if (strcmp(a, "--fresh") == 0) {
             o->fresh = 1;
+            continue;
+        }
+        if (strcmp(a, "--offset") == 0 && v) {
+            char *end = NULL;
+            unsigned long b = strtoul(v, &end, 10);
+            if (end == v || *end || b > 4095) {
+                perf_usage(argv[0]);
+                return -1;
+            }
+            o->offset = (size_t)b;
+            i++;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0' || a[2] != '\0' || !v) {

@@ -177,7 +177,9 @@ def header(meta, limits, lim):
                           "them: single copy as memcpy), the anchors' on 2 MiB "
                           "transparent huge pages (`--huge`)"
                           if st.get("buffers") == "shared" else
-                          "malloc (ordinary 4 KiB pages)"),
+                          "page-aligned (`posix_memalign`, ordinary 4 KiB pages)")
+         + (f"; every receive buffer {st['offset']} bytes past a page boundary "
+            "(`--offset`)" if st.get("offset") else ""),
          "- inputs: " + ("fresh: every rank rewrites its input before each "
                          "call (`--fresh`), as a training step leaves it"
                          if st.get("fresh") else
