@@ -64,7 +64,7 @@ xc_result_t xc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t c
     if (fmt == XC_COMPRESS_NONE) return xc_allreduce(sendbuf, recvbuf, count, dtype, op, comm);
     int n = xc_comm_size(comm), me = xc_comm_rank(comm);
     if (n == 1) { /* nothing to send: the exact input (x/1 for XC_AVG) */
-        if (count && recvbuf != sendbuf) memmove(recvbuf, sendbuf, count * xc__dtype_size(dtype));
+        if (count && recvbuf != sendbuf) xc__move(recvbuf, sendbuf, count * xc__dtype_size(dtype));
         return XC_OK;
     }
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;

@@ -35,7 +35,7 @@ xc_result_t xc_reduce_scatter_compressed(const void *sendbuf, void *recvbuf, siz
     if (fmt == XC_COMPRESS_NONE)
         return xc_reduce_scatter(sendbuf, recvbuf, count, dtype, op, comm);
     if (n == 1) {
-        if (count) memmove(recvbuf, sendbuf, count * es);
+        if (count) xc__move(recvbuf, sendbuf, count * es);
         return XC_OK;
     }
     size_t nb = (count + XC_COMPRESS_BLOCK - 1) / XC_COMPRESS_BLOCK;

@@ -280,7 +280,7 @@ xc_result_t xc_ckpt_save_async(xc_comm_t *comm, const char *dir, uint64_t step,
             snprintf(a, XC__CKPT_NAME, "%s", parts[i].name);
             p->parts[i].name = a;
             a += XC__CKPT_NAME;
-            if (parts[i].bytes) memcpy(a, parts[i].data, parts[i].bytes);
+            if (parts[i].bytes) xc__copy(a, parts[i].data, parts[i].bytes);
             p->parts[i].data = a;
             p->parts[i].bytes = parts[i].bytes;
             a += parts[i].bytes;

@@ -198,8 +198,8 @@ static xc_result_t mark(xc_bucketer_t *b, const char *fn, int index, int whole, 
         size_t at, n;
         piece_span(b, index, i, &at, &n);
         if (!b->views && n)
-            memcpy((unsigned char *)slot(b, index) + at * es, (unsigned char *)g->user + at * es,
-                   n * es);
+            xc__copy((unsigned char *)slot(b, index) + at * es, (unsigned char *)g->user + at * es,
+                     n * es);
         if (np > 1) b->bst[k0 + i].marked = b->step; /* (a whole bucket may hold others) */
         if (--b->bst[k0 + i].pending == 0) b->bst[k0 + i].t_ready = now - b->t_first;
     }
@@ -283,8 +283,8 @@ static xc_result_t complete(xc_bucketer_t *b, int k, const char *who)
             const xc__grad_t *g = &b->grads[b->lay.grads[j]];
             size_t n = XC__MIN(g->count - bk->elem0, bk->count - b->lay.offsets[j]);
             if (n && g->marked == b->step)
-                memcpy((unsigned char *)g->user + bk->elem0 * es,
-                       b->arena + bk->byte_off + b->lay.offsets[j] * es, n * es);
+                xc__copy((unsigned char *)g->user + bk->elem0 * es,
+                         b->arena + bk->byte_off + b->lay.offsets[j] * es, n * es);
         }
     }
     s->done = 1;

@@ -230,8 +230,8 @@ void xc__bk_install(xc_bucketer_t *b, xc__layout_t *lay, xc__bk_res_t *r)
             const xc__bucket_t *ob = &b->lay.buckets[b->lay.bucket_of[g]];
             const xc__bucket_t *nb = &lay->buckets[lay->bucket_of[g]];
             size_t es = xc__dtype_size(b->grads[g].dtype);
-            memcpy(arena + nb->byte_off + lay->offset_of[g] * es,
-                   b->arena + ob->byte_off + b->lay.offset_of[g] * es, bytes);
+            xc__copy(arena + nb->byte_off + lay->offset_of[g] * es,
+                     b->arena + ob->byte_off + b->lay.offset_of[g] * es, bytes);
         }
     }
     free(b->old_arena);
