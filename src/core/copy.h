@@ -34,6 +34,11 @@
 #define XC__COPY_LOOP_MAX ((size_t)1 << 20)
 
 __attribute__((visibility("hidden"))) void xc__copy_loop(void *dst, const void *src, size_t n);
+/* Non-temporal stores for the destination's whole lines, ordinary ones
+ * for its unaligned head and the tail, then a fence (a release store
+ * that publishes the bytes comes after every one of them): the slot
+ * writes' other way (transport/wcopy.c).  memcpy off x86-64. */
+__attribute__((visibility("hidden"))) void xc__copy_nt(void *dst, const void *src, size_t n);
 
 /* Does a copy of `n` bytes from `src` to `dst` take the loop? */
 static inline int xc__copy_shifted(const void *dst, const void *src, size_t n)

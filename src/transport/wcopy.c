@@ -21,40 +21,12 @@
 #include "wcopy.h"
 #include "../core/copy.h"
 
-#include <string.h>
-
 #if defined(__x86_64__)
-#include <emmintrin.h>
 #include <x86intrin.h>
-
-/* Non-temporal stores of whole aligned lines, ordinary ones for the
- * unaligned head and the tail, then a fence: the caller's release store
- * that publishes the chunk comes after every byte of it. */
-static void copy_nt(char *d, const char *s, size_t n)
-{
-    size_t head = (size_t)(-(uintptr_t)d) & 63;
-    if (head > n) head = n;
-    memcpy(d, s, head);
-    d += head, s += head, n -= head;
-    size_t body = n & ~(size_t)63;
-    for (size_t i = 0; i < body; i += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-        _mm_stream_si128((__m128i *)(d + i), a);
-        _mm_stream_si128((__m128i *)(d + i + 16), b);
-        _mm_stream_si128((__m128i *)(d + i + 32), c);
-        _mm_stream_si128((__m128i *)(d + i + 48), e);
-    }
-    memcpy(d + body, s + body, n - body);
-    _mm_sfence();
-}
 
 static uint64_t ticks(void) { return __rdtsc(); }
 #define XC__WCOPY_NT 1
 #else
-static void copy_nt(char *d, const char *s, size_t n) { memcpy(d, s, n); }
 static uint64_t ticks(void) { return 0; }
 #define XC__WCOPY_NT 0
 #endif
@@ -174,6 +146,6 @@ void xc__wcopy_end(xc__wcopy_t *w, size_t bytes, size_t staged, int nt, uint32_t
 
 void xc__wcopy(void *dst, const void *src, size_t bytes, int nt)
 {
-    if (nt && bytes >= XC__WCOPY_PIECE_MIN) copy_nt(dst, src, bytes);
+    if (nt && bytes >= XC__WCOPY_PIECE_MIN) xc__copy_nt(dst, src, bytes);
     else xc__copy(dst, src, bytes);
 }
