@@ -348,7 +348,9 @@ static char *bounce_buf(void)
     return b;
 }
 
-/* Is the kernel's copy from `src` to `dst` at one of its slow offsets? */
+/* Is the kernel's copy from `src` to `dst` at one of its slow offsets?
+ * Only the measured cliff (1-31 bytes past): the bounce buffer costs a
+ * second copy, and 32-63 was not measured through the kernel. */
 static int kernel_shifted(uintptr_t dst, uintptr_t src, size_t len)
 {
     size_t d = (size_t)((dst - src) & 63);
