@@ -400,8 +400,10 @@ static void resolve_algo(opts_t *o)
 
 static void parse_args(opts_t *o, int argc, char **argv)
 {
-    enum { OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS, OPT_FRESH, OPT_P2P,
-           OPT_OFFSET };
+    enum {
+        OPT_ALGO = 256, OPT_CSV, OPT_JSON, OPT_INPLACE, OPT_CALIBRATE, OPT_BUFFERS, OPT_FRESH,
+        OPT_P2P, OPT_OFFSET
+    };
     static const struct option longopts[] = {
         {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'},

@@ -38,7 +38,7 @@ static void out(xc__shm_op_t *o, uint64_t k)
     if (o->me == o->a.root) return;
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
     xc__copy((char *)o->a.rbuf + off * o->es, xc__shm_src(o, o->a.root, xc__shm_g(o, k)),
-           n * o->es);
+             n * o->es);
 }
 
 /* Single copy: the root publishes its buffer and its share, the others

@@ -165,7 +165,9 @@ static inline void xc__shm_reduce_share(xc__shm_op_t *o, uint64_t k)
 static inline void xc__shm_copy_result(xc__shm_op_t *o, uint64_t k)
 {
     size_t off, n = xc__shm_chunk(o->a.count, o->ce, k, &off);
-    if (n) xc__copy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, o->base + k + 1), n * o->es);
+    if (n)
+        xc__copy((char *)o->a.rbuf + off * o->es, xc__shm_result(o->shm, o->base + k + 1),
+                 n * o->es);
 }
 
 /* XC__SHM_LINES_INPUT where a staged payload of `staged` bytes fits the

@@ -584,8 +584,9 @@ static void offsets_case(void)
                 H_CHECK(H.comm, xc_group_end());
                 count_p2p(1, 1);
                 char what[96];
-                snprintf(what, sizeof what, "received: sender +%zu, receiver +%zu bytes past a line",
-                         offs[a], offs[b]);
+                snprintf(what, sizeof what,
+                         "received: sender +%zu, receiver +%zu bytes past a line", offs[a],
+                         offs[b]);
                 h_check_copy(&c, r, n, left_of(H.rank), (size_t)(a * NO + b) << 20, what);
                 h_check_untouched(&c, rb, (size_t)(r - rb), "before the receive buffer");
                 h_check_untouched(&c, r + n, (size_t)(rb + max + 128 - (r + n)),
