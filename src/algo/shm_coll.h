@@ -392,6 +392,29 @@ static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t count, size_t e
     return ce ? ce : 1;
 }
 
+#define XC__SHM_TAKE_BYTES 32768
+/* The staged take's probe (the profile's shm_take): a reduce of this many
+ * int32 whose first chunk is the whole call -- where the root reads
+ * (xc__shm_reduce_root_reads) the first chunk of a 32 KiB reduce
+ * (XC__SHM_TAKE_BYTES: one piece on an uncrowded node, the whole call on
+ * a crowded one), elsewhere 32 KiB.  Priced from a 32 KiB reduce in four
+ * pieces, the model put the later pieces' cost on the first one: its take
+ * rate came out 350-480 ps/B on an Intel VM whose 8 KiB piece took ~145,
+ * and every staged collective of 1-8 KiB was priced 1.5-2.5x over (the
+ * 2-rank all-reduce of 1-4 KiB went to allreduce.rd, 1.5-1.7x slower;
+ * bench/RESULTS.md, fifty-sixth session).  The measurement and the price
+ * (cost_shm.c take_rate) use this one rule. */
+static inline size_t xc__shm_take_probe(size_t slot_bytes, int nranks, int crowded)
+{
+    size_t count = XC__SHM_TAKE_BYTES / 4;
+    if (!xc__shm_reduce_root_reads(nranks, crowded)) return count;
+    for (;;) { /* (small slots: the first chunk of an entry's first piece) */
+        size_t ce = xc__shm_rooted_ce(slot_bytes, count, 4, crowded);
+        if (ce >= count) return count;
+        count = ce;
+    }
+}
+
 /* Ask for the lines of `n` bytes another rank just wrote (up to 8 KiB),
  * all at once: the reduction's or copy's own loads reach them one after
  * another (a 1 KiB exchange between two cores 0.95-1.0 us, 0.64-0.77 with

@@ -207,8 +207,9 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
 }
 
 /* The rate at which this rank's code takes a chunk of `cb` bytes another
- * rank just staged, the first of an operation: shm_take for a 32 KiB
- * chunk, shm_take_big for one of shm_take_big_bytes (a ring entry, the
+ * rank just staged, the first of an operation: shm_take for the probe's
+ * chunk (xc__shm_take_probe: an 8 KiB piece on 2 uncrowded ranks, 32 KiB
+ * elsewhere), shm_take_big for one of shm_take_big_bytes (a ring entry, the
  * largest chunk), linear in between.  Measured with reduces whose root
  * reads (2 uncrowded ranks, or a crowded node:
  * xc__shm_reduce_root_reads), whose one-chunk time is the stager's copy
@@ -217,7 +218,8 @@ static double one_shot_chunk(const xc__m_t *m, double cb)
 static double take_rate(const xc__m_t *m, double cb)
 {
     const xc__profile_t *p = m->p;
-    double r = p->shm_take, b0 = XC__SHM_TAKE_BYTES, b1 = p->shm_take_big_bytes;
+    double r = p->shm_take, b1 = p->shm_take_big_bytes;
+    double b0 = 4.0 * (double)xc__shm_take_probe(m->t->slot_bytes, m->t->nranks, m->t->crowded);
     if (p->shm_take_big <= 0 || b1 <= b0 || cb <= b0) return r;
     if (cb >= b1) return p->shm_take_big;
     return r + (p->shm_take_big - r) * (cb - b0) / (b1 - b0);

@@ -1044,8 +1044,6 @@ _Static_assert(STAGE_COUNT * 4 > XC__SHM_LL_MAX, "the staged-round probe must us
 /* The schedule call's probe: 64 bytes, a frame of more than one channel
  * line (see its use). */
 #define SCHED_PROBE 16
-/* The staged chunk's take: a 32 KiB reduce (xc__shm_rooted_ce's pieces). */
-#define TAKE_COUNT (XC__SHM_TAKE_BYTES / 4)
 /* The collective algorithm `algo` belongs to (the registry's). */
 static xc_coll_t coll_of(int algo)
 {
@@ -1462,6 +1460,9 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
      * stages) and in a slot */
     size_t take_entry = comm->shm ? comm->shm->slot_bytes / XC__SHM_RING / 4 : 0;
     size_t take_slot = comm->shm ? comm->shm->slot_bytes / 4 : 0;
+    /* ... and in the take's probe (one chunk: xc__shm_take_probe) */
+    size_t take_count =
+        comm->shm ? xc__shm_take_probe(comm->shm->slot_bytes, comm->size, comm->oversub) : 0;
     double t_rd = -1, t_ring = -1;
     probe_t pr[MAX_PROBES];
     int np = 0;
@@ -1514,16 +1515,17 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
         pr[np++] = (probe_t){XC__ALGO_SHM_ALLREDUCE, LINES_COUNT, &t_lines};
         /* A rooted operation in the flagged lines: an 8-byte reduce. */
         pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2, &t_rooted};
-        /* A staged chunk taken out of a slot: a 32 KiB reduce (on 2
-         * uncrowded ranks and on a crowded node the root takes the other
-         * ranks' chunks, xc__shm_reduce_root_reads, agreed: comm->oversub;
-         * elsewhere the chunked reduce's shares). */
-        if (TAKE_COUNT * 4 <= comm->shm->slot_bytes) {
-            pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, TAKE_COUNT, &t_take};
+        /* A staged chunk taken out of a slot: a reduce of one chunk (on 2
+         * uncrowded ranks an 8 KiB piece, on a crowded node 32 KiB: the
+         * root takes the other ranks' chunks, xc__shm_reduce_root_reads,
+         * agreed: comm->oversub; elsewhere 32 KiB of the chunked reduce's
+         * shares; xc__shm_take_probe). */
+        if (take_count * 4 <= comm->shm->slot_bytes) {
+            pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, take_count, &t_take};
             /* ... one of two whole ring entries (within an entry the
              * chunks are pieces: xc__shm_rooted_ce), and two slots in a
              * pipeline. */
-            if (xc__shm_reduce_root_reads(comm->size, comm->oversub) && take_entry > TAKE_COUNT) {
+            if (xc__shm_reduce_root_reads(comm->size, comm->oversub) && take_entry > take_count) {
                 pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2 * take_entry, &t_take_big};
                 pr[np++] = (probe_t){XC__ALGO_SHM_REDUCE, 2 * take_slot, &t_take_pipe};
             }
@@ -1619,7 +1621,7 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
              * channels' rate as before.  Priced as a local copy there, the
              * 8-rank all-to-all of 32 KiB blocks went to alltoall.shm, 213 us
              * against alltoall.pairwise's 136 (twenty-fourth session). */
-            double r = solve_take(comm, p, &p->shm_take, TAKE_COUNT, t_take);
+            double r = solve_take(comm, p, &p->shm_take, take_count, t_take);
             p->shm_take = r > 0 ? r : 0;
             p->shm_take_big = p->shm_take_pipe = 0;
         }

@@ -44,10 +44,6 @@ enum xc__gop { XC__GOP_SUM = 0, XC__GOP_PROD, XC__GOP_MINMAX, XC__GOP_COUNT };
 
 #define XC__LADDER_MAX 8
 
-/* The staged take's first probe (shm_take): a 32 KiB reduce (in pieces
- * where the node is not crowded: xc__shm_rooted_ce). */
-#define XC__SHM_TAKE_BYTES 32768
-
 /* What a profile holds (bits of xc__profile_t.have). */
 enum {
     XC__HAVE_SHM = 1 << XC__LINK_SHM,             /* link + shm sync */

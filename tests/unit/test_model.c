@@ -606,6 +606,20 @@ static void test_shm_rules(void)
     EXPECT_TRUE(xc__shm_reduce_root_reads(2, 0) && xc__shm_reduce_root_reads(2, 1) &&
                 !xc__shm_reduce_root_reads(3, 0) && xc__shm_reduce_root_reads(3, 1) &&
                 xc__shm_reduce_root_reads(8, 1) && !xc__shm_reduce_root_reads(1, 1));
+    /* the take's probe is one chunk of a reduce whose root reads (an 8 KiB
+     * piece on 2 uncrowded ranks, 32 KiB crowded), 32 KiB elsewhere */
+    EXPECT_TRUE(xc__shm_take_probe(256 << 10, 2, 0) == 2048 &&
+                xc__shm_take_probe(256 << 10, 2, 1) == 8192 &&
+                xc__shm_take_probe(256 << 10, 3, 0) == 8192 &&
+                xc__shm_take_probe(256 << 10, 8, 1) == 8192);
+    for (int L = 2; L <= 8; L++)
+        for (int cr = 0; cr < 2; cr++)
+            for (size_t slot = 64 << 10; slot <= (1 << 20); slot *= 2) {
+                size_t n = xc__shm_take_probe(slot, L, cr);
+                EXPECT_TRUE(n * 4 <= XC__SHM_TAKE_BYTES);
+                if (xc__shm_reduce_root_reads(L, cr))
+                    EXPECT_TRUE(xc__shm_rooted_ce(slot, n, 4, cr) == n);
+            }
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 0, 65536) == SIZE_MAX);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 2, 1, 65536) == SIZE_MAX);
     EXPECT_TRUE(xc__shm_cma_reduce_min(1, 4, 1, 65536) == SIZE_MAX);
