@@ -706,17 +706,23 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
 }
 
 /* A reader of a ring operation's lines asks for rank j's next two entries'
- * first lines, once the writer may be 32 ahead (it holds the bias, and so
- * does this thread, as a rule): a writer that runs ahead has written them
- * already, and the reader's loads would otherwise fetch one line per call
+ * lines, once the writer may be 32 ahead (it holds the bias, and so does
+ * this thread, as a rule): a writer that runs ahead has written them
+ * already, and the reader's loads would otherwise fetch them call by call
  * (8-byte broadcast back to back, medians 0.19-0.22 -> 0.10-0.15 us with
  * the bias; under the lock, 8 entries deep, it was slower: 0.21-0.23 ->
- * 0.24; bench/RESULTS.md, thirty-first session). */
+ * 0.24; bench/RESULTS.md, thirty-first session).  Every line the payload
+ * takes, not the first alone (the adjacent-line prefetcher brings its
+ * pair partner, no more): 2 ranks, 128-512 B broadcast 0.16-0.20 -> 0.08-
+ * 0.10 us, reduce 0.18-0.24 -> 0.10-0.12 (fifty-sixth session). */
 static void ll_ask_ahead(const xc_comm_t *comm, const xc__shm_op_t *o, int j, uint64_t g)
 {
     if (!xc__bias_held(comm)) return;
-    __builtin_prefetch(ll_at(o, j, g + 1), 0, 3);
-    __builtin_prefetch(ll_at(o, j, g + 2), 0, 3);
+    int n = ll_lines(o->ll_bytes);
+    for (int i = 0; i < n; i++) {
+        __builtin_prefetch(ll_at(o, j, g + 1)[i], 0, 3);
+        __builtin_prefetch(ll_at(o, j, g + 2)[i], 0, 3);
+    }
 }
 
 /* How long an express call polls for its peers (pause instructions): a
