@@ -175,21 +175,31 @@ void xc__comm_set_wait(xc_comm_t *c)
 }
 
 /* The point-to-point single-copy threshold: XCOLL_SHM_P2P_CMA_MIN_KB if
- * given; else 64 KiB on a crowded node -- there a send waits for its
- * receiver to run before it completes, and through the ring it does not
- * (4 ranks on 2 cores, send/recv of 8 / 16 / 32 KiB, means 29-31 -> 9-12 /
- * 20 us, medians level or better; 8 ranks: means 3-4x lower, medians of
- * 8-16 KiB 96-99 -> 125-149 us; bench/RESULTS.md, thirty-fifth session) --
- * and elsewhere 8 KiB or, if larger (and sane), `measured`: where the cost
+ * given; else 8 KiB or, if larger (and sane), `measured`: where the cost
  * model's calibration found the ring to stop leading (model_init.c passes
- * the profile's shared-memory big_from, 0 before there is one). */
+ * the profile's shared-memory big_from, 0 before there is one).  On a
+ * crowded node 64 KiB until measured, then the measurement held between
+ * 32 and 64 KiB: there a send waits for its receiver to run before it
+ * completes, and through the ring it does not, but the ring's two copies
+ * share the cores too.  Which costs more is the host's: on the AMD EPYC
+ * VM (thirty-fifth session) 4 ranks on 2 cores, send/recv of 8 / 16 / 32
+ * KiB, means 29-31 single copy against 9-12 / 20 us through the ring; on
+ * an Intel VM (fifty-sixth session) 32 KiB means 16.7 through the ring
+ * against 9.0 single copy, medians 43 against 10 (8 ranks: 27.5 / 50.5
+ * against 20.7 / 21.9), 16 KiB level by means.  The pair's measurement
+ * (ranks 0 and 1 while the others wait) put the ring's lead past 64 KiB
+ * on the first and below 32 KiB on the second. */
 void xc__comm_set_p2p_cma_min(xc_comm_t *c, double measured)
 {
     size_t v = c->cfg.shm_p2p_cma_min_kb >= 0 ? (size_t)c->cfg.shm_p2p_cma_min_kb * 1024
-               : c->oversub                  ? (size_t)64 << 10
+               : c->oversub                  ? XC__P2P_CMA_CROWDED_HI
                                              : (size_t)8 << 10;
-    if (c->cfg.shm_p2p_cma_min_kb < 0 && !c->oversub && measured > (double)v &&
-        measured <= (double)XC__P2P_CMA_MIN_MAX)
+    if (c->cfg.shm_p2p_cma_min_kb < 0 && c->oversub && measured > 0)
+        v = measured < (double)XC__P2P_CMA_CROWDED_LO ? XC__P2P_CMA_CROWDED_LO
+            : measured > (double)XC__P2P_CMA_CROWDED_HI ? XC__P2P_CMA_CROWDED_HI
+                                                        : (size_t)measured;
+    else if (c->cfg.shm_p2p_cma_min_kb < 0 && measured > (double)v &&
+             measured <= (double)XC__P2P_CMA_MIN_MAX)
         v = (size_t)measured;
     c->p2p_cma_min = v;
 }

@@ -237,6 +237,10 @@ XC__HIDDEN void xc__comm_set_wait(xc_comm_t *comm);
 /* The largest measured threshold xc__comm_set_p2p_cma_min takes (a
  * profile's is at most measure.c's RING_PROBE_MAX). */
 #define XC__P2P_CMA_MIN_MAX ((size_t)64 << 20)
+/* On a crowded node the measured threshold is held between these
+ * (xc__comm_set_p2p_cma_min; measure.c searches from the lower). */
+#define XC__P2P_CMA_CROWDED_LO ((size_t)32 << 10)
+#define XC__P2P_CMA_CROWDED_HI ((size_t)64 << 10)
 XC__HIDDEN void xc__comm_set_p2p_cma_min(xc_comm_t *comm, double measured);
 
 /* --------------------------------------------------------------- split.c */

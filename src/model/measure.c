@@ -860,11 +860,14 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
     int dual[32], nd = 0;
     /* ... and the big sizes up to RING_PROBE_MAX through the ring, where
      * the threshold is auto: it is where the ring stops leading
-     * (lead_end).  Not on a crowded node, whose 64 KiB the pair's
-     * times do not see (the others idle meanwhile): through the ring there
-     * a 4-rank send/recv of 64 KiB took 59 us against 41 single copy. */
+     * (lead_end).  On a crowded node too, from XC__P2P_CMA_CROWDED_LO
+     * (the caller's big_from), its result held between that and
+     * XC__P2P_CMA_CROWDED_HI: the pair's times there are taken while the
+     * others wait, and on the AMD EPYC VM put the ring ahead at 64 KiB,
+     * where through the ring a 4-rank send/recv took 59 us against 41
+     * single copy (xc__comm_set_p2p_cma_min). */
     int rbig[32], nr = 0;
-    int search = ring_small && comm->cfg.shm_p2p_cma_min_kb < 0 && !comm->oversub;
+    int search = ring_small && comm->cfg.shm_p2p_cma_min_kb < 0;
     double fit_from = ring_small ? (double)bigs[0] : big_from;
     double copy_from = big_from < 0 ? (double)bigs[0] : fit_from;
     char *buf = malloc(2 * max);
@@ -977,6 +980,9 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                  "%.0f B (a fresh one), configured %.0f",
                  reused, fresh, big_from);
         big_from = reused < fresh ? reused : fresh;
+        if (comm->oversub) /* as xc__comm_set_p2p_cma_min holds it */
+            big_from = big_from > (double)XC__P2P_CMA_CROWDED_HI ? (double)XC__P2P_CMA_CROWDED_HI
+                                                                  : big_from;
     }
     double cache = cache_size();
     /* TCP: the split fitted, per pattern between nodes (the one-way times
@@ -1488,8 +1494,16 @@ static xc_result_t measure_all(xc_comm_t *comm, uint32_t what, int thorough, xc_
         out->sync_per_rank = 0;
     } else if (what & XC__HAVE_SHM) {
         if (comm->chans) {
+            /* (a crowded node searches from XC__P2P_CMA_CROWDED_LO: its
+             * threshold until then is the highest it may take) */
+            size_t saved = comm->p2p_cma_min;
+            if (comm->oversub && comm->cfg.shm_p2p_cma_min_kb < 0)
+                comm->p2p_cma_min = XC__P2P_CMA_CROWDED_LO;
             double big_from = comm->cma ? (double)comm->p2p_cma_min : 0;
-            XC_CHECK(measure_link(comm, 1, big_from, 0, pl, out, XC__LINK_SHM, &out->link[XC__LINK_SHM]));
+            xc_result_t lrc =
+                measure_link(comm, 1, big_from, 0, pl, out, XC__LINK_SHM, &out->link[XC__LINK_SHM]);
+            comm->p2p_cma_min = saved;
+            XC_CHECK(lrc);
         } else {
             /* No channels (frames go over loopback TCP): the class only
              * prices the shm collectives' single-copy reads; take memcpy's. */

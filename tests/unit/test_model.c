@@ -1363,6 +1363,39 @@ static void test_env_profile(void)
     unsetenv("XCOLL_PROFILE");
 }
 
+/* The point-to-point single-copy threshold from a measurement: as
+ * measured (at least 8 KiB) where the node is not crowded, held between
+ * 32 and 64 KiB where it is; XCOLL_SHM_P2P_CMA_MIN_KB over both. */
+static void test_p2p_threshold(void)
+{
+    xc_comm_t *c = calloc(1, sizeof *c);
+    if (!c) FAIL("out of memory");
+    c->cfg.shm_p2p_cma_min_kb = -1;
+    const struct {
+        int oversub;
+        double measured;
+        size_t want;
+    } k[] = {
+        {0, 0, 8 << 10},          {0, 4096, 8 << 10},        {0, 20480, 20480},
+        {0, 1 << 20, 1 << 20},    {0, 1e12, 8 << 10},        {1, 0, 64 << 10},
+        {1, 8192, 32 << 10},      {1, 40960, 40960},         {1, 1 << 20, 64 << 10},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        c->oversub = k[i].oversub;
+        xc__comm_set_p2p_cma_min(c, k[i].measured);
+        if (c->p2p_cma_min != k[i].want)
+            FAIL("p2p threshold%s from %.0f B: %zu, want %zu", k[i].oversub ? " (crowded)" : "",
+                 k[i].measured, c->p2p_cma_min, k[i].want);
+    }
+    c->cfg.shm_p2p_cma_min_kb = 16;
+    for (int o = 0; o < 2; o++) {
+        c->oversub = o;
+        xc__comm_set_p2p_cma_min(c, 40960);
+        EXPECT_TRUE(c->p2p_cma_min == 16 << 10);
+    }
+    free(c);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/xcoll-test-model.XXXXXX");
@@ -1385,6 +1418,7 @@ int main(void)
     test_malformed();
     test_env_profile();
     test_lead_end();
+    test_p2p_threshold();
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
