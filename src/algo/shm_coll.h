@@ -392,18 +392,19 @@ static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t count, size_t e
     return ce ? ce : 1;
 }
 
-#define XC__SHM_TAKE_BYTES 32768
 /* The staged take's probe (the profile's shm_take): a reduce of this many
  * int32 whose first chunk is the whole call -- where the root reads
- * (xc__shm_reduce_root_reads) the first chunk of a 32 KiB reduce
- * (XC__SHM_TAKE_BYTES: one piece on an uncrowded node, the whole call on
- * a crowded one), elsewhere 32 KiB.  Priced from a 32 KiB reduce in four
- * pieces, the model put the later pieces' cost on the first one: its take
- * rate came out 350-480 ps/B on an Intel VM whose 8 KiB piece took ~145,
+ * (xc__shm_reduce_root_reads) the first chunk of a reduce of
+ * XC__SHM_TAKE_BYTES (one piece on an uncrowded node, the whole call on
+ * a crowded one), elsewhere XC__SHM_TAKE_BYTES.  Priced from a 32 KiB
+ * reduce in four pieces, the model put the later pieces' cost on the
+ * first one: its take rate came out 350-480 ps/B on an Intel VM whose
+ * 8 KiB piece took ~145,
  * and every staged collective of 1-8 KiB was priced 1.5-2.5x over (the
  * 2-rank all-reduce of 1-4 KiB went to allreduce.rd, 1.5-1.7x slower;
  * bench/RESULTS.md, fifty-sixth session).  The measurement and the price
  * (cost_shm.c take_rate) use this one rule. */
+#define XC__SHM_TAKE_BYTES 32768
 static inline size_t xc__shm_take_probe(size_t slot_bytes, int nranks, int crowded)
 {
     size_t count = XC__SHM_TAKE_BYTES / 4;
