@@ -187,8 +187,10 @@ void xc__comm_set_wait(xc_comm_t *c)
  * an Intel VM (fifty-sixth session) 32 KiB means 16.7 through the ring
  * against 9.0 single copy, medians 43 against 10 (8 ranks: 27.5 / 50.5
  * against 20.7 / 21.9), 16 KiB level by means.  The pair's measurement
- * (ranks 0 and 1 while the others wait) put the ring's lead past 64 KiB
- * on the first and below 32 KiB on the second. */
+ * (ranks 0 and 1 while the others wait) ends the ring's lead below 32
+ * KiB on the second; on the first, uncrowded, it ended at 94-110 KiB
+ * (thirty-sixth session), which would keep 64 there -- not measured on a
+ * crowded node of that host since. */
 void xc__comm_set_p2p_cma_min(xc_comm_t *c, double measured)
 {
     size_t v = c->cfg.shm_p2p_cma_min_kb >= 0 ? (size_t)c->cfg.shm_p2p_cma_min_kb * 1024

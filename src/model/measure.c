@@ -863,9 +863,9 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
      * (lead_end).  On a crowded node too, from XC__P2P_CMA_CROWDED_LO
      * (the caller's big_from), its result held between that and
      * XC__P2P_CMA_CROWDED_HI: the pair's times there are taken while the
-     * others wait, and on the AMD EPYC VM put the ring ahead at 64 KiB,
-     * where through the ring a 4-rank send/recv took 59 us against 41
-     * single copy (xc__comm_set_p2p_cma_min). */
+     * others wait, and on the AMD EPYC VM (uncrowded) put the ring ahead
+     * at 64 KiB, where crowded a 4-rank send/recv took 59 us through the
+     * ring against 41 single copy (xc__comm_set_p2p_cma_min). */
     int rbig[32], nr = 0;
     int search = ring_small && comm->cfg.shm_p2p_cma_min_kb < 0;
     double fit_from = ring_small ? (double)bigs[0] : big_from;
