@@ -734,10 +734,10 @@ static int advance(xc_comm_t *comm, xc__op_t *op)
 static void ll_ask_ahead(const xc_comm_t *comm, const xc__shm_op_t *o, int j, uint64_t g)
 {
     if (!xc__bias_held(comm)) return;
-    int n = ll_lines(o->ll_bytes);
-    for (int i = 0; i < n; i++) {
-        __builtin_prefetch(ll_at(o, j, g + 1)[i], 0, 3);
-        __builtin_prefetch(ll_at(o, j, g + 2)[i], 0, 3);
+    uint64_t(*a)[8] = ll_at(o, j, g + 1), (*b)[8] = ll_at(o, j, g + 2);
+    for (int i = 0, n = ll_lines(o->ll_bytes); i < n; i++) {
+        __builtin_prefetch(a[i], 0, 3);
+        __builtin_prefetch(b[i], 0, 3);
     }
 }
 

@@ -399,10 +399,10 @@ static inline size_t xc__shm_rooted_ce(size_t slot_bytes, size_t count, size_t e
  * a crowded one), elsewhere XC__SHM_TAKE_BYTES.  Priced from a 32 KiB
  * reduce in four pieces, the model put the later pieces' cost on the
  * first one: its take rate came out 350-480 ps/B on an Intel VM whose
- * 8 KiB piece took ~145,
- * and every staged collective of 1-8 KiB was priced 1.5-2.5x over (the
- * 2-rank all-reduce of 1-4 KiB went to allreduce.rd, 1.5-1.7x slower;
- * bench/RESULTS.md, fifty-sixth session).  The measurement and the price
+ * 8 KiB piece took ~145, and every staged collective of 1-8 KiB was
+ * priced 1.5-2.5x over (the 2-rank all-reduce of 1-4 KiB went to
+ * allreduce.rd, 1.5-1.7x slower; bench/RESULTS.md, fifty-sixth
+ * session).  The measurement and the price
  * (cost_shm.c take_rate) use this one rule. */
 #define XC__SHM_TAKE_BYTES 32768
 static inline size_t xc__shm_take_probe(size_t slot_bytes, int nranks, int crowded)

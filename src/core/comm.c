@@ -197,9 +197,7 @@ void xc__comm_set_p2p_cma_min(xc_comm_t *c, double measured)
                : c->oversub                  ? XC__P2P_CMA_CROWDED_HI
                                              : (size_t)8 << 10;
     if (c->cfg.shm_p2p_cma_min_kb < 0 && c->oversub && measured > 0)
-        v = measured < (double)XC__P2P_CMA_CROWDED_LO ? XC__P2P_CMA_CROWDED_LO
-            : measured > (double)XC__P2P_CMA_CROWDED_HI ? XC__P2P_CMA_CROWDED_HI
-                                                        : (size_t)measured;
+        v = xc__p2p_crowded_hold(measured);
     else if (c->cfg.shm_p2p_cma_min_kb < 0 && measured > (double)v &&
              measured <= (double)XC__P2P_CMA_MIN_MAX)
         v = (size_t)measured;

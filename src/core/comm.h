@@ -238,9 +238,16 @@ XC__HIDDEN void xc__comm_set_wait(xc_comm_t *comm);
  * profile's is at most measure.c's RING_PROBE_MAX). */
 #define XC__P2P_CMA_MIN_MAX ((size_t)64 << 20)
 /* On a crowded node the measured threshold is held between these
- * (xc__comm_set_p2p_cma_min; measure.c searches from the lower). */
+ * (xc__comm_set_p2p_cma_min and the profile's big_from, measure.c, which
+ * searches from the lower): xc__p2p_crowded_hold. */
 #define XC__P2P_CMA_CROWDED_LO ((size_t)32 << 10)
 #define XC__P2P_CMA_CROWDED_HI ((size_t)64 << 10)
+static inline size_t xc__p2p_crowded_hold(double measured)
+{
+    return measured < (double)XC__P2P_CMA_CROWDED_LO   ? XC__P2P_CMA_CROWDED_LO
+           : measured > (double)XC__P2P_CMA_CROWDED_HI ? XC__P2P_CMA_CROWDED_HI
+                                                       : (size_t)measured;
+}
 XC__HIDDEN void xc__comm_set_p2p_cma_min(xc_comm_t *comm, double measured);
 
 /* --------------------------------------------------------------- split.c */

@@ -980,9 +980,7 @@ static xc_result_t measure_link(xc_comm_t *comm, int q, double big_from, int str
                  "%.0f B (a fresh one), configured %.0f",
                  reused, fresh, big_from);
         big_from = reused < fresh ? reused : fresh;
-        if (comm->oversub) /* as xc__comm_set_p2p_cma_min holds it */
-            big_from = big_from > (double)XC__P2P_CMA_CROWDED_HI ? (double)XC__P2P_CMA_CROWDED_HI
-                                                                  : big_from;
+        if (comm->oversub) big_from = (double)xc__p2p_crowded_hold(big_from);
     }
     double cache = cache_size();
     /* TCP: the split fitted, per pattern between nodes (the one-way times
